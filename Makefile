@@ -1,0 +1,31 @@
+# sqlcoord — see README.md. `make demo` and `make test` do all their own set-up.
+SHELL := /bin/bash
+GO ?= go
+export GOFLAGS ?= -mod=mod
+
+.PHONY: setup test vet demo bench build clean
+
+# Idempotent: installs the database servers when missing, downloads modules.
+setup:
+	@bash scripts/setup.sh
+	$(GO) mod download
+
+build:
+	$(GO) build -o bin/sqlcoord ./cmd/sqlcoord
+
+vet:
+	$(GO) vet ./...
+
+# Vet plus the whole suite with the race detector against real PostgreSQL 15
+# and MariaDB servers (throwaway, started by the tests themselves).
+test: setup vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+demo: setup build
+	./bin/sqlcoord demo $(ARGS)
+
+bench: setup build
+	./bin/sqlcoord bench all $(ARGS)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,96 @@
+// Command sqlcoord installs sqlcoord's schema, runs live demonstrations of
+// its primitives and benchmarks them.
+//
+//	sqlcoord migrate up|down|status|version|to N --dsn DSN
+//	sqlcoord demo [scenario...] [--dsn DSN | --dialect postgres|mysql]
+//	sqlcoord version
+//
+// The DSN may also come from SQLCOORD_DSN.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sqlcoord/sqlcoord"
+)
+
+// Version is set by the build (-ldflags "-X main.Version=...").
+var Version = "dev"
+
+// usageError marks errors that should exit with status 2.
+type usageError struct{ error }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot()
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "sqlcoord:") {
+			msg = "sqlcoord: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		if ctx.Err() != nil {
+			os.Exit(130)
+		}
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sqlcoord",
+		Short:         "Coordination primitives enforced by PostgreSQL and MySQL/MariaDB",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().String("dsn", "", "database DSN (postgres://… or mysql://…); default $SQLCOORD_DSN")
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd())
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the sqlcoord version and the newest schema version it ships",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pg, _ := sqlcoord.Versions("postgres")
+			my, _ := sqlcoord.Versions("mysql")
+			fmt.Fprintf(cmd.OutOrStdout(), "sqlcoord %s (schema: postgres %d, mysql %d)\n", Version, pg[len(pg)-1], my[len(my)-1])
+			return nil
+		},
+	}
+}
+
+// dsnFrom returns --dsn or $SQLCOORD_DSN.
+func dsnFrom(cmd *cobra.Command) string {
+	dsn, _ := cmd.Flags().GetString("dsn")
+	if dsn == "" {
+		dsn = os.Getenv("SQLCOORD_DSN")
+	}
+	return dsn
+}
+
+// openDB opens the DSN from flags/environment or fails with a usage error.
+func openDB(cmd *cobra.Command) (*sqlcoord.DB, error) {
+	dsn := dsnFrom(cmd)
+	if dsn == "" {
+		return nil, usageError{errors.New("no database: pass --dsn or set SQLCOORD_DSN")}
+	}
+	return sqlcoord.Open(cmd.Context(), dsn)
+}

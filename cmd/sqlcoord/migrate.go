@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sqlcoord/sqlcoord"
+)
+
+func newMigrateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Install, upgrade or remove sqlcoord's coord_ tables",
+		Long: `Runs sqlcoord's embedded golang-migrate migrations. Bookkeeping lives in
+coord_schema_migrations, so an application's own schema_migrations is untouched.`,
+	}
+	run := func(use, short string, target func(args []string) (sqlcoord.Target, error), nargs cobra.PositionalArgs) *cobra.Command {
+		return &cobra.Command{
+			Use: use, Short: short, Args: nargs,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				t, err := target(args)
+				if err != nil {
+					return usageError{err}
+				}
+				db, err := openDB(cmd)
+				if err != nil {
+					return err
+				}
+				defer db.Close()
+				if err := sqlcoord.Migrate(cmd.Context(), db, t); err != nil {
+					return err
+				}
+				return printStatus(cmd, db)
+			},
+		}
+	}
+	cmd.AddCommand(
+		run("up", "Apply all pending migrations", func([]string) (sqlcoord.Target, error) { return sqlcoord.Up, nil }, cobra.NoArgs),
+		run("down", "Revert all migrations (drops every coord_ table and its data)", func([]string) (sqlcoord.Target, error) { return sqlcoord.Down, nil }, cobra.NoArgs),
+		run("to N", "Migrate up or down to version N", func(args []string) (sqlcoord.Target, error) {
+			n, err := strconv.ParseUint(args[0], 10, 32)
+			if err != nil {
+				return sqlcoord.Target{}, fmt.Errorf("version %q is not a number", args[0])
+			}
+			return sqlcoord.To(uint(n)), nil
+		}, cobra.ExactArgs(1)),
+		&cobra.Command{
+			Use: "status", Short: "Show applied and pending versions", Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				db, err := openDB(cmd)
+				if err != nil {
+					return err
+				}
+				defer db.Close()
+				return printStatus(cmd, db)
+			},
+		},
+		&cobra.Command{
+			Use: "version", Short: "Print the applied schema version only", Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				db, err := openDB(cmd)
+				if err != nil {
+					return err
+				}
+				defer db.Close()
+				st, err := sqlcoord.MigrationStatus(cmd.Context(), db)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), st.Version)
+				return nil
+			},
+		},
+	)
+	return cmd
+}
+
+func printStatus(cmd *cobra.Command, db *sqlcoord.DB) error {
+	st, err := sqlcoord.MigrationStatus(cmd.Context(), db)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "database: %s (%s)\n", db, db.Dialect.Name())
+	fmt.Fprintf(w, "schema version: %d of %d", st.Version, st.Latest)
+	if st.Dirty {
+		fmt.Fprint(w, " (DIRTY: a migration failed half-way)")
+	}
+	fmt.Fprintln(w)
+	if len(st.Pending) > 0 {
+		fmt.Fprintf(w, "pending: %v (run `sqlcoord migrate up`)\n", st.Pending)
+	} else {
+		fmt.Fprintln(w, "up to date")
+	}
+	return nil
+}

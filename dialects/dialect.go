@@ -1,0 +1,109 @@
+package dialects
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Dialect is what sqlcoord knows about one database family. The two values
+// are Postgres (postgres.go) and MySQL / MariaDB (mysql.go); every SQL
+// statement the library sends lives in Q and can be read in those files.
+type Dialect struct {
+	name     string // "postgres", "mysql" or "mariadb"
+	family   string // "postgres" or "mysql"
+	driver   string // database/sql driver name
+	quote    string
+	numbered bool // placeholders are $1, $2 (PostgreSQL) rather than ?
+	classify func(error) error
+
+	// Q holds the text of every statement sqlcoord sends to this dialect.
+	Q *Queries
+}
+
+// Name is "postgres", "mysql" (MySQL 8) or "mariadb".
+func (d *Dialect) Name() string { return d.name }
+
+// Family is "postgres" or "mysql" (MariaDB belongs to the mysql family).
+func (d *Dialect) Family() string { return d.family }
+
+// DriverName is the database/sql driver this dialect uses ("pgx" or "mysql").
+func (d *Dialect) DriverName() string { return d.driver }
+
+func (d *Dialect) String() string { return d.name }
+
+// Placeholder returns the n-th (1-based) bind parameter marker.
+func (d *Dialect) Placeholder(n int) string {
+	if d.numbered {
+		return "$" + strconv.Itoa(n)
+	}
+	return "?"
+}
+
+// Classify maps a driver error to an *Error carrying one of the sentinel
+// errors, or returns err unchanged when it is nil or not one sqlcoord knows.
+func (d *Dialect) Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return d.classify(err)
+}
+
+// ClassifyCommit classifies an error returned by COMMIT: a lost connection
+// there means the outcome is unknown (ErrCommitUnknown), not a clean
+// failure.
+func (d *Dialect) ClassifyCommit(err error) error {
+	err = d.Classify(err)
+	if errors.Is(err, ErrConnLost) {
+		var e *Error
+		errors.As(err, &e)
+		return &Error{Kind: ErrCommitUnknown, Code: e.Code, Err: e.Err}
+	}
+	return err
+}
+
+// identRe is what sqlcoord accepts as a caller-supplied table or column
+// name: ASCII letters, digits and underscores, not starting with a digit,
+// at most 63 characters (PostgreSQL's limit; MySQL allows 64).
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// ErrInvalidIdent is returned for caller-supplied identifiers that are not
+// plain names.
+var ErrInvalidIdent = errors.New("sqlcoord: invalid identifier")
+
+// QuoteIdent validates a caller-supplied table or column name and returns it
+// quoted for this dialect. "schema.table" is accepted as two validated parts.
+// Names are never spliced into SQL without passing through here.
+func (d *Dialect) QuoteIdent(name string) (string, error) {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return "", fmt.Errorf("%w %q: at most one dot (schema.table)", ErrInvalidIdent, name)
+	}
+	for i, p := range parts {
+		if !identRe.MatchString(p) {
+			return "", fmt.Errorf("%w %q: use letters, digits and _ (not first), 1-63 characters", ErrInvalidIdent, name)
+		}
+		parts[i] = d.quote + p + d.quote
+	}
+	return strings.Join(parts, "."), nil
+}
+
+// ByFamily returns the dialect for "postgres"/"postgresql"/"pgx" or
+// "mysql"/"mariadb".
+func ByFamily(name string) (*Dialect, error) {
+	switch strings.ToLower(name) {
+	case "postgres", "postgresql", "pgx", "pg":
+		return Postgres, nil
+	case "mysql":
+		return MySQL, nil
+	case "mariadb":
+		return MariaDB, nil
+	}
+	return nil, fmt.Errorf("sqlcoord: unknown dialect %q (want postgres, mysql or mariadb)", name)
+}

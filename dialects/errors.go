@@ -1,0 +1,67 @@
+// Package dialects holds everything that differs between PostgreSQL and
+// MySQL/MariaDB: the SQL text of every statement sqlcoord sends (one file per
+// dialect: postgres.go, mysql.go), identifier quoting, and the classification
+// of driver errors into the sentinel errors below, which every sqlcoord
+// package shares and callers match with errors.Is.
+package dialects
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. A classified error matches exactly one of these with
+// errors.Is and still unwraps to the driver's own error (*pgconn.PgError,
+// *mysql.MySQLError, driver.ErrBadConn, ...).
+var (
+	// ErrLocked: the row or lock is held by another transaction and the
+	// statement asked not to wait (FOR UPDATE NOWAIT).
+	ErrLocked = errors.New("sqlcoord: locked by another transaction")
+	// ErrLockTimeout: a bounded lock wait ran out (PostgreSQL lock_timeout,
+	// MySQL/MariaDB innodb_lock_wait_timeout or FOR UPDATE WAIT n).
+	ErrLockTimeout = errors.New("sqlcoord: lock wait timeout")
+	// ErrDuplicate: a unique index rejected the row.
+	ErrDuplicate = errors.New("sqlcoord: duplicate key")
+	// ErrDeadlock: the server chose this transaction as a deadlock victim
+	// and rolled it back. Retrying the whole transaction is safe.
+	ErrDeadlock = errors.New("sqlcoord: deadlock detected")
+	// ErrSerialization: a SERIALIZABLE/REPEATABLE READ conflict; retry the
+	// whole transaction.
+	ErrSerialization = errors.New("sqlcoord: serialization failure")
+	// ErrCommitUnknown: the connection was lost while COMMIT was in flight,
+	// so the transaction may or may not have committed. Never retry blindly.
+	ErrCommitUnknown = errors.New("sqlcoord: commit outcome unknown")
+	// ErrConnLost: the connection broke during a statement other than
+	// COMMIT. The transaction (if any) is gone and was not committed.
+	ErrConnLost = errors.New("sqlcoord: connection lost")
+	// ErrNoSchema: a coord_ table does not exist in this database.
+	ErrNoSchema = errors.New("sqlcoord: schema not installed; run `sqlcoord migrate up`")
+	// ErrQueryCanceled: the server canceled the statement (context
+	// cancellation or statement timeout).
+	ErrQueryCanceled = errors.New("sqlcoord: statement canceled")
+)
+
+// Error is a driver error classified into one of the sentinel errors.
+// errors.Is(err, Kind) and errors.As(err, &driverErr) both work.
+type Error struct {
+	Kind error  // one of the sentinel errors above
+	Code string // SQLSTATE (PostgreSQL) or error number (MySQL), if any
+	Err  error  // the driver's error
+}
+
+func (e *Error) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("%v (%s): %v", e.Kind, e.Code, e.Err)
+	}
+	return fmt.Sprintf("%v: %v", e.Kind, e.Err)
+}
+
+// Unwrap exposes both the sentinel and the driver error to errors.Is/As.
+func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// Retryable reports whether err is a failure after which running the whole
+// transaction again is safe and may succeed: deadlock, serialization failure
+// or lock wait timeout. ErrCommitUnknown is deliberately not retryable.
+func Retryable(err error) bool {
+	return errors.Is(err, ErrDeadlock) || errors.Is(err, ErrSerialization) || errors.Is(err, ErrLockTimeout)
+}

@@ -1,0 +1,117 @@
+package dialects
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Times in the mysql family are DATETIME(6) in UTC, always computed by the
+// server with UTC_TIMESTAMP(6) (constant within one statement, independent
+// of the session time_zone), never sent by the client.
+
+// mysqlQueries is shared by MySQL 8 and MariaDB; the few statements that
+// differ are patched in below.
+func mysqlQueries() Queries {
+	return Queries{
+		Version: `SELECT VERSION()`,
+		Now:     `SELECT UTC_TIMESTAMP(6)`,
+
+		LockExists: `SELECT 1 FROM coord_locks WHERE name = ?`,
+		// INSERT IGNORE on an existing row takes a shared lock on it and so
+		// would wait for the holder: callers run LockExists (a plain
+		// consistent read) first and LockCreate only for missing rows.
+		LockCreate: `INSERT IGNORE INTO coord_locks (name) VALUES (?)`,
+		// MariaDB reports a NOWAIT failure as 1205 (like a timeout), MySQL 8
+		// as 3572; callers that asked for NOWAIT map both to ErrLocked.
+		LockNowait: `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE NOWAIT`,
+		// MySQL has no per-statement fractional wait: whole seconds, >= 1.
+		LockWait:         `SELECT /*+ SET_VAR(innodb_lock_wait_timeout = %d) */ name FROM coord_locks WHERE name = ? FOR UPDATE`,
+		LockWaitTemplate: true,
+		// MySQL 8 has no idle-in-transaction timeout; wait_timeout closes
+		// any idle session, in a transaction or not.
+		IdleTxTimeoutSet: `SET SESSION wait_timeout = CEIL(? / 1000)`,
+
+		LeaseAcquire: `INSERT INTO coord_leases (name, owner, token, expires_at, acquired_at, renewed_at)
+VALUES (?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE
+  token       = IF(expires_at <= UTC_TIMESTAMP(6), token + 1, token),
+  acquired_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(acquired_at), acquired_at),
+  owner       = IF(expires_at <= UTC_TIMESTAMP(6) OR owner = VALUES(owner), VALUES(owner), owner),
+  renewed_at  = IF(owner = VALUES(owner), VALUES(renewed_at), renewed_at),
+  expires_at  = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)`,
+		// ON DUPLICATE KEY UPDATE assigns left to right and later
+		// expressions see earlier results: token and acquired_at are decided
+		// before owner changes, expiry after (owner = ours means we won).
+		LeaseRead: `SELECT owner, token, expires_at FROM coord_leases WHERE name = ? FOR UPDATE`,
+		LeaseRenew: `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, renewed_at = UTC_TIMESTAMP(6)
+WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
+		LeaseExpiry: `SELECT expires_at FROM coord_leases WHERE name = ? FOR UPDATE`,
+		LeaseRelease: `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6)
+WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
+		LeaseGet: `SELECT owner, token, expires_at, UTC_TIMESTAMP(6) FROM coord_leases WHERE name = ?`,
+
+		FenceAdvance: `INSERT INTO coord_fences (resource, fence, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE
+  updated_at = IF(fence <= VALUES(fence), VALUES(updated_at), updated_at),
+  fence      = IF(fence <= VALUES(fence), VALUES(fence), fence)`,
+		// A locking read: a plain read could return an old snapshot of the
+		// caller's REPEATABLE READ transaction instead of the latest fence.
+		FenceRead: `SELECT fence FROM coord_fences WHERE resource = ? FOR UPDATE`,
+	}
+}
+
+func newMySQL(name string, patch func(*Queries)) *Dialect {
+	q := mysqlQueries()
+	if patch != nil {
+		patch(&q)
+	}
+	return &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q}
+}
+
+// MySQL is MySQL 8.0+ through go-sql-driver/mysql. Not exercised by the test
+// suite (which runs MariaDB); the statements that differ from MariaDB are
+// the lock wait (SET_VAR hint) and the idle timeout (wait_timeout).
+var MySQL = newMySQL("mysql", nil)
+
+// MariaDB is MariaDB 10.6+ (tested on 10.11) through go-sql-driver/mysql.
+var MariaDB = newMySQL("mariadb", func(q *Queries) {
+	q.LockWait = `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE WAIT %d`
+	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
+})
+
+func classifyMySQL(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		var kind error
+		switch me.Number {
+		case 1062, 1586: // ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME
+			kind = ErrDuplicate
+		case 3572: // MySQL 8 ER_LOCK_NOWAIT
+			kind = ErrLocked
+		case 1205: // ER_LOCK_WAIT_TIMEOUT (also MariaDB's NOWAIT failure)
+			kind = ErrLockTimeout
+		case 1213: // ER_LOCK_DEADLOCK
+			kind = ErrDeadlock
+		case 1146: // ER_NO_SUCH_TABLE
+			if strings.Contains(me.Message, "coord_") {
+				kind = ErrNoSchema
+			}
+		case 1317, 3024, 1969: // query interrupted, max_execution_time, MariaDB max_statement_time
+			kind = ErrQueryCanceled
+		case 1927, 1053, 4031, 2006, 2013: // connection killed, shutdown, idle disconnect, gone away, lost
+			kind = ErrConnLost
+		}
+		if kind == nil {
+			return err
+		}
+		return &Error{Kind: kind, Code: strconv.Itoa(int(me.Number)), Err: err}
+	}
+	if errors.Is(err, mysql.ErrInvalidConn) || isConnLost(err) {
+		return &Error{Kind: ErrConnLost, Err: err}
+	}
+	return err
+}
+

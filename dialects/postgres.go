@@ -1,0 +1,137 @@
+package dialects
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Postgres is PostgreSQL (tested on 15), through pgx's database/sql driver.
+// Every statement sqlcoord sends to PostgreSQL is in this file.
+var Postgres = &Dialect{
+	name:     "postgres",
+	family:   "postgres",
+	driver:   "pgx",
+	quote:    `"`,
+	numbered: true,
+	classify: classifyPostgres,
+	Q: &Queries{
+		Version: `SELECT version()`,
+		Now:     `SELECT clock_timestamp()`,
+
+		LockExists: `SELECT 1 FROM coord_locks WHERE name = $1`,
+		LockCreate: `INSERT INTO coord_locks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
+		LockNowait: `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE NOWAIT`,
+		LockWait:   `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE`,
+		// set_config(..., true) is SET LOCAL: it ends with the transaction
+		// even if LockWaitEnd never runs (the lock statement failed).
+		LockWaitBegin:    `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1 || 'ms', true)`,
+		LockWaitEnd:      `SELECT set_config('lock_timeout', $1, true)`,
+		IdleTxTimeoutSet: `SELECT set_config('idle_in_transaction_session_timeout', $1 || 'ms', false)`,
+
+		// One statement: the row lock taken by ON CONFLICT serialises
+		// competing acquirers. The token grows whenever the previous
+		// ownership ended (expired or released) or the owner changes; a
+		// live lease re-acquired by its owner keeps its token.
+		LeaseAcquire: `INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
+VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
+ON CONFLICT (name) DO UPDATE SET
+  token       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token ELSE l.token + 1 END,
+  acquired_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
+  owner       = EXCLUDED.owner,
+  expires_at  = EXCLUDED.expires_at,
+  renewed_at  = EXCLUDED.renewed_at
+WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
+RETURNING owner, token, expires_at`,
+		LeaseAcquireReturns: true,
+		LeaseRead:           `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1 FOR UPDATE`,
+		LeaseRenew: `UPDATE coord_leases SET expires_at = clock_timestamp() + $1 * interval '1 microsecond', renewed_at = clock_timestamp()
+WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp()
+RETURNING expires_at`,
+		LeaseRenewReturns: true,
+		LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
+WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`,
+		LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
+
+		FenceAdvance: `INSERT INTO coord_fences AS f (resource, fence, updated_at) VALUES ($1, $2, clock_timestamp())
+ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at
+WHERE f.fence <= EXCLUDED.fence
+RETURNING fence`,
+		FenceAdvanceReturns: true,
+		FenceRead:           `SELECT fence FROM coord_fences WHERE resource = $1 FOR UPDATE`,
+	},
+}
+
+func classifyPostgres(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		kind := pgKind(pe)
+		if kind == nil {
+			return err
+		}
+		return &Error{Kind: kind, Code: pe.Code, Err: err}
+	}
+	if isConnLost(err) {
+		return &Error{Kind: ErrConnLost, Err: err}
+	}
+	return err
+}
+
+func pgKind(pe *pgconn.PgError) error {
+	switch pe.Code {
+	case "23505": // unique_violation
+		return ErrDuplicate
+	case "55P03": // lock_not_available: NOWAIT, or lock_timeout expiry
+		if strings.Contains(pe.Message, "lock timeout") {
+			return ErrLockTimeout
+		}
+		return ErrLocked
+	case "40P01":
+		return ErrDeadlock
+	case "40001":
+		return ErrSerialization
+	case "42P01": // undefined_table
+		if strings.Contains(pe.Message, "coord_") {
+			return ErrNoSchema
+		}
+	case "57014": // query_canceled (statement_timeout, cancel request)
+		return ErrQueryCanceled
+	case "57P01", "57P02", "57P03", "25P03": // admin shutdown/terminate, idle-in-transaction timeout
+		return ErrConnLost
+	}
+	if strings.HasPrefix(pe.Code, "08") { // connection_exception class
+		return ErrConnLost
+	}
+	return nil
+}
+
+// isConnLost reports transport-level failures shared by both drivers.
+func isConnLost(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "broken pipe") ||
+		strings.Contains(msg, "connection reset")
+}

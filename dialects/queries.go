@@ -1,0 +1,78 @@
+package dialects
+
+// Queries is the text of every statement sqlcoord sends. Each dialect file
+// fills it completely, so a reviewer can read all SQL for one database in
+// one place. Statements marked "template" contain a %d or %s verb that the
+// caller fills with a validated integer or a quoted identifier, never with
+// caller data.
+type Queries struct {
+	// Version returns the server version string.
+	Version string
+
+	// --- row locks (coord_locks) ---
+
+	// LockExists is a non-locking read: does the lock row exist?
+	LockExists string
+	// LockCreate creates the lock row if missing, without waiting on or
+	// failing because of a concurrent creator. Runs in autocommit.
+	LockCreate string
+	// LockNowait locks the row for the rest of the transaction or fails at
+	// once.
+	LockNowait string
+	// LockWait locks the row, waiting at most the bound set by
+	// LockWaitBegin (PostgreSQL) or the template's %d seconds (MariaDB).
+	LockWait string
+	// LockWaitBegin returns the current bound and sets a new one (in
+	// milliseconds) for the rest of the statement sequence; LockWaitEnd
+	// restores the value LockWaitBegin returned. Empty when LockWait is a
+	// per-statement template.
+	LockWaitBegin, LockWaitEnd string
+	// LockWaitTemplate is true when LockWait contains %d (whole seconds).
+	LockWaitTemplate bool
+	// IdleTxTimeoutSet sets, for this session, how long the server lets a
+	// transaction sit idle before it kills the session and so frees its
+	// locks (the bound on a frozen holder). Argument: milliseconds.
+	IdleTxTimeoutSet string
+
+	// --- leases (coord_leases) ---
+
+	// LeaseAcquire takes the lease when free, expired or already ours.
+	// Args: name, owner, ttl in microseconds. PostgreSQL returns the row on
+	// success and nothing otherwise; MySQL needs LeaseRead afterwards in the
+	// same transaction.
+	LeaseAcquire string
+	// LeaseRead reads the current row under lock (MySQL follow-up to
+	// LeaseAcquire). Args: name.
+	LeaseRead string
+	// LeaseAcquireReturns is true when LeaseAcquire itself returns the row.
+	LeaseAcquireReturns bool
+	// LeaseRenew extends a live lease held by owner with token. Args: ttl
+	// µs, name, owner, token. Affects one row or none; PostgreSQL returns
+	// the new expiry, MySQL reads it with LeaseExpiry in the same
+	// transaction.
+	LeaseRenew        string
+	LeaseRenewReturns bool
+	LeaseExpiry       string
+	// LeaseRelease ends a live lease held by owner with token, keeping the
+	// row (and so the token) in place. Args: name, owner, token.
+	LeaseRelease string
+	// LeaseGet reads a lease with the database's idea of "now".
+	// Args: name. Columns: owner, token, expires_at, now.
+	LeaseGet string
+	// Now returns the database's current time.
+	Now string
+
+	// --- fences (coord_fences and callers' own tables) ---
+
+	// FenceAdvance raises coord_fences.fence to the token if the token is
+	// not older than the fence, creating the row on first use.
+	// Args: resource, token. PostgreSQL returns a row only when accepted.
+	FenceAdvance string
+	// FenceRead reads the fence under lock (MySQL follow-up). Args: resource.
+	FenceRead string
+	// FenceAdvanceReturns is true when FenceAdvance returns a row on
+	// acceptance.
+	FenceAdvanceReturns bool
+	// Fenced updates of callers' own tables are built by
+	// Dialect.FencedUpdate from validated, quoted identifiers (fenced.go).
+}

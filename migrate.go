@@ -1,0 +1,227 @@
+package sqlcoord
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
+	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+
+	"github.com/sqlcoord/sqlcoord/dialects"
+	sqlschema "github.com/sqlcoord/sqlcoord/sql"
+)
+
+// MigrationsTable is golang-migrate's bookkeeping table for sqlcoord's own
+// schema; it is separate from an application's schema_migrations.
+const MigrationsTable = "coord_schema_migrations"
+
+// Target says where Migrate goes: Up, Down, or To(n).
+type Target struct {
+	kind    int // 0 up, 1 down, 2 to
+	version uint
+}
+
+var (
+	// Up applies every pending migration.
+	Up = Target{kind: 0}
+	// Down reverts every migration (drops all coord_ tables).
+	Down = Target{kind: 1}
+)
+
+// To migrates up or down to version n (0 is the same as Down).
+func To(n uint) Target { return Target{kind: 2, version: n} }
+
+// ErrDirty is returned when a previous migration failed half-way;
+// golang-migrate's "force" is then needed after inspecting the database.
+var ErrDirty = errors.New("sqlcoord: schema is dirty (a migration failed half-way)")
+
+// Status is the schema state of a database.
+type Status struct {
+	Version uint   // applied version, 0 when none
+	Dirty   bool   // a migration failed half-way
+	Latest  uint   // newest version this build of sqlcoord ships
+	Pending []uint // versions not yet applied
+}
+
+// Migrate moves the coord_ schema to target. It holds golang-migrate's
+// database lock (advisory lock / GET_LOCK) while it runs, so concurrent
+// callers are safe. Cancelling ctx stops after the migration in progress.
+func Migrate(ctx context.Context, db *DB, target Target) error {
+	m, err := db.migrator(ctx)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case m.GracefulStop <- true:
+		default:
+		}
+	})
+	defer stop()
+	switch target.kind {
+	case 0:
+		err = m.Up()
+	case 1:
+		err = m.Down()
+	default:
+		if target.version == 0 {
+			err = m.Down()
+		} else {
+			err = m.Migrate(target.version)
+		}
+	}
+	if errors.Is(err, migrate.ErrNoChange) {
+		err = nil
+	}
+	var de migrate.ErrDirty
+	if errors.As(err, &de) {
+		return fmt.Errorf("%w at version %d", ErrDirty, de.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlcoord: migrate: %w", db.Dialect.Classify(err))
+	}
+	return ctx.Err()
+}
+
+// MigrationStatus reports the applied and pending versions.
+func MigrationStatus(ctx context.Context, db *DB) (Status, error) {
+	all, err := Versions(db.family)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Latest: all[len(all)-1]}
+	st.Version, st.Dirty, err = db.schemaVersion(ctx)
+	if err != nil {
+		return st, err
+	}
+	for _, v := range all {
+		if v > st.Version {
+			st.Pending = append(st.Pending, v)
+		}
+	}
+	return st, nil
+}
+
+// CheckSchema returns nil when the schema is at the latest version and an
+// error wrapping dialects.ErrNoSchema that says to run `sqlcoord migrate up`
+// otherwise.
+func CheckSchema(ctx context.Context, db *DB) error {
+	st, err := MigrationStatus(ctx, db)
+	if err != nil {
+		return err
+	}
+	if st.Dirty {
+		return fmt.Errorf("%w at version %d", ErrDirty, st.Version)
+	}
+	if st.Version < st.Latest {
+		return fmt.Errorf("%w (database at version %d, this sqlcoord needs %d)", dialects.ErrNoSchema, st.Version, st.Latest)
+	}
+	return nil
+}
+
+// schemaVersion reads coord_schema_migrations directly (golang-migrate
+// would create the table as a side effect of merely looking).
+func (db *DB) schemaVersion(ctx context.Context) (uint, bool, error) {
+	var v int64
+	var dirty bool
+	err := db.QueryRowContext(ctx, "SELECT version, dirty FROM "+MigrationsTable).Scan(&v, &dirty)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		cerr := db.Dialect.Classify(err)
+		if errors.Is(cerr, dialects.ErrNoSchema) {
+			return 0, false, nil
+		}
+		return 0, false, fmt.Errorf("sqlcoord: read schema version: %w", cerr)
+	}
+	return uint(v), dirty, nil
+}
+
+// Versions lists the migration versions embedded for a family.
+func Versions(family string) ([]uint, error) {
+	fsys, err := sqlschema.FS(family)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[uint]bool{}
+	var out []uint
+	for _, e := range entries {
+		n, _, ok := strings.Cut(e.Name(), "_")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseUint(n, 10, 32)
+		if err != nil || seen[uint(v)] {
+			continue
+		}
+		seen[uint(v)] = true
+		out = append(out, uint(v))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	if len(out) == 0 {
+		return nil, fmt.Errorf("sqlcoord: no migrations embedded for %s", family)
+	}
+	return out, nil
+}
+
+// migrator opens a dedicated connection pool (golang-migrate closes the
+// pool it is given) and returns a golang-migrate instance on it.
+func (db *DB) migrator(ctx context.Context) (*migrate.Migrate, error) {
+	fsys, err := sqlschema.FS(db.family)
+	if err != nil {
+		return nil, err
+	}
+	src, err := iofs.New(fsys, ".")
+	if err != nil {
+		return nil, err
+	}
+	dsn := db.dsn
+	if db.family == "mysql" {
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			return nil, err
+		}
+		cfg.MultiStatements = true
+		dsn = cfg.FormatDSN()
+	}
+	sdb, err := sql.Open(db.Dialect.DriverName(), dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := sdb.PingContext(ctx); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("%w to %s: %v", ErrUnreachable, db.shown, db.Dialect.Classify(err))
+	}
+	var drv database.Driver
+	if db.family == "mysql" {
+		drv, err = migratemysql.WithInstance(sdb, &migratemysql.Config{MigrationsTable: MigrationsTable})
+	} else {
+		drv, err = migratepgx.WithInstance(sdb, &migratepgx.Config{MigrationsTable: MigrationsTable})
+	}
+	if err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("sqlcoord: migrate: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, db.family, drv)
+	if err != nil {
+		drv.Close()
+		return nil, fmt.Errorf("sqlcoord: migrate: %w", err)
+	}
+	return m, nil
+}

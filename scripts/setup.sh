@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what sqlcoord's tests, demo and benchmarks need, when missing:
+# the PostgreSQL 15 server and the MariaDB server (Debian packages). The
+# servers are not started here: the test harness starts throwaway ones.
+set -euo pipefail
+
+need=()
+if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && ! command -v postgres >/dev/null 2>&1; then
+  need+=(postgresql-15)
+fi
+if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
+  need+=(mariadb-server)
+fi
+if [ ${#need[@]} -eq 0 ]; then
+  echo "setup: database servers present"
+  exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup: missing ${need[*]} and no apt-get; install them, or set SQLCOORD_PG_DSN / SQLCOORD_MYSQL_DSN" >&2
+  exit 1
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${need[*]}"
+# Packages must not start their own service (no init here; we start our own).
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+echo "setup: installed ${need[*]}"

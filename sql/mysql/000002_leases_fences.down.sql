@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS coord_fences;
+DROP TABLE IF EXISTS coord_leases;

@@ -1,0 +1,254 @@
+// Package sqlcoord opens PostgreSQL and MySQL/MariaDB databases for the
+// coordination primitives in coord/, txn/ and outbox/, and installs their
+// schema (embedded golang-migrate migrations, see Migrate).
+//
+// Every guarantee sqlcoord gives is enforced by the database: unique
+// indexes, row locks and conditional updates evaluated with the server's
+// clock. The Go code only wraps that SQL.
+package sqlcoord
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sqlcoord/sqlcoord/dialects"
+)
+
+// ErrBadDSN is returned (wrapped) for a DSN sqlcoord cannot use.
+var ErrBadDSN = errors.New("sqlcoord: bad DSN")
+
+// ErrUnreachable is returned (wrapped) when the server cannot be reached
+// or refuses the login.
+var ErrUnreachable = errors.New("sqlcoord: cannot connect")
+
+// DB is a connection pool that knows its dialect. It embeds *sqlx.DB, so it
+// is also a *sql.DB for everything database/sql offers.
+type DB struct {
+	*sqlx.DB
+	// Dialect is Postgres, MySQL or MariaDB (detected from the server).
+	Dialect *dialects.Dialect
+
+	dsn    string // driver DSN with every option sqlcoord needs
+	shown  string // DSN with the password replaced, for messages
+	family string
+}
+
+// Options tune Open. The zero value is sensible.
+type Options struct {
+	MaxOpenConns    int           // default 20
+	MaxIdleConns    int           // default 10
+	ConnMaxLifetime time.Duration // default 30m
+	ConnMaxIdleTime time.Duration // default 5m
+}
+
+// Open parses dsn, connects and pings. Accepted forms:
+//
+//	postgres://user:pass@host:5432/db?sslmode=disable   (also postgresql://)
+//	mysql://user:pass@tcp(host:3306)/db?opt=...          (go-sql-driver form behind mysql://)
+//	mysql://user:pass@host:3306/db                        (URL form)
+//	user:pass@tcp(host:3306)/db                           (plain go-sql-driver form)
+//
+// For MySQL/MariaDB it forces parseTime=true, loc=UTC and clientFoundRows
+// (rows affected counts matched rows, which conditional updates rely on).
+// Errors never contain the password.
+func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	family, driverDSN, shown, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	d := dialects.Postgres
+	if family == "mysql" {
+		d = dialects.MariaDB // refined below from VERSION()
+	}
+	sdb, err := sql.Open(d.DriverName(), driverDSN)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %v", ErrBadDSN, shown, redact(err, dsn))
+	}
+	setPool(sdb, o)
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := sdb.PingContext(pctx); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redact(err, dsn))
+	}
+	if family == "mysql" {
+		var v string
+		if err := sdb.QueryRowContext(pctx, d.Q.Version).Scan(&v); err != nil {
+			sdb.Close()
+			return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redact(err, dsn))
+		}
+		if !strings.Contains(strings.ToLower(v), "mariadb") {
+			d = dialects.MySQL
+		}
+	}
+	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), Dialect: d, dsn: driverDSN, shown: shown, family: family}, nil
+}
+
+func setPool(db *sql.DB, o Options) {
+	def := func(v, d int) int {
+		if v <= 0 {
+			return d
+		}
+		return v
+	}
+	defd := func(v, d time.Duration) time.Duration {
+		if v <= 0 {
+			return d
+		}
+		return v
+	}
+	db.SetMaxOpenConns(def(o.MaxOpenConns, 20))
+	db.SetMaxIdleConns(def(o.MaxIdleConns, 10))
+	db.SetConnMaxLifetime(defd(o.ConnMaxLifetime, 30*time.Minute))
+	db.SetConnMaxIdleTime(defd(o.ConnMaxIdleTime, 5*time.Minute))
+}
+
+// String is the DSN with its password hidden.
+func (db *DB) String() string { return db.shown }
+
+// DSN returns the driver DSN sqlcoord opened (with the password), e.g. to
+// hand to a child process in tests.
+func (db *DB) DSN() string { return db.dsn }
+
+// ParseDSN validates dsn and returns the dialect family ("postgres" or
+// "mysql"), the DSN to give the database/sql driver, and a copy safe to
+// print.
+func ParseDSN(dsn string) (family, driverDSN, shown string, err error) {
+	dsn = strings.TrimSpace(dsn)
+	if dsn == "" {
+		return "", "", "", fmt.Errorf("%w: empty (set --dsn or SQLCOORD_DSN)", ErrBadDSN)
+	}
+	lower := strings.ToLower(dsn)
+	switch {
+	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+		cfg, perr := pgx.ParseConfig(dsn)
+		shown = redactURL(dsn)
+		if perr != nil {
+			return "", "", "", fmt.Errorf("%w %s: %s", ErrBadDSN, shown, redact(perr, dsn))
+		}
+		_ = cfg
+		return "postgres", dsn, shown, nil
+	case strings.HasPrefix(lower, "mysql://"), strings.HasPrefix(lower, "mariadb://"):
+		rest := dsn[strings.Index(dsn, "://")+3:]
+		if !strings.Contains(rest, "@tcp(") && !strings.Contains(rest, "@unix(") && !strings.HasPrefix(rest, "tcp(") {
+			converted, cerr := mysqlURLToDSN(dsn)
+			if cerr != nil {
+				return "", "", "", cerr
+			}
+			rest = converted
+		}
+		return parseMySQL(rest, dsn)
+	case strings.Contains(dsn, "://"):
+		scheme := dsn[:strings.Index(dsn, "://")]
+		return "", "", "", fmt.Errorf("%w: unknown scheme %q (use postgres://, postgresql:// or mysql://)", ErrBadDSN, scheme)
+	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") || strings.HasPrefix(dsn, "tcp("):
+		return parseMySQL(dsn, dsn)
+	}
+	return "", "", "", fmt.Errorf("%w: not a DSN sqlcoord knows (use postgres://user@host/db or mysql://user@tcp(host:3306)/db)", ErrBadDSN)
+}
+
+func parseMySQL(dsn, original string) (string, string, string, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", "", "", fmt.Errorf("%w: mysql: %s", ErrBadDSN, redact(err, original))
+	}
+	if cfg.DBName == "" {
+		return "", "", "", fmt.Errorf("%w: mysql: no database name (…/dbname)", ErrBadDSN)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.ClientFoundRows = true
+	shownCfg := cfg.Clone()
+	if shownCfg.Passwd != "" {
+		shownCfg.Passwd = "xxxxx"
+	}
+	return "mysql", cfg.FormatDSN(), "mysql://" + shownCfg.FormatDSN(), nil
+}
+
+// mysqlURLToDSN turns mysql://user:pass@host:port/db?x=y into the
+// go-sql-driver form.
+func mysqlURLToDSN(dsn string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("%w: mysql URL: %s", ErrBadDSN, redact(err, dsn))
+	}
+	host := u.Host
+	if host == "" {
+		return "", fmt.Errorf("%w: mysql URL has no host", ErrBadDSN)
+	}
+	if u.Port() == "" {
+		host += ":3306"
+	}
+	var user string
+	if u.User != nil {
+		user = u.User.Username()
+		if p, ok := u.User.Password(); ok {
+			user += ":" + p
+		}
+		user += "@"
+	}
+	q := ""
+	if u.RawQuery != "" {
+		q = "?" + u.RawQuery
+	}
+	return fmt.Sprintf("%stcp(%s)%s%s", user, host, u.Path, q), nil
+}
+
+func redactURL(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		if err != nil {
+			return "<unparseable DSN>"
+		}
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// redact returns err's text with any password from dsn removed.
+func redact(err error, dsn string) string {
+	msg := err.Error()
+	for _, p := range passwords(dsn) {
+		if len(p) >= 1 {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return msg
+}
+
+func passwords(dsn string) []string {
+	var out []string
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			out = append(out, p, url.QueryEscape(p), url.PathEscape(p))
+		}
+	}
+	rest := dsn
+	if i := strings.Index(rest, "://"); i >= 0 {
+		rest = rest[i+3:]
+	}
+	if at := strings.LastIndex(rest, "@"); at > 0 {
+		cred := rest[:at]
+		if c := strings.Index(cred, ":"); c >= 0 && c+1 < len(cred) {
+			out = append(out, cred[c+1:])
+		}
+	}
+	return out
+}
