@@ -79,6 +79,7 @@ var MySQL = newMySQL("mysql", nil)
 // MariaDB is MariaDB 10.6+ (tested on 10.11) through go-sql-driver/mysql.
 var MariaDB = newMySQL("mariadb", func(q *Queries) {
 	q.LockWait = `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE WAIT %d`
+	q.LockCreate = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO coord_locks (name) VALUES (?)`
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 })
 

@@ -32,9 +32,9 @@ var Postgres = &Dialect{
 		LockWait:   `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE`,
 		// set_config(..., true) is SET LOCAL: it ends with the transaction
 		// even if LockWaitEnd never runs (the lock statement failed).
-		LockWaitBegin:    `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1 || 'ms', true)`,
+		LockWaitBegin:    `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1::text || 'ms', true)`,
 		LockWaitEnd:      `SELECT set_config('lock_timeout', $1, true)`,
-		IdleTxTimeoutSet: `SELECT set_config('idle_in_transaction_session_timeout', $1 || 'ms', false)`,
+		IdleTxTimeoutSet: `SELECT set_config('idle_in_transaction_session_timeout', $1::text || 'ms', true)`,
 
 		// One statement: the row lock taken by ON CONFLICT serialises
 		// competing acquirers. The token grows whenever the previous

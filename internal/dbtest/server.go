@@ -104,6 +104,20 @@ func (s *Server) DropDatabase(ctx context.Context, name string) error {
 	q := `DROP DATABASE IF EXISTS "` + name + `" WITH (FORCE)`
 	if s.Family == "mysql" {
 		q = "DROP DATABASE IF EXISTS `" + name + "`"
+		// Like WITH (FORCE): end sessions a failed test left in the database.
+		rows, err := db.QueryContext(ctx, `SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()`, name)
+		if err == nil {
+			var ids []int64
+			for rows.Next() {
+				var id int64
+				rows.Scan(&id)
+				ids = append(ids, id)
+			}
+			rows.Close()
+			for _, id := range ids {
+				db.ExecContext(ctx, "KILL ?", id)
+			}
+		}
 	}
 	_, err = db.ExecContext(ctx, q)
 	return err

@@ -1,0 +1,122 @@
+// Package coord provides row locks, leases with fencing tokens and fenced
+// writes whose safety is enforced by the database:
+//
+//   - a row lock (TryLock, Lock) is a SELECT … FOR UPDATE on a coord_locks
+//     row in the caller's transaction: the server refuses a second holder
+//     while that transaction lives and frees it the moment the holder's
+//     session ends (commit, rollback, crash, killed connection);
+//   - a lease (Acquire, Renew, Release) outlives transactions; every new
+//     ownership gets a strictly larger fencing token, decided by one atomic
+//     statement using the database clock;
+//   - a fenced write (Fence, FencedUpdate) is a conditional update in the
+//     same transaction as the business write that the database rejects when
+//     it carries a token older than one already seen.
+//
+// What the lease alone does not cover: a holder that pauses past its expiry
+// still believes it holds the lease until it next talks to the database.
+// Only fenced writes make that holder harmless; KeepAlive merely makes it
+// stop sooner.
+package coord
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
+)
+
+// Errors returned by this package, in addition to the shared sentinels in
+// package dialects (ErrLocked, ErrLockTimeout, ErrNoSchema, ...).
+var (
+	// ErrStaleToken: a fenced write carried a token older than the fence.
+	ErrStaleToken = errors.New("coord: stale fencing token")
+	// ErrLeaseHeld: the lease is held by another live owner. It also
+	// matches dialects.ErrLocked.
+	ErrLeaseHeld = errors.New("coord: lease held by another owner")
+	// ErrLeaseLost: renew or release by someone who is no longer the owner
+	// (expired, taken over, or already released).
+	ErrLeaseLost = errors.New("coord: lease lost")
+	// ErrInvalidName: empty, over-long (> 255 bytes) or non-UTF-8 name.
+	ErrInvalidName = errors.New("coord: invalid name")
+	// ErrInvalidToken: a fencing token that is zero or negative.
+	ErrInvalidToken = errors.New("coord: invalid fencing token")
+	// ErrInvalidTTL: a TTL or wait that is zero, negative or out of range.
+	ErrInvalidTTL = errors.New("coord: invalid duration")
+)
+
+// MaxNameLen is the longest lock, lease or resource name, in bytes.
+const MaxNameLen = 255
+
+// Client runs coord's statements for one database. It is safe for
+// concurrent use.
+type Client struct {
+	db    *sqlcoord.DB
+	d     *dialects.Dialect
+	q     *dialects.Queries
+	known sync.Map // lock names whose coord_locks row is known to exist
+	nKnow int64
+	mu    sync.Mutex
+}
+
+// New returns a Client for db.
+func New(db *sqlcoord.DB) *Client {
+	return &Client{db: db, d: db.Dialect, q: db.Dialect.Q}
+}
+
+func validName(kind, name string) error {
+	if name == "" || len(name) > MaxNameLen || !utf8.ValidString(name) {
+		return fmt.Errorf("%w: %s name %q must be 1-%d bytes of UTF-8", ErrInvalidName, kind, truncate(name), MaxNameLen)
+	}
+	for _, r := range name {
+		if r == 0 {
+			return fmt.Errorf("%w: %s name contains NUL", ErrInvalidName, kind)
+		}
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+func validDuration(what string, d time.Duration, min time.Duration) error {
+	if d < min {
+		return fmt.Errorf("%w: %s %v must be at least %v", ErrInvalidTTL, what, d, min)
+	}
+	if d > 365*24*time.Hour {
+		return fmt.Errorf("%w: %s %v is over a year", ErrInvalidTTL, what, d)
+	}
+	return nil
+}
+
+// NewOwnerID returns a random, unguessable owner id (128 random bits,
+// prefixed with host and pid for people reading the table).
+func NewOwnerID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	host, _ := os.Hostname()
+	if len(host) > 64 {
+		host = host[:64]
+	}
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// wrap classifies a driver error and names the operation.
+func (c *Client) wrap(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("coord: %s %q: %w", op, truncate(name), c.d.Classify(err))
+}

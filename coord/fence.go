@@ -1,0 +1,113 @@
+package coord
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/sqlcoord/sqlcoord"
+)
+
+// StaleTokenError reports a fenced write that the database refused.
+type StaleTokenError struct {
+	Resource string // resource name, or table/key for FencedUpdate
+	Token    int64  // the token the write carried
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("coord: write to %q with token %d refused: a newer token has written", e.Resource, e.Token)
+}
+
+// Is makes errors.Is(err, ErrStaleToken) true.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// Fence admits tx's writes to resource for token, or returns a
+// *StaleTokenError (matching ErrStaleToken) when a newer token already
+// wrote. It is a conditional update of the coord_fences row inside tx, so
+// it holds that row's lock until tx ends: every write tx makes after Fence
+// commits only if the fence held, and fenced transactions on one resource
+// are serialised in token order. Equal tokens pass (one holder, many
+// writes). The row is created on first use.
+//
+// Use it as the first statement of the transaction that the lease
+// protects. Whatever tx does to resource without calling Fence is not
+// fenced.
+func (c *Client) Fence(ctx context.Context, tx sqlcoord.Querier, resource string, token int64) error {
+	if err := validName("resource", resource); err != nil {
+		return err
+	}
+	if token <= 0 {
+		return fmt.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, token)
+	}
+	var fence int64
+	if c.q.FenceAdvanceReturns {
+		err := tx.QueryRowContext(ctx, c.q.FenceAdvance, resource, token).Scan(&fence)
+		if errors.Is(err, sql.ErrNoRows) {
+			return &StaleTokenError{Resource: resource, Token: token}
+		}
+		return c.wrap("fence", resource, err)
+	}
+	if _, err := tx.ExecContext(ctx, c.q.FenceAdvance, resource, token); err != nil {
+		return c.wrap("fence", resource, err)
+	}
+	if err := tx.QueryRowContext(ctx, c.q.FenceRead, resource).Scan(&fence); err != nil {
+		return c.wrap("fence", resource, err)
+	}
+	if fence != token {
+		return &StaleTokenError{Resource: resource, Token: token}
+	}
+	return nil
+}
+
+// FencedUpdate describes a fenced write to the caller's own table: a row
+// identified by KeyColumn = Key, with a numeric FenceColumn holding the
+// newest token that wrote it.
+type FencedUpdate struct {
+	Table       string         // "table" or "schema.table"; validated and quoted
+	KeyColumn   string         // validated and quoted
+	Key         any            // the row's key value
+	FenceColumn string         // BIGINT column; validated and quoted
+	Token       int64          // the writer's fencing token
+	Set         map[string]any // other columns to set (names validated and quoted)
+}
+
+// Update runs
+//
+//	UPDATE table SET fence = token, col = val, … WHERE key = ? AND fence <= token
+//
+// in tx and returns a *StaleTokenError when no row matched: the row's fence
+// is newer than Token (or no row has that key). On MySQL this relies on
+// clientFoundRows=true (sqlcoord.Open sets it), so an update that changes no
+// value still counts its row.
+func (c *Client) Update(ctx context.Context, tx sqlcoord.Querier, u FencedUpdate) error {
+	if u.Token <= 0 {
+		return fmt.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, u.Token)
+	}
+	cols := make([]string, 0, len(u.Set))
+	for k := range u.Set {
+		cols = append(cols, k)
+	}
+	sort.Strings(cols)
+	vals := make([]any, len(cols))
+	for i, k := range cols {
+		vals[i] = u.Set[k]
+	}
+	q, args, err := c.d.FencedUpdate(u.Table, u.KeyColumn, u.FenceColumn, cols, u.Token, u.Key, vals)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return c.wrap("fenced update", u.Table, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return c.wrap("fenced update", u.Table, err)
+	}
+	if n == 0 {
+		return &StaleTokenError{Resource: fmt.Sprintf("%s[%v]", u.Table, u.Key), Token: u.Token}
+	}
+	return nil
+}

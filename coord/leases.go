@@ -1,0 +1,165 @@
+package coord
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord/dialects"
+)
+
+// Lease is a held lease. Token is its fencing token: pass it to Fence or
+// FencedUpdate with every write the lease protects.
+type Lease struct {
+	Name      string
+	Owner     string
+	Token     int64
+	ExpiresAt time.Time // database time (UTC on MySQL)
+	TTL       time.Duration
+}
+
+// LeaseState is a lease row as the database sees it now.
+type LeaseState struct {
+	Owner     string
+	Token     int64
+	ExpiresAt time.Time
+	Now       time.Time // the database's clock when read
+	Live      bool      // ExpiresAt > Now
+}
+
+// MinTTL is the shortest lease TTL accepted.
+const MinTTL = time.Millisecond
+
+// Acquire takes the lease name for owner for ttl, in one short transaction
+// that the Client owns. It succeeds when the lease is free, expired,
+// released, or already held by owner (then it is extended and keeps its
+// token). Every new ownership gets a token strictly larger than any token
+// ever issued for name; tokens never go backwards, even after release.
+// All expiry decisions use the database clock. When another owner holds a
+// live lease, the error matches ErrLeaseHeld and dialects.ErrLocked.
+//
+// owner "" means a fresh NewOwnerID(). Reusing one owner id in several
+// processes makes them one holder: don't.
+func (c *Client) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error) {
+	if err := validName("lease", name); err != nil {
+		return Lease{}, err
+	}
+	if err := validDuration("lease TTL", ttl, MinTTL); err != nil {
+		return Lease{}, err
+	}
+	if owner == "" {
+		owner = NewOwnerID()
+	} else if err := validName("owner", owner); err != nil {
+		return Lease{}, err
+	}
+	l := Lease{Name: name, Owner: owner, TTL: ttl}
+	var gotOwner string
+	if c.q.LeaseAcquireReturns {
+		err := c.db.QueryRowContext(ctx, c.q.LeaseAcquire, name, owner, ttl.Microseconds()).Scan(&gotOwner, &l.Token, &l.ExpiresAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Lease{}, heldError(name)
+		}
+		if err != nil {
+			return Lease{}, c.wrap("acquire lease", name, err)
+		}
+		return l, nil
+	}
+	err := c.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, c.q.LeaseAcquire, name, owner, ttl.Microseconds()); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, c.q.LeaseRead, name).Scan(&gotOwner, &l.Token, &l.ExpiresAt)
+	})
+	if err != nil {
+		return Lease{}, c.wrap("acquire lease", name, err)
+	}
+	if gotOwner != owner {
+		return Lease{}, heldError(name)
+	}
+	return l, nil
+}
+
+func heldError(name string) error {
+	return fmt.Errorf("coord: lease %q: %w", truncate(name), &dialects.Error{Kind: dialects.ErrLocked, Err: ErrLeaseHeld})
+}
+
+// Renew extends a lease the caller still holds, by its TTL from the
+// database's now. It fails with ErrLeaseLost when the lease expired, was
+// released, or now belongs to another owner or token — even if the expired
+// lease is still free, because a writer with this token may already have
+// been overtaken; call Acquire for a new token instead.
+func (c *Client) Renew(ctx context.Context, l Lease) (Lease, error) {
+	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
+		return l, err
+	}
+	if c.q.LeaseRenewReturns {
+		err := c.db.QueryRowContext(ctx, c.q.LeaseRenew, l.TTL.Microseconds(), l.Name, l.Owner, l.Token).Scan(&l.ExpiresAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return l, fmt.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
+		}
+		return l, c.wrap("renew lease", l.Name, err)
+	}
+	lost := false
+	err := c.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.q.LeaseRenew, l.TTL.Microseconds(), l.Name, l.Owner, l.Token)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			lost = true
+			return nil
+		}
+		return tx.QueryRowContext(ctx, c.q.LeaseExpiry, l.Name).Scan(&l.ExpiresAt)
+	})
+	if err != nil {
+		return l, c.wrap("renew lease", l.Name, err)
+	}
+	if lost {
+		return l, fmt.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
+	}
+	return l, nil
+}
+
+// Release ends a lease the caller holds, keeping its row so the next
+// owner's token is larger. Releasing a lease that is no longer ours
+// (expired or taken over) returns ErrLeaseLost and changes nothing.
+func (c *Client) Release(ctx context.Context, l Lease) error {
+	res, err := c.db.ExecContext(ctx, c.q.LeaseRelease, l.Name, l.Owner, l.Token)
+	if err != nil {
+		return c.wrap("release lease", l.Name, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("coord: release lease %q: %w", truncate(l.Name), ErrLeaseLost)
+	}
+	return nil
+}
+
+// LeaseInfo reads a lease's row; sql.ErrNoRows (wrapped) when it never
+// existed.
+func (c *Client) LeaseInfo(ctx context.Context, name string) (LeaseState, error) {
+	var s LeaseState
+	err := c.db.QueryRowContext(ctx, c.q.LeaseGet, name).Scan(&s.Owner, &s.Token, &s.ExpiresAt, &s.Now)
+	if err != nil {
+		return s, c.wrap("read lease", name, err)
+	}
+	s.Live = s.ExpiresAt.After(s.Now)
+	return s, nil
+}
+
+// inTx runs fn in a short transaction owned by the Client.
+func (c *Client) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return c.d.ClassifyCommit(err)
+	}
+	return nil
+}
