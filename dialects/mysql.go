@@ -115,4 +115,3 @@ func classifyMySQL(err error) error {
 	}
 	return err
 }
-

@@ -59,7 +59,7 @@ func newRoot() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().String("dsn", "", "database DSN (postgres://… or mysql://…); default $SQLCOORD_DSN")
-	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd())
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd())
 	return root
 }
 

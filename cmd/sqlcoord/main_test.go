@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -68,4 +70,29 @@ func TestCLIErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unknown scheme") || strings.Contains(err.Error(), "pw1234") {
 		t.Fatalf("bad scheme: %v", err)
 	}
+}
+
+// The demo is the product's main job: build the real binary and run every
+// scenario against both dialects.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "sqlcoord")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		cmd := exec.Command(bin, "demo", "--dsn", env.DSN)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("demo: %v\n%s", err, out)
+		}
+		s := string(out)
+		for _, want := range []string{"errors.Is ErrLocked: true", "lock wait timeout", "killed with SIGKILL", `final row: body="written by B" fence=8`, "ErrStaleToken: true"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("demo output lacks %q:\n%s", want, s)
+			}
+		}
+	}, dbtest.NoMigrate())
 }
