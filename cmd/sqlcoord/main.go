@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -59,7 +60,7 @@ func newRoot() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().String("dsn", "", "database DSN (postgres://… or mysql://…); default $SQLCOORD_DSN")
-	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd())
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd(), newBenchCmd())
 	return root
 }
 
@@ -94,3 +95,5 @@ func openDB(cmd *cobra.Command) (*sqlcoord.DB, error) {
 	}
 	return sqlcoord.Open(cmd.Context(), dsn)
 }
+
+func numCPU() int { return runtime.NumCPU() }

@@ -1,0 +1,130 @@
+// Package bench measures sqlcoord's primitives against the database's own
+// mechanisms in the same run, so results are ratios on one noisy machine
+// rather than absolute claims. It uses only the public API.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord"
+)
+
+// Result is one measured case.
+type Result struct {
+	Dialect  string        `json:"dialect"`
+	Group    string        `json:"group"`
+	Case     string        `json:"case"`
+	Clients  int           `json:"clients"`
+	Ops      int64         `json:"ops"`
+	Errors   int64         `json:"errors"`
+	Elapsed  time.Duration `json:"elapsed_ns"`
+	OpsPerS  float64       `json:"ops_per_s"`
+	P50      time.Duration `json:"p50_ns"`
+	P99      time.Duration `json:"p99_ns"`
+	Baseline string        `json:"baseline,omitempty"` // case this one is compared with
+	Ratio    float64       `json:"ratio,omitempty"`    // OpsPerS / baseline's OpsPerS
+}
+
+// Op is one operation of client number worker.
+type Op func(ctx context.Context, worker int) error
+
+// Measure runs op from clients goroutines for d and records throughput and
+// latency percentiles. A failing op counts as an error, not as a sample.
+func Measure(ctx context.Context, clients int, d time.Duration, op Op) Result {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 1024)
+			var le int64
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				if err := op(ctx, w); err != nil {
+					le++
+					continue
+				}
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			errs += le
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	r := Result{Clients: clients, Ops: int64(len(lat)), Errors: errs, Elapsed: el}
+	r.OpsPerS = float64(len(lat)) / el.Seconds()
+	if len(lat) > 0 {
+		r.P50 = lat[len(lat)/2]
+		r.P99 = lat[len(lat)*99/100]
+	}
+	return r
+}
+
+// Config is shared by the primitive benchmarks.
+type Config struct {
+	Duration time.Duration // per case; default 2s
+	Clients  []int         // default 1, 8, 32
+	Progress io.Writer     // optional: one line per case
+}
+
+func (c *Config) defaults() {
+	if c.Duration <= 0 {
+		c.Duration = 2 * time.Second
+	}
+	if len(c.Clients) == 0 {
+		c.Clients = []int{1, 8, 32}
+	}
+}
+
+// suite is one group of cases on one database.
+type suite struct {
+	db    *sqlcoord.DB
+	cfg   Config
+	group string
+	out   []Result
+}
+
+func (s *suite) run(ctx context.Context, name, baseline string, clients int, op Op) {
+	r := Measure(ctx, clients, s.cfg.Duration, op)
+	r.Dialect, r.Group, r.Case, r.Baseline = s.db.Dialect.Name(), s.group, name, baseline
+	for _, b := range s.out {
+		if b.Case == baseline && b.Clients == clients && b.OpsPerS > 0 {
+			r.Ratio = r.OpsPerS / b.OpsPerS
+		}
+	}
+	if s.cfg.Progress != nil {
+		fmt.Fprintf(s.cfg.Progress, "  %-8s %-28s clients=%-3d %9.0f ops/s  p50 %-9v p99 %-9v errors %d\n",
+			r.Dialect, name, clients, r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors)
+	}
+	s.out = append(s.out, r)
+}
+
+// Markdown renders results as a table.
+func Markdown(rs []Result) string {
+	var b strings.Builder
+	b.WriteString("| dialect | group | case | clients | ops/s | p50 | p99 | vs baseline | errors |\n|---|---|---|---:|---:|---:|---:|---|---:|\n")
+	for _, r := range rs {
+		ratio := ""
+		if r.Baseline != "" && r.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f× %s", r.Ratio, r.Baseline)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %v | %v | %s | %d |\n", r.Dialect, r.Group, r.Case, r.Clients,
+			r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), ratio, r.Errors)
+	}
+	return b.String()
+}
