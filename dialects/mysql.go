@@ -60,6 +60,33 @@ ON DUPLICATE KEY UPDATE
 		// A locking read: a plain read could return an old snapshot of the
 		// caller's REPEATABLE READ transaction instead of the latest fence.
 		FenceRead: `SELECT fence FROM coord_fences WHERE resource = ? FOR UPDATE`,
+
+		// INSERT IGNORE, not SELECT … FOR UPDATE then INSERT: under
+		// REPEATABLE READ the locking read of a missing key takes a gap lock
+		// and two such transactions deadlock on their inserts (Seata's TCC
+		// fence bug). INSERT IGNORE waits on the key itself instead.
+		IdemInsert: `INSERT IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
+VALUES (?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+		IdemInsertNowait: `INSERT /*+ SET_VAR(innodb_lock_wait_timeout = 1) */ IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
+VALUES (?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+		IdemRead: `SELECT fingerprint, state, response, locked_until > UTC_TIMESTAMP(6) FROM coord_idempotency
+WHERE scope = ? AND idem_key = ? FOR UPDATE`,
+		IdemTakeover: `UPDATE coord_idempotency SET locked_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, fingerprint = ?, updated_at = UTC_TIMESTAMP(6)
+WHERE scope = ? AND idem_key = ? AND state = 'pending' AND locked_until <= UTC_TIMESTAMP(6)`,
+		IdemComplete: `UPDATE coord_idempotency SET state = 'done', response = ?, updated_at = UTC_TIMESTAMP(6)
+WHERE scope = ? AND idem_key = ? AND state = 'pending'`,
+		IdemAbandon: `DELETE FROM coord_idempotency WHERE scope = ? AND idem_key = ? AND state = 'pending'`,
+		IdemCleanup: `DELETE FROM coord_idempotency WHERE state = 'done' AND created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY created_at LIMIT ?`,
+
+		BarrierInsert: `INSERT IGNORE INTO coord_txn_barrier (gid, branch_id, op, reason, created_at) VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))`,
+		BarrierCleanup: `DELETE FROM coord_txn_barrier WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY created_at LIMIT ?`,
+
+		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES (?, UTC_TIMESTAMP(6))`,
+		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = ?`,
+		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY created_at LIMIT ?`,
 	}
 }
 
@@ -80,6 +107,7 @@ var MySQL = newMySQL("mysql", nil)
 var MariaDB = newMySQL("mariadb", func(q *Queries) {
 	q.LockWait = `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE WAIT %d`
 	q.LockCreate = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO coord_locks (name) VALUES (?)`
+	q.IdemInsertNowait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + q.IdemInsert
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 })
 

@@ -66,6 +66,36 @@ WHERE f.fence <= EXCLUDED.fence
 RETURNING fence`,
 		FenceAdvanceReturns: true,
 		FenceRead:           `SELECT fence FROM coord_fences WHERE resource = $1 FOR UPDATE`,
+
+		IdemInsert: `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
+VALUES ($1, $2, $3, 'pending', clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
+ON CONFLICT (scope, idem_key) DO NOTHING`,
+		IdemInsertNowait: `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
+VALUES ($1, $2, $3, 'pending', clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
+ON CONFLICT (scope, idem_key) DO NOTHING`,
+		IdemRead: `SELECT fingerprint, state, response, locked_until > clock_timestamp() FROM coord_idempotency WHERE scope = $1 AND idem_key = $2`,
+		IdemTakeover: `UPDATE coord_idempotency SET locked_until = clock_timestamp() + $1 * interval '1 microsecond', fingerprint = $2, updated_at = clock_timestamp()
+WHERE scope = $3 AND idem_key = $4 AND state = 'pending' AND locked_until <= clock_timestamp()`,
+		IdemComplete: `UPDATE coord_idempotency SET state = 'done', response = $1, updated_at = clock_timestamp()
+WHERE scope = $2 AND idem_key = $3 AND state = 'pending'`,
+		IdemAbandon: `DELETE FROM coord_idempotency WHERE scope = $1 AND idem_key = $2 AND state = 'pending'`,
+		// SKIP LOCKED: cleanup never waits on (or blocks) live requests.
+		IdemCleanup: `DELETE FROM coord_idempotency WHERE (scope, idem_key) IN (
+  SELECT scope, idem_key FROM coord_idempotency
+  WHERE state = 'done' AND created_at < clock_timestamp() - $1 * interval '1 microsecond'
+  LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+
+		BarrierInsert: `INSERT INTO coord_txn_barrier (gid, branch_id, op, reason, created_at) VALUES ($1, $2, $3, $4, clock_timestamp())
+ON CONFLICT DO NOTHING`,
+		BarrierCleanup: `DELETE FROM coord_txn_barrier WHERE (gid, branch_id, op) IN (
+  SELECT gid, branch_id, op FROM coord_txn_barrier WHERE created_at < clock_timestamp() - $1 * interval '1 microsecond'
+  LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+
+		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES ($1, clock_timestamp())`,
+		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = $1`,
+		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (
+  SELECT id FROM coord_txn_commits WHERE created_at < clock_timestamp() - $1 * interval '1 microsecond'
+  LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 	},
 }
 

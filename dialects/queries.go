@@ -75,4 +75,44 @@ type Queries struct {
 	FenceAdvanceReturns bool
 	// Fenced updates of callers' own tables are built by
 	// Dialect.FencedUpdate from validated, quoted identifiers (fenced.go).
+
+	// --- txn: idempotency keys (coord_idempotency) ---
+
+	// IdemInsert registers a key as pending unless it exists, without
+	// failing on a duplicate (0 rows affected then). A concurrent inserter of
+	// the same key makes it wait for that transaction.
+	// Args: scope, key, fingerprint, lock µs.
+	IdemInsert string
+	// IdemInsertNowait is IdemInsert that fails at once (lock timeout) when
+	// another transaction holds the key. On PostgreSQL it is preceded by
+	// LockWaitBegin with a 1 ms bound.
+	IdemInsertNowait string
+	// IdemRead reads a key (locking read on MySQL so REPEATABLE READ sees
+	// the latest row). Columns: fingerprint, state, response, locked (bool:
+	// locked_until in the future). Args: scope, key.
+	IdemRead string
+	// IdemTakeover claims a stale pending key. Args: lock µs, fingerprint,
+	// scope, key.
+	IdemTakeover string
+	// IdemComplete marks a pending key done with its response. Args:
+	// response, scope, key.
+	IdemComplete string
+	// IdemAbandon deletes a pending key so a retry may run. Args: scope, key.
+	IdemAbandon string
+	// IdemCleanup deletes up to N done keys older than an age. Args: age µs, N.
+	IdemCleanup string
+
+	// --- txn: TCC / saga barrier (coord_txn_barrier) ---
+
+	// BarrierInsert inserts a barrier row, 0 rows affected when it exists.
+	// Args: gid, branch, op, reason.
+	BarrierInsert string
+	// BarrierCleanup deletes up to N rows older than an age. Args: age µs, N.
+	BarrierCleanup string
+
+	// --- txn: commit markers (coord_txn_commits) ---
+
+	CommitMarkerInsert  string // Args: id
+	CommitMarkerExists  string // Args: id
+	CommitMarkerCleanup string // Args: age µs, N
 }

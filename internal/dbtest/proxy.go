@@ -1,0 +1,161 @@
+package dbtest
+
+import (
+	"bytes"
+		"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Proxy is a small TCP proxy on loopback between a client and a database
+// server, for injecting network faults: cutting every connection, or
+// cutting one right after (or instead of) forwarding a COMMIT.
+type Proxy struct {
+	Addr   string
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	conns map[net.Conn]net.Conn // client -> server
+	arm   *commitCut
+}
+
+type commitCut struct {
+	forward bool
+	fired   chan struct{}
+}
+
+// NewProxy listens on a free loopback port and forwards to target
+// ("host:port"). It is closed at the end of the test.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]net.Conn{}}
+	go p.accept()
+	t.Cleanup(func() { ln.Close(); p.CutAll() })
+	return p
+}
+
+// ProxyFor starts a proxy in front of env's server.
+func ProxyFor(t testing.TB, env *Env) *Proxy {
+	return NewProxy(t, net.JoinHostPort(env.Server.Host, strconv.Itoa(env.Server.Port)))
+}
+
+// Via returns env's DSN pointed at the proxy.
+func (p *Proxy) Via(env *Env) string {
+	return strings.Replace(env.DSN, net.JoinHostPort(env.Server.Host, strconv.Itoa(env.Server.Port)), p.Addr, 1)
+}
+
+func (p *Proxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c] = s
+		p.mu.Unlock()
+		var muted atomic.Bool
+		go p.pipeUp(c, s, &muted)
+		go pipeDown(c, s, &muted)
+	}
+}
+
+var commitWord = []byte("commit")
+
+// pipeUp copies client -> server, watching for an armed COMMIT cut.
+// pipeDown copies server -> client until the connection is muted.
+func pipeDown(c, s net.Conn, muted *atomic.Bool) {
+	defer c.Close()
+	defer s.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := s.Read(buf)
+		if n > 0 {
+			if muted.Load() {
+				return
+			}
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *Proxy) pipeUp(c, s net.Conn, muted *atomic.Bool) {
+	defer func() {
+		c.Close()
+		s.Close()
+		p.mu.Lock()
+		delete(p.conns, c)
+		p.mu.Unlock()
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			p.mu.Lock()
+			arm := p.arm
+			if arm != nil && bytes.Contains(bytes.ToLower(chunk), commitWord) {
+				p.arm = nil
+			} else {
+				arm = nil
+			}
+			p.mu.Unlock()
+			if arm != nil {
+				muted.Store(true)
+				if arm.forward {
+					s.Write(chunk)
+					time.Sleep(300 * time.Millisecond) // let the server commit
+				}
+				close(arm.fired)
+				return // both sides closed: the client never hears the answer
+			}
+			if _, werr := s.Write(chunk); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// ArmCommitCut makes the proxy cut the next connection that sends a COMMIT:
+// with forward, the server receives the COMMIT (and commits) but the client
+// never gets the reply; without, the COMMIT never arrives (the server rolls
+// back when the connection closes). The returned channel closes when the
+// cut happened.
+func (p *Proxy) ArmCommitCut(forward bool) <-chan struct{} {
+	cc := &commitCut{forward: forward, fired: make(chan struct{})}
+	p.mu.Lock()
+	p.arm = cc
+	p.mu.Unlock()
+	return cc.fired
+}
+
+// CutAll closes every proxied connection at once.
+func (p *Proxy) CutAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c, s := range p.conns {
+		c.Close()
+		s.Close()
+	}
+}

@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS coord_txn_commits;
+DROP TABLE IF EXISTS coord_txn_barrier;
+DROP TABLE IF EXISTS coord_idempotency;

@@ -1,0 +1,134 @@
+package txn
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord"
+)
+
+// Op is a branch operation of a distributed transaction.
+type Op string
+
+const (
+	OpTry        Op = "try"
+	OpConfirm    Op = "confirm"
+	OpCancel     Op = "cancel"
+	OpAction     Op = "action"     // saga forward step
+	OpCompensate Op = "compensate" // saga compensation
+)
+
+// origin is the operation a compensation undoes.
+var origin = map[Op]Op{OpCancel: OpTry, OpCompensate: OpAction}
+
+// Barrier is a sub-transaction barrier over coord_txn_barrier, unique on
+// (gid, branch, op). Each call inserts its barrier row in the same local
+// transaction as the branch's business function, so:
+//
+//   - a duplicate Try/Confirm/Cancel/Action/Compensate finds its row and is
+//     skipped (idempotence);
+//   - a Cancel (Compensate) with no prior Try (Action) first inserts the
+//     Try's row with reason "cancel", succeeds and does nothing (empty
+//     rollback);
+//   - a Try that arrives after that Cancel finds its row taken and is
+//     skipped (anti-suspension).
+//
+// Inserts are INSERT … ON CONFLICT DO NOTHING / INSERT IGNORE with rows
+// affected, never SELECT … FOR UPDATE then INSERT, which deadlocks on MySQL
+// gap locks.
+type Barrier struct{ db *sqlcoord.DB }
+
+// NewBarrier returns a Barrier for db.
+func NewBarrier(db *sqlcoord.DB) *Barrier { return &Barrier{db: db} }
+
+// ErrInvalidBranch: empty or over-long gid/branch, or an unknown op.
+var ErrInvalidBranch = errors.New("txn: invalid barrier gid, branch or op")
+
+// Call runs fn for (gid, branch, op) in its own transaction (retried by
+// Do on deadlocks) unless the barrier says to skip it. ran reports
+// whether fn ran and committed.
+func (b *Barrier) Call(ctx context.Context, gid, branch string, op Op, fn func(ctx context.Context, tx *sql.Tx) error) (ran bool, err error) {
+	err = Do(ctx, b.db, Options{}, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		ran, err = b.CallTx(ctx, tx, gid, branch, op, fn)
+		return err
+	})
+	if err != nil {
+		ran = false
+	}
+	return ran, err
+}
+
+// CallTx is Call inside the caller's transaction tx.
+func (b *Barrier) CallTx(ctx context.Context, tx *sql.Tx, gid, branch string, op Op, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error) {
+	if gid == "" || branch == "" || len(gid) > 128 || len(branch) > 128 {
+		return false, fmt.Errorf("%w: gid %q branch %q", ErrInvalidBranch, gid, branch)
+	}
+	switch op {
+	case OpTry, OpConfirm, OpCancel, OpAction, OpCompensate:
+	default:
+		return false, fmt.Errorf("%w: op %q", ErrInvalidBranch, op)
+	}
+	q := b.db.Dialect.Q.BarrierInsert
+	insert := func(o Op) (int64, error) {
+		res, err := tx.ExecContext(ctx, q, gid, branch, string(o), string(op))
+		if err != nil {
+			return 0, b.db.Dialect.Classify(err)
+		}
+		return res.RowsAffected()
+	}
+	var originInserted int64
+	if o, ok := origin[op]; ok {
+		var err error
+		if originInserted, err = insert(o); err != nil {
+			return false, fmt.Errorf("txn: barrier %s/%s/%s: %w", gid, branch, op, err)
+		}
+	}
+	current, err := insert(op)
+	if err != nil {
+		return false, fmt.Errorf("txn: barrier %s/%s/%s: %w", gid, branch, op, err)
+	}
+	if originInserted > 0 || current == 0 {
+		// empty compensation, duplicate, or a Try after its Cancel
+		return false, nil
+	}
+	if err := fn(ctx, tx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Try, Confirm and Cancel are Call with the TCC operations.
+func (b *Barrier) Try(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+	return b.Call(ctx, gid, branch, OpTry, fn)
+}
+
+// Confirm is Call with OpConfirm.
+func (b *Barrier) Confirm(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+	return b.Call(ctx, gid, branch, OpConfirm, fn)
+}
+
+// Cancel is Call with OpCancel.
+func (b *Barrier) Cancel(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+	return b.Call(ctx, gid, branch, OpCancel, fn)
+}
+
+// Action is Call with the saga forward operation.
+func (b *Barrier) Action(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+	return b.Call(ctx, gid, branch, OpAction, fn)
+}
+
+// Compensate is Call with the saga compensation.
+func (b *Barrier) Compensate(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+	return b.Call(ctx, gid, branch, OpCompensate, fn)
+}
+
+// Cleanup deletes barrier rows older than age in batches. Only delete rows
+// of global transactions that can no longer receive messages: a Try that
+// arrives after its Cancel's rows are gone would run.
+func (b *Barrier) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	return cleanup(ctx, b.db, b.db.Dialect.Q.BarrierCleanup, age, batch)
+}

@@ -1,0 +1,234 @@
+package txn
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
+)
+
+var (
+	// ErrInProgress: another request with the same key is running (its
+	// transaction is open, or a two-phase key is pending and not stale).
+	ErrInProgress = errors.New("txn: request with this idempotency key in progress")
+	// ErrKeyReused: the key was used before for a different request
+	// (fingerprint differs).
+	ErrKeyReused = errors.New("txn: idempotency key reused with a different request")
+	// ErrNotOwner: Complete/Finish for a key that is not pending (already
+	// done, or never begun).
+	ErrNotOwner = errors.New("txn: idempotency key is not pending")
+	// ErrInvalidKey: empty or over-long scope or key.
+	ErrInvalidKey = errors.New("txn: invalid idempotency scope or key")
+)
+
+// Busy says what Begin does when a concurrent request holds the same key.
+type Busy int
+
+const (
+	// Wait until the other transaction ends (then replay its response, or
+	// run if it rolled back). The default.
+	Wait Busy = iota
+	// Fail at once with ErrInProgress.
+	Fail
+)
+
+// KeysOptions tune Keys.
+type KeysOptions struct {
+	OnBusy Busy
+	// LockFor is how long a pending key is protected before another
+	// request may recover it (two-phase mode); default 5 minutes.
+	LockFor time.Duration
+}
+
+// Keys manages idempotency keys in coord_idempotency, unique on
+// (scope, key). A scope is a key space: per user, per tenant, per API.
+type Keys struct {
+	db  *sqlcoord.DB
+	q   *dialects.Queries
+	opt KeysOptions
+}
+
+// NewKeys returns a Keys for db.
+func NewKeys(db *sqlcoord.DB, opt KeysOptions) *Keys {
+	if opt.LockFor <= 0 {
+		opt.LockFor = 5 * time.Minute
+	}
+	return &Keys{db: db, q: db.Dialect.Q, opt: opt}
+}
+
+// Claim is the outcome of Begin or Start.
+type Claim struct {
+	// Replay: the key completed before. Do not run the effect; answer
+	// with Response.
+	Replay   bool
+	Response []byte
+	// Recovered (two-phase): a stale pending key was taken over; the
+	// previous attempt may or may not have performed its external effect.
+	Recovered bool
+}
+
+// Fingerprint hashes the parts of a request that must match for a key to
+// be replayed (method, path, body…).
+func Fingerprint(parts ...[]byte) []byte {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:", len(p))
+		h.Write(p)
+	}
+	return h.Sum(nil)
+}
+
+// Begin registers (scope, key) in the caller's transaction tx. When the
+// returned Claim is not a Replay, run the effect in tx, call Complete in tx
+// and commit: key and effect then commit or roll back together, and the
+// unique index makes a second effect impossible. A concurrent duplicate
+// waits for tx (or gets ErrInProgress with OnBusy: Fail); a completed key
+// returns Replay with the stored response; the same key with a different
+// fingerprint returns ErrKeyReused.
+//
+// On PostgreSQL, an error aborts tx; roll it back.
+func (k *Keys) Begin(ctx context.Context, tx sqlcoord.Querier, scope, key string, fingerprint []byte) (Claim, error) {
+	if err := validKey(scope, key); err != nil {
+		return Claim{}, err
+	}
+	if len(fingerprint) > 64 {
+		return Claim{}, fmt.Errorf("%w: fingerprint over 64 bytes (use Fingerprint)", ErrInvalidKey)
+	}
+	if fingerprint == nil {
+		fingerprint = []byte{}
+	}
+	d := k.db.Dialect
+	lock := k.opt.LockFor.Microseconds()
+	var res sql.Result
+	var err error
+	if k.opt.OnBusy == Fail {
+		res, err = k.insertNowait(ctx, tx, scope, key, fingerprint, lock)
+	} else {
+		res, err = tx.ExecContext(ctx, k.q.IdemInsert, scope, key, fingerprint, lock)
+	}
+	if err != nil {
+		cerr := d.Classify(err)
+		if k.opt.OnBusy == Fail && errors.Is(cerr, dialects.ErrLockTimeout) {
+			return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+		}
+		return Claim{}, fmt.Errorf("txn: begin key %s/%s: %w", scope, key, cerr)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return Claim{}, nil
+	}
+	var fp, resp []byte
+	var state string
+	var locked bool
+	if err := tx.QueryRowContext(ctx, k.q.IdemRead, scope, key).Scan(&fp, &state, &resp, &locked); err != nil {
+		if errors.Is(err, sql.ErrNoRows) { // deleted by Abandon/cleanup in between
+			return Claim{}, fmt.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
+		}
+		return Claim{}, fmt.Errorf("txn: read key %s/%s: %w", scope, key, d.Classify(err))
+	}
+	if !bytes.Equal(fp, fingerprint) {
+		return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrKeyReused)
+	}
+	if state == "done" {
+		return Claim{Replay: true, Response: resp}, nil
+	}
+	if locked {
+		return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+	}
+	res, err = tx.ExecContext(ctx, k.q.IdemTakeover, lock, fingerprint, scope, key)
+	if err != nil {
+		return Claim{}, fmt.Errorf("txn: recover key %s/%s: %w", scope, key, d.Classify(err))
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return Claim{Recovered: true}, nil
+	}
+	return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+}
+
+func (k *Keys) insertNowait(ctx context.Context, tx sqlcoord.Querier, scope, key string, fp []byte, lock int64) (sql.Result, error) {
+	if k.q.LockWaitBegin == "" {
+		return tx.ExecContext(ctx, k.q.IdemInsertNowait, scope, key, fp, lock)
+	}
+	var old, set string
+	if err := tx.QueryRowContext(ctx, k.q.LockWaitBegin, "1").Scan(&old, &set); err != nil {
+		return nil, err
+	}
+	res, err := tx.ExecContext(ctx, k.q.IdemInsertNowait, scope, key, fp, lock)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.QueryRowContext(ctx, k.q.LockWaitEnd, old).Scan(&set); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Complete stores the response and marks the key done, in tx (the
+// transaction of Begin, or any later one in two-phase mode).
+func (k *Keys) Complete(ctx context.Context, tx sqlcoord.Querier, scope, key string, response []byte) error {
+	res, err := tx.ExecContext(ctx, k.q.IdemComplete, response, scope, key)
+	if err != nil {
+		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, k.db.Dialect.Classify(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, ErrNotOwner)
+	}
+	return nil
+}
+
+// Start is the first phase for effects outside the database (an HTTP call):
+// it commits the key as pending, protected for LockFor, in its own short
+// transaction. Then perform the effect and call Finish (or Abandon if it
+// certainly did not happen). A pending key whose protection expired (the
+// process died) is taken over by the next Start, with Recovered set: check
+// with the external system (pass the same key to it) before acting again.
+func (k *Keys) Start(ctx context.Context, scope, key string, fingerprint []byte) (Claim, error) {
+	var c Claim
+	err := Do(ctx, k.db, Options{}, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		c, err = k.Begin(ctx, tx, scope, key, fingerprint)
+		return err
+	})
+	return c, err
+}
+
+// Finish marks a Start-ed key done with its response.
+func (k *Keys) Finish(ctx context.Context, scope, key string, response []byte) error {
+	return k.Complete(ctx, k.db, scope, key, response)
+}
+
+// Abandon deletes a pending key so that a retry runs the effect again. Only
+// call it when the effect certainly did not happen.
+func (k *Keys) Abandon(ctx context.Context, scope, key string) error {
+	res, err := k.db.ExecContext(ctx, k.q.IdemAbandon, scope, key)
+	if err != nil {
+		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, k.db.Dialect.Classify(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, ErrNotOwner)
+	}
+	return nil
+}
+
+// Cleanup deletes done keys created more than age ago, batch rows per
+// statement, so it never holds many locks or blocks new keys. A request
+// replayed after its key was cleaned up runs again: keep age above your
+// clients' retry horizon.
+func (k *Keys) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	return cleanup(ctx, k.db, k.q.IdemCleanup, age, batch)
+}
+
+func validKey(scope, key string) error {
+	for _, s := range []string{scope, key} {
+		if s == "" || len(s) > 255 || !utf8.ValidString(s) {
+			return fmt.Errorf("%w: scope %q and key %q must be 1-255 bytes of UTF-8", ErrInvalidKey, scope, key)
+		}
+	}
+	return nil
+}
