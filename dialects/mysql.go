@@ -83,6 +83,27 @@ ORDER BY created_at LIMIT ?`,
 		BarrierCleanup: `DELETE FROM coord_txn_barrier WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 ORDER BY created_at LIMIT ?`,
 
+		SegmentCreate: `INSERT IGNORE INTO coord_id_segments (biz_tag, max_id, step, updated_at) VALUES (?, ?, ?, UTC_TIMESTAMP(6))`,
+		// MySQL has no UPDATE … RETURNING: the caller reads max_id back in
+		// the same transaction, under the row lock this UPDATE took.
+		SegmentAdvance: `UPDATE coord_id_segments SET max_id = max_id + ?, step = ?, updated_at = UTC_TIMESTAMP(6) WHERE biz_tag = ?`,
+		SegmentRead:    `SELECT max_id FROM coord_id_segments WHERE biz_tag = ?`,
+
+		WorkerFree: `SELECT worker_id, last_ms, released FROM coord_id_workers
+WHERE released OR expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		WorkerMax: `SELECT MAX(worker_id) FROM coord_id_workers`,
+		WorkerInsert: `INSERT INTO coord_id_workers (worker_id, owner, expires_at, last_ms, released, heartbeat_at)
+VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, 0, FALSE, UTC_TIMESTAMP(6))`,
+		WorkerTake: `UPDATE coord_id_workers SET owner = ?, expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+  released = FALSE, heartbeat_at = UTC_TIMESTAMP(6)
+WHERE worker_id = ? AND (released OR expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)`,
+		WorkerHeartbeat: `UPDATE coord_id_workers SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+  last_ms = GREATEST(last_ms, ?), heartbeat_at = UTC_TIMESTAMP(6)
+WHERE worker_id = ? AND owner = ? AND NOT released AND expires_at > UTC_TIMESTAMP(6)`,
+		WorkerRelease: `UPDATE coord_id_workers SET last_ms = GREATEST(last_ms, ?), released = TRUE, expires_at = UTC_TIMESTAMP(6)
+WHERE worker_id = ? AND owner = ? AND NOT released AND expires_at > UTC_TIMESTAMP(6)`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES (?, UTC_TIMESTAMP(6))`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = ?`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND

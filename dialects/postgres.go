@@ -91,6 +91,28 @@ ON CONFLICT DO NOTHING`,
   SELECT gid, branch_id, op FROM coord_txn_barrier WHERE created_at < clock_timestamp() - $1 * interval '1 microsecond'
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 
+		SegmentCreate: `INSERT INTO coord_id_segments (biz_tag, max_id, step, updated_at) VALUES ($1, $2, $3, clock_timestamp())
+ON CONFLICT (biz_tag) DO NOTHING`,
+		SegmentAdvance: `UPDATE coord_id_segments SET max_id = max_id + $1, step = $2, updated_at = clock_timestamp()
+WHERE biz_tag = $3 RETURNING max_id`,
+		SegmentAdvanceReturns: true,
+		SegmentRead:           `SELECT max_id FROM coord_id_segments WHERE biz_tag = $1`,
+
+		WorkerFree: `SELECT worker_id, last_ms, released FROM coord_id_workers
+WHERE released OR expires_at < clock_timestamp() - $1 * interval '1 microsecond'
+ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		WorkerMax: `SELECT MAX(worker_id) FROM coord_id_workers`,
+		WorkerInsert: `INSERT INTO coord_id_workers (worker_id, owner, expires_at, last_ms, released, heartbeat_at)
+VALUES ($1, $2, clock_timestamp() + $3 * interval '1 microsecond', 0, false, clock_timestamp())`,
+		WorkerTake: `UPDATE coord_id_workers SET owner = $1, expires_at = clock_timestamp() + $2 * interval '1 microsecond',
+  released = false, heartbeat_at = clock_timestamp()
+WHERE worker_id = $3 AND (released OR expires_at < clock_timestamp() - $4 * interval '1 microsecond')`,
+		WorkerHeartbeat: `UPDATE coord_id_workers SET expires_at = clock_timestamp() + $1 * interval '1 microsecond',
+  last_ms = GREATEST(last_ms, $2), heartbeat_at = clock_timestamp()
+WHERE worker_id = $3 AND owner = $4 AND NOT released AND expires_at > clock_timestamp()`,
+		WorkerRelease: `UPDATE coord_id_workers SET last_ms = GREATEST(last_ms, $1), released = true, expires_at = clock_timestamp()
+WHERE worker_id = $2 AND owner = $3 AND NOT released AND expires_at > clock_timestamp()`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES ($1, clock_timestamp())`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = $1`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (

@@ -115,4 +115,33 @@ type Queries struct {
 	CommitMarkerInsert  string // Args: id
 	CommitMarkerExists  string // Args: id
 	CommitMarkerCleanup string // Args: age µs, N
+
+	// --- ids: segments (coord_id_segments) ---
+
+	// SegmentCreate creates a tag if missing. Args: tag, start max_id, step.
+	SegmentCreate string
+	// SegmentAdvance moves max_id forward by step. Args: step, step, tag.
+	// PostgreSQL returns max_id; MySQL reads it with SegmentRead in the
+	// same transaction.
+	SegmentAdvance        string
+	SegmentAdvanceReturns bool
+	SegmentRead           string // Args: tag. Columns: max_id.
+
+	// --- ids: snowflake worker leases (coord_id_workers) ---
+
+	// WorkerFree locks the lowest worker id whose lease expired more than a
+	// margin ago. Args: margin µs. Columns: worker_id, last_ms, released.
+	WorkerFree string
+	// WorkerMax returns the highest worker id in use (NULL when none).
+	WorkerMax string
+	// WorkerInsert adds a new worker id for owner. Args: id, owner, ttl µs.
+	WorkerInsert string
+	// WorkerTake gives a locked, expired worker id to owner. Args: owner,
+	// ttl µs, id, margin µs.
+	WorkerTake string
+	// WorkerHeartbeat extends a live lease and records the newest issued
+	// timestamp. Args: ttl µs, last_ms, id, owner.
+	WorkerHeartbeat string
+	// WorkerRelease ends a lease, recording last_ms. Args: last_ms, id, owner.
+	WorkerRelease string
 }

@@ -27,7 +27,7 @@ func newBenchCmd() *cobra.Command {
 	prim := func(use string) *cobra.Command {
 		return &cobra.Command{
 			Use:   use,
-			Short: "Lock, lease and fenced-write throughput and latency (more groups as primitives land)",
+			Short: "Locks, leases, fenced writes and idempotency keys beside the database's own mechanisms",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				cl, err := parseInts(clients)
@@ -37,9 +37,16 @@ func newBenchCmd() *cobra.Command {
 				cfg := bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout()}
 				var all []bench.Result
 				err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-					rs, err := bench.Locks(ctx, db, cfg)
-					all = append(all, rs...)
-					return err
+					for _, group := range []func(context.Context, *sqlcoord.DB, bench.Config) ([]bench.Result, error){
+						bench.Locks, bench.Idempotency,
+					} {
+						rs, err := group(ctx, db, cfg)
+						all = append(all, rs...)
+						if err != nil {
+							return err
+						}
+					}
+					return nil
 				})
 				if err != nil {
 					return err

@@ -66,12 +66,15 @@ func StopAll() {
 	}
 }
 
-// Main is TestMain for packages that use the harness: it runs the tests
-// and then stops the servers, whatever the outcome.
-func Main(m *testing.M) {
+func init() {
 	// go-sql-driver logs every connection a fault test breaks; the tests
 	// assert on the errors themselves.
 	mysql.SetLogger(log.New(io.Discard, "", 0))
+}
+
+// Main is TestMain for packages that use the harness: it runs the tests
+// and then stops the servers, whatever the outcome.
+func Main(m *testing.M) {
 	code := m.Run()
 	StopAll()
 	os.Exit(code)

@@ -129,7 +129,7 @@ func (s *Server) Stop() error {
 	case "docker":
 		return s.stopFn()
 	case "local":
-		err := s.halt(syscall.SIGTERM, 20*time.Second)
+		err := s.halt(s.stopSignal(), 20*time.Second)
 		os.RemoveAll(s.dir)
 		return err
 	}
@@ -150,7 +150,16 @@ func (s *Server) Halt() error {
 	if s.Source != "local" {
 		return fmt.Errorf("dbtest: restart needs a local server (this one is %s)", s.Source)
 	}
-	return s.halt(syscall.SIGTERM, 20*time.Second)
+	return s.halt(s.stopSignal(), 20*time.Second)
+}
+
+// stopSignal is the server's fast-shutdown signal: PostgreSQL's SIGTERM is
+// a "smart" shutdown that waits for every client to disconnect.
+func (s *Server) stopSignal() syscall.Signal {
+	if s.Family == "postgres" {
+		return syscall.SIGINT
+	}
+	return syscall.SIGTERM
 }
 
 // Resume starts a halted local server again and waits until it is ready.
