@@ -2,7 +2,7 @@ package dbtest
 
 import (
 	"bytes"
-		"net"
+	"net"
 	"strconv"
 	"strings"
 	"sync"

@@ -1,0 +1,54 @@
+package ids_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/sqlcoord/sqlcoord/coord/ids"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+)
+
+// go test -bench . -run ^$ ./coord/ids/  (benchstat-friendly)
+
+func BenchmarkSnowflake(b *testing.B) {
+	sf, _ := ids.NewSnowflake(1, 0, ids.SnowflakeOptions{})
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := sf.Next(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkUUIDv7(b *testing.B) {
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			ids.NewUUIDv7()
+		}
+	})
+}
+
+func BenchmarkUUIDv4(b *testing.B) {
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			uuid.New()
+		}
+	})
+}
+
+func BenchmarkSegment(b *testing.B) {
+	env := dbtest.New(b, "postgres")
+	seg, _ := ids.NewSegments(env.DB, "bench", ids.SegmentOptions{Step: 10000, AutoCreate: true})
+	ctx := context.Background()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := seg.Next(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
