@@ -104,6 +104,28 @@ WHERE worker_id = ? AND owner = ? AND NOT released AND expires_at > UTC_TIMESTAM
 		WorkerRelease: `UPDATE coord_id_workers SET last_ms = GREATEST(last_ms, ?), released = TRUE, expires_at = UTC_TIMESTAMP(6)
 WHERE worker_id = ? AND owner = ? AND NOT released AND expires_at > UTC_TIMESTAMP(6)`,
 
+		JobClaim: `INSERT IGNORE INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
+VALUES (?, ?, ?, ?, ?, ?, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+		JobHeartbeat: `UPDATE coord_job_runs SET heartbeat_at = UTC_TIMESTAMP(6)
+WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running'`,
+		JobFinish: `UPDATE coord_job_runs SET status = ?, error = ?, finished_at = UTC_TIMESTAMP(6)
+WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running'`,
+		JobStale: `SELECT fire_time, shard, shard_total, attempt FROM coord_job_runs
+WHERE job = ? AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))
+ORDER BY fire_time, shard LIMIT 100`,
+		JobTakeover: `UPDATE coord_job_runs SET attempt = attempt + 1, owner = ?, status = 'running', started_at = UTC_TIMESTAMP(6),
+  heartbeat_at = UTC_TIMESTAMP(6), finished_at = NULL, error = NULL
+WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ?
+  AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))`,
+		JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun' WHERE job = ? AND fire_time = ? AND status IN ('succeeded', 'failed', 'skipped')`,
+		JobRerunInsert: `INSERT IGNORE INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt)
+VALUES (?, ?, ?, ?, 'rerun', '', 0)`,
+		JobOverlap: `SELECT count(*) FROM coord_job_runs WHERE job = ? AND fire_time < ? AND status = 'running'
+  AND heartbeat_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`,
+		JobLastFire: `SELECT MAX(fire_time) FROM coord_job_runs WHERE job = ?`,
+		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
+FROM coord_job_runs WHERE job = ? AND fire_time >= ? AND fire_time < ? ORDER BY fire_time, shard`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES (?, UTC_TIMESTAMP(6))`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = ?`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND

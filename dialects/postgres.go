@@ -113,6 +113,28 @@ WHERE worker_id = $3 AND owner = $4 AND NOT released AND expires_at > clock_time
 		WorkerRelease: `UPDATE coord_id_workers SET last_ms = GREATEST(last_ms, $1), released = true, expires_at = clock_timestamp()
 WHERE worker_id = $2 AND owner = $3 AND NOT released AND expires_at > clock_timestamp()`,
 
+		JobClaim: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
+VALUES ($1, $2, $3, $4, $5, $6, 1, clock_timestamp(), clock_timestamp()) ON CONFLICT DO NOTHING`,
+		JobHeartbeat: `UPDATE coord_job_runs SET heartbeat_at = clock_timestamp()
+WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running'`,
+		JobFinish: `UPDATE coord_job_runs SET status = $1, error = $2, finished_at = clock_timestamp()
+WHERE job = $3 AND fire_time = $4 AND shard = $5 AND attempt = $6 AND status = 'running'`,
+		JobStale: `SELECT fire_time, shard, shard_total, attempt FROM coord_job_runs
+WHERE job = $1 AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 microsecond'))
+ORDER BY fire_time, shard LIMIT 100`,
+		JobTakeover: `UPDATE coord_job_runs SET attempt = attempt + 1, owner = $1, status = 'running', started_at = clock_timestamp(),
+  heartbeat_at = clock_timestamp(), finished_at = NULL, error = NULL
+WHERE job = $2 AND fire_time = $3 AND shard = $4 AND attempt = $5
+  AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $6 * interval '1 microsecond'))`,
+		JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun' WHERE job = $1 AND fire_time = $2 AND status IN ('succeeded', 'failed', 'skipped')`,
+		JobRerunInsert: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt)
+VALUES ($1, $2, $3, $4, 'rerun', '', 0) ON CONFLICT DO NOTHING`,
+		JobOverlap: `SELECT count(*) FROM coord_job_runs WHERE job = $1 AND fire_time < $2 AND status = 'running'
+  AND heartbeat_at >= clock_timestamp() - $3 * interval '1 microsecond'`,
+		JobLastFire: `SELECT MAX(fire_time) FROM coord_job_runs WHERE job = $1`,
+		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
+FROM coord_job_runs WHERE job = $1 AND fire_time >= $2 AND fire_time < $3 ORDER BY fire_time, shard`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES ($1, clock_timestamp())`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = $1`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (

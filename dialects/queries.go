@@ -144,4 +144,33 @@ type Queries struct {
 	WorkerHeartbeat string
 	// WorkerRelease ends a lease, recording last_ms. Args: last_ms, id, owner.
 	WorkerRelease string
+
+	// --- jobs (coord_job_runs) ---
+
+	// JobClaim inserts a slot's run, 0 rows affected when it exists.
+	// Args: job, fire, shard, total, status, owner.
+	JobClaim string
+	// JobHeartbeat refreshes a running attempt. Args: job, fire, shard, attempt.
+	JobHeartbeat string
+	// JobFinish records the result of a running attempt. Args: status,
+	// error, job, fire, shard, attempt.
+	JobFinish string
+	// JobStale lists runs of a job that may be taken over: running with a
+	// heartbeat older than the grace, or marked for rerun. Args: job, grace µs.
+	JobStale string
+	// JobTakeover bumps the attempt of a stale or rerun run seen at attempt.
+	// Args: owner, job, fire, shard, attempt, grace µs.
+	JobTakeover string
+	// JobRerunMark marks finished runs of a slot for rerun. Args: job, fire.
+	JobRerunMark string
+	// JobRerunInsert creates a rerun row for a slot shard that never ran.
+	// Args: job, fire, shard, total.
+	JobRerunInsert string
+	// JobOverlap counts live runs of a job planned before a fire time.
+	// Args: job, fire, grace µs.
+	JobOverlap string
+	// JobLastFire is the newest recorded fire time of a job. Args: job.
+	JobLastFire string
+	// JobList lists runs of a job in [from, to). Args: job, from, to.
+	JobList string
 }

@@ -1,0 +1,157 @@
+package jobs_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/coord/jobs"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+func TestMain(m *testing.M) {
+	if h := dbtest.Helper(); h != "" {
+		os.Exit(runHelper(h))
+	}
+	dbtest.Main(m)
+}
+
+func envDur(k string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(k))
+	return d
+}
+
+// runHelper runs a scheduler instance in its own process.
+func runHelper(name string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	db, err := sqlcoord.Open(ctx, os.Getenv("DSN"), sqlcoord.Options{MaxOpenConns: 16})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 3
+	}
+	defer db.Close()
+	offset := envDur("OFFSET")
+	sch := jobs.NewScheduler(db, jobs.Options{
+		Owner:  os.Getenv("OWNER"),
+		Tick:   20 * time.Millisecond,
+		Clock:  func() time.Time { return time.Now().Add(offset) },
+		Logger: slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	job := jobForHelper(db, name)
+	if err := sch.Register(job); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	rctx, cancel := context.WithTimeout(ctx, envDur("RUN_FOR"))
+	defer cancel()
+	sch.Run(rctx)
+	fmt.Println("EXIT")
+	return 0
+}
+
+func jobForHelper(db *sqlcoord.DB, name string) jobs.Job {
+	ph := db.Dialect.Placeholder
+	owner := os.Getenv("OWNER")
+	j := jobs.Job{Name: name, Schedule: os.Getenv("SPEC"), Grace: envDur("GRACE")}
+	switch name {
+	case "effects": // one raw effect row per run: the count shows double runs
+		j.Run = func(ctx context.Context, in jobs.Info) error {
+			_, err := db.ExecContext(ctx, `INSERT INTO effects (fire_time, owner, attempt) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, in.FireTime, owner, in.Attempt)
+			return err
+		}
+	case "slow": // announces itself, then works for SLEEP
+		j.Run = func(ctx context.Context, in jobs.Info) error {
+			fmt.Printf("RUNNING %d %d\n", in.FireTime.UnixMicro(), in.Attempt)
+			select {
+			case <-time.After(envDur("SLEEP")):
+			case <-ctx.Done():
+				fmt.Println("CANCELLED", context.Cause(ctx))
+				return ctx.Err()
+			}
+			_, err := db.ExecContext(context.Background(), `INSERT INTO effects (fire_time, owner, attempt) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, in.FireTime, owner, in.Attempt)
+			return err
+		}
+	case "shard":
+		j.Shards = 2
+		j.Run = shardJob(db, os.Getenv("MODE"), atoi(os.Getenv("CRASH_AFTER")))
+	}
+	return j
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+// shardJob delivers the shard's items. Dedup per item is either the
+// application's own unique key (MODE=unique: delivered.item_id) or an
+// idempotency key (MODE=keys). Every delivery actually made appends a row
+// to sends (no unique key): doubles would show there.
+func shardJob(db *sqlcoord.DB, mode string, crashAfter int) func(context.Context, jobs.Info) error {
+	ph := db.Dialect.Placeholder
+	keys := txn.NewKeys(db, txn.KeysOptions{})
+	var done atomic.Int64
+	return func(ctx context.Context, in jobs.Info) error {
+		rows, err := db.QueryContext(ctx, `SELECT id FROM items WHERE MOD(id, `+ph(1)+`) = `+ph(2)+` ORDER BY id`, in.ShardTotal, in.Shard)
+		if err != nil {
+			return err
+		}
+		var items []int
+		for rows.Next() {
+			var id int
+			rows.Scan(&id)
+			items = append(items, id)
+		}
+		rows.Close()
+		for _, id := range items {
+			err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+				if mode == "keys" {
+					c, err := keys.Begin(ctx, tx, "shard-job", strconv.Itoa(id), nil)
+					if err != nil || c.Replay {
+						return err
+					}
+					if err := keys.Complete(ctx, tx, "shard-job", strconv.Itoa(id), nil); err != nil {
+						return err
+					}
+				} else {
+					res, err := tx.ExecContext(ctx, insertIgnore(db, `delivered (item_id) VALUES (`+ph(1)+`)`), id)
+					if err != nil {
+						return err
+					}
+					if n, _ := res.RowsAffected(); n == 0 {
+						return nil // delivered by an earlier attempt
+					}
+				}
+				_, err := tx.ExecContext(ctx, `INSERT INTO sends (item_id, shard, attempt) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, id, in.Shard, in.Attempt)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if n := done.Add(1); crashAfter > 0 && int(n) == crashAfter {
+				fmt.Println("CRASHING")
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				time.Sleep(time.Hour)
+			}
+		}
+		return nil
+	}
+}
+
+func insertIgnore(db *sqlcoord.DB, rest string) string {
+	if db.Dialect.Family() == "mysql" {
+		return "INSERT IGNORE INTO " + rest
+	}
+	return "INSERT INTO " + rest + " ON CONFLICT DO NOTHING"
+}
+
+var _ = errors.Is

@@ -1,0 +1,247 @@
+// Package jobs runs scheduled jobs exactly once per slot across any number
+// of instances: each slot (job, planned fire time, shard) is claimed by an
+// INSERT that the primary key of coord_job_runs lets only one instance win.
+// Instances' clocks may disagree; the fire time comes from the schedule,
+// and the record of a run is kept, so an instance that reaches the slot
+// late cannot run it again.
+//
+// A run heartbeats; one whose heartbeat is older than its grace period is
+// taken over by another instance with a conditional update that bumps
+// attempt. attempt is the run's fencing token: the superseded runner's
+// heartbeats and completion are refused and its context is cancelled.
+//
+// Not covered: effects of a superseded runner that did not check its
+// context or fence its writes. Make job effects idempotent per item (see
+// the sharded example) so a retried slot does no double work.
+package jobs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord"
+)
+
+var (
+	// ErrAlreadyClaimed: another instance won the slot. Not a failure.
+	ErrAlreadyClaimed = errors.New("jobs: slot already claimed")
+	// ErrSuperseded: the run was taken over; this attempt's heartbeat or
+	// completion was refused.
+	ErrSuperseded = errors.New("jobs: run superseded by a newer attempt")
+	// ErrInvalid: invalid job definition or argument.
+	ErrInvalid = errors.New("jobs: invalid")
+)
+
+// Status of a run.
+const (
+	Running   = "running"
+	Succeeded = "succeeded"
+	Failed    = "failed"
+	Skipped   = "skipped" // overlap policy skipped the slot
+	Rerun     = "rerun"   // marked for a manual re-run
+)
+
+// Run identifies one attempt at one slot shard.
+type Run struct {
+	Job        string
+	FireTime   time.Time // planned, UTC, microsecond precision
+	Shard      int
+	ShardTotal int
+	Attempt    int // fencing token of this attempt
+	Owner      string
+}
+
+// Record is a row of coord_job_runs.
+type Record struct {
+	Run
+	Status                 string
+	StartedAt, HeartbeatAt sql.NullTime
+	FinishedAt             sql.NullTime
+	Error                  string
+}
+
+// Runs is the low-level API over coord_job_runs used by Scheduler.
+type Runs struct{ db *sqlcoord.DB }
+
+// NewRuns returns Runs for db.
+func NewRuns(db *sqlcoord.DB) *Runs { return &Runs{db: db} }
+
+func norm(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// Claim inserts the run of a slot shard as attempt 1 for owner. It returns
+// ErrAlreadyClaimed when the slot exists (whoever inserted it).
+func (r *Runs) Claim(ctx context.Context, job string, fire time.Time, shard, total int, owner string) (Run, error) {
+	return r.claimAs(ctx, job, fire, shard, total, owner, Running)
+}
+
+func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, total int, owner, status string) (Run, error) {
+	if job == "" || len(job) > 128 || shard < 0 || total <= shard {
+		return Run{}, fmt.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
+	}
+	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Attempt: 1, Owner: owner}
+	res, err := r.db.ExecContext(ctx, r.db.Dialect.Q.JobClaim, job, run.FireTime, shard, total, status, owner)
+	if err != nil {
+		return Run{}, fmt.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect.Classify(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return Run{}, ErrAlreadyClaimed
+	}
+	return run, nil
+}
+
+// Heartbeat refreshes a running attempt; ErrSuperseded when it is no
+// longer the current one.
+func (r *Runs) Heartbeat(ctx context.Context, run Run) error {
+	res, err := r.db.ExecContext(ctx, r.db.Dialect.Q.JobHeartbeat, run.Job, run.FireTime, run.Shard, run.Attempt)
+	if err != nil {
+		return fmt.Errorf("jobs: heartbeat: %w", r.db.Dialect.Classify(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrSuperseded
+	}
+	return nil
+}
+
+// Finish records the outcome of a running attempt (runErr nil: succeeded);
+// ErrSuperseded when the attempt was taken over.
+func (r *Runs) Finish(ctx context.Context, run Run, runErr error) error {
+	status, msg := Succeeded, sql.NullString{}
+	if runErr != nil {
+		status = Failed
+		m := runErr.Error()
+		if len(m) > 4000 {
+			m = m[:4000]
+		}
+		msg = sql.NullString{String: m, Valid: true}
+	}
+	res, err := r.db.ExecContext(ctx, r.db.Dialect.Q.JobFinish, status, msg, run.Job, run.FireTime, run.Shard, run.Attempt)
+	if err != nil {
+		return fmt.Errorf("jobs: finish: %w", r.db.Dialect.Classify(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrSuperseded
+	}
+	return nil
+}
+
+// TakeOver claims runs of job that are dead (heartbeat older than grace)
+// or marked for rerun, each with its attempt bumped, for owner.
+func (r *Runs) TakeOver(ctx context.Context, job string, grace time.Duration, owner string) ([]Run, error) {
+	q := r.db.Dialect.Q
+	rows, err := r.db.QueryContext(ctx, q.JobStale, job, grace.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("jobs: stale runs: %w", r.db.Dialect.Classify(err))
+	}
+	var cands []Run
+	for rows.Next() {
+		c := Run{Job: job, Owner: owner}
+		if err := rows.Scan(&c.FireTime, &c.Shard, &c.ShardTotal, &c.Attempt); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		c.FireTime = norm(c.FireTime)
+		cands = append(cands, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var won []Run
+	for _, c := range cands {
+		res, err := r.db.ExecContext(ctx, q.JobTakeover, owner, c.Job, c.FireTime, c.Shard, c.Attempt, grace.Microseconds())
+		if err != nil {
+			return won, fmt.Errorf("jobs: take over: %w", r.db.Dialect.Classify(err))
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			c.Attempt++
+			won = append(won, c)
+		}
+	}
+	return won, nil
+}
+
+// MarkRerun asks for a slot to run again: finished shards are marked
+// 'rerun' and shards that never ran get a 'rerun' row; the next scheduler
+// tick of any instance runs them. It returns how many shards were marked.
+func (r *Runs) MarkRerun(ctx context.Context, job string, fire time.Time, total int) (int64, error) {
+	if total <= 0 {
+		total = 1
+	}
+	q := r.db.Dialect.Q
+	fire = norm(fire)
+	res, err := r.db.ExecContext(ctx, q.JobRerunMark, job, fire)
+	if err != nil {
+		return 0, fmt.Errorf("jobs: rerun: %w", r.db.Dialect.Classify(err))
+	}
+	n, _ := res.RowsAffected()
+	for s := 0; s < total; s++ {
+		res, err := r.db.ExecContext(ctx, q.JobRerunInsert, job, fire, s, total)
+		if err != nil {
+			return n, fmt.Errorf("jobs: rerun: %w", r.db.Dialect.Classify(err))
+		}
+		m, _ := res.RowsAffected()
+		n += m
+	}
+	return n, nil
+}
+
+// List returns the runs of job planned in [from, to).
+func (r *Runs) List(ctx context.Context, job string, from, to time.Time) ([]Record, error) {
+	rows, err := r.db.QueryContext(ctx, r.db.Dialect.Q.JobList, job, norm(from), norm(to))
+	if err != nil {
+		return nil, fmt.Errorf("jobs: list: %w", r.db.Dialect.Classify(err))
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		rec := Record{Run: Run{Job: job}}
+		if err := rows.Scan(&rec.FireTime, &rec.Shard, &rec.ShardTotal, &rec.Status, &rec.Owner, &rec.Attempt,
+			&rec.StartedAt, &rec.HeartbeatAt, &rec.FinishedAt, &rec.Error); err != nil {
+			return nil, err
+		}
+		rec.FireTime = rec.FireTime.UTC()
+		out = append(out, rec)
+	}
+	return out, rows.Err()
+}
+
+// Missing returns the slots of a schedule in (from, to] that have no
+// succeeded run for every shard: never ran, failed, still running or
+// skipped.
+func (r *Runs) Missing(ctx context.Context, job string, s *Schedule, shards int, from, to time.Time) ([]time.Time, error) {
+	if shards <= 0 {
+		shards = 1
+	}
+	recs, err := r.List(ctx, job, from, to.Add(time.Microsecond))
+	if err != nil {
+		return nil, err
+	}
+	ok := map[time.Time]int{}
+	for _, rec := range recs {
+		if rec.Status == Succeeded {
+			ok[norm(rec.FireTime)]++
+		}
+	}
+	var out []time.Time
+	for _, t := range s.Between(from, to, 0) {
+		if ok[norm(t)] < shards {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// LastFire is the newest fire time recorded for job (zero if none).
+func (r *Runs) LastFire(ctx context.Context, job string) (time.Time, error) {
+	var t sql.NullTime
+	if err := r.db.QueryRowContext(ctx, r.db.Dialect.Q.JobLastFire, job).Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("jobs: last fire: %w", r.db.Dialect.Classify(err))
+	}
+	if !t.Valid {
+		return time.Time{}, nil
+	}
+	return t.Time.UTC(), nil
+}

@@ -1,0 +1,298 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/coord"
+)
+
+// Missed says what a scheduler does on start with slots planned while no
+// instance was running (found from the newest recorded fire time).
+type Missed int
+
+const (
+	// SkipMissed ignores them (default).
+	SkipMissed Missed = iota
+	// RunLatest runs only the newest missed slot.
+	RunLatest
+	// CatchUp runs up to Job.CatchUpMax of the newest missed slots.
+	CatchUp
+)
+
+// Overlap says what happens to a slot while the job's previous run is
+// still going.
+type Overlap int
+
+const (
+	// AllowOverlap runs it anyway (default).
+	AllowOverlap Overlap = iota
+	// SkipOverlap records the slot as skipped (the claim still goes
+	// through the unique index, so every instance agrees).
+	SkipOverlap
+)
+
+// Info is what a job function is told about its run.
+type Info struct {
+	Job        string
+	FireTime   time.Time // the planned time, not when it started
+	Shard      int
+	ShardTotal int
+	Attempt    int // > 1 when this is a takeover or a rerun
+}
+
+// Job is a scheduled job.
+type Job struct {
+	Name     string
+	Schedule string         // cron expression, optional seconds field
+	Location *time.Location // nil: UTC
+	// Run does the work. Its context is cancelled when the run is
+	// superseded (cause ErrSuperseded), times out, or the scheduler stops.
+	Run func(ctx context.Context, info Info) error
+	// Shards splits each slot into independently claimed parts (default 1).
+	Shards     int
+	Missed     Missed
+	CatchUpMax int
+	Overlap    Overlap
+	// Timeout bounds one run (0: none).
+	Timeout time.Duration
+	// Grace: a run whose heartbeat is older than this is dead and may be
+	// taken over; default 30s. Heartbeats go every Grace/3.
+	Grace time.Duration
+
+	sched *Schedule
+}
+
+// Options tune a Scheduler.
+type Options struct {
+	// Owner names this instance in coord_job_runs; default coord.NewOwnerID().
+	Owner string
+	// Tick is how often due slots are checked; default 100ms.
+	Tick time.Duration
+	// Clock is this instance's clock; default time.Now. The fire times
+	// come from the schedule, so a skewed clock only changes when an
+	// instance tries, never how many runs a slot gets.
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// Scheduler runs registered jobs. Start one per process; any number of
+// processes may run the same jobs.
+type Scheduler struct {
+	runs *Runs
+	opt  Options
+	jobs []*Job
+	wg   sync.WaitGroup
+	log  *slog.Logger
+}
+
+// NewScheduler returns a scheduler on db.
+func NewScheduler(db *sqlcoord.DB, opt Options) *Scheduler {
+	if opt.Owner == "" {
+		opt.Owner = coord.NewOwnerID()
+	}
+	if opt.Tick <= 0 {
+		opt.Tick = 100 * time.Millisecond
+	}
+	if opt.Clock == nil {
+		opt.Clock = time.Now
+	}
+	l := opt.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return &Scheduler{runs: NewRuns(db), opt: opt, log: l}
+}
+
+// Register adds a job; call before Run.
+func (s *Scheduler) Register(j Job) error {
+	if j.Name == "" || len(j.Name) > 128 || j.Run == nil {
+		return fmt.Errorf("%w: job needs a name (1-128 bytes) and a Run function", ErrInvalid)
+	}
+	sc, err := ParseSchedule(j.Schedule, j.Location)
+	if err != nil {
+		return err
+	}
+	if j.Shards <= 0 {
+		j.Shards = 1
+	}
+	if j.Grace <= 0 {
+		j.Grace = 30 * time.Second
+	}
+	if j.Timeout < 0 || j.CatchUpMax < 0 {
+		return fmt.Errorf("%w: negative timeout or catch-up", ErrInvalid)
+	}
+	j.sched = sc
+	s.jobs = append(s.jobs, &j)
+	return nil
+}
+
+// Runs exposes the low-level run table API.
+func (s *Scheduler) Runs() *Runs { return s.runs }
+
+// Run schedules until ctx ends, then waits for running jobs (whose
+// contexts are cancelled) to return.
+func (s *Scheduler) Run(ctx context.Context) error {
+	defer s.wg.Wait()
+	next := make([]time.Time, len(s.jobs))
+	now := s.opt.Clock()
+	for i, j := range s.jobs {
+		next[i] = j.sched.Next(now)
+		if err := s.startupMissed(ctx, j, now); err != nil {
+			s.log.Warn("missed slots", "job", j.Name, "err", err)
+		}
+	}
+	lastScan := time.Time{}
+	t := time.NewTicker(s.opt.Tick)
+	defer t.Stop()
+	for {
+		now := s.opt.Clock()
+		for i, j := range s.jobs {
+			for !next[i].IsZero() && !next[i].After(now) {
+				s.fire(ctx, j, next[i])
+				next[i] = j.sched.Next(next[i])
+			}
+		}
+		if time.Since(lastScan) >= s.minGrace()/3 {
+			lastScan = time.Now()
+			for _, j := range s.jobs {
+				s.takeOver(ctx, j)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Scheduler) minGrace() time.Duration {
+	g := time.Hour
+	for _, j := range s.jobs {
+		g = min(g, j.Grace)
+	}
+	return g
+}
+
+func (s *Scheduler) startupMissed(ctx context.Context, j *Job, now time.Time) error {
+	if j.Missed == SkipMissed {
+		return nil
+	}
+	last, err := s.runs.LastFire(ctx, j.Name)
+	if err != nil || last.IsZero() {
+		return err
+	}
+	max := 1
+	if j.Missed == CatchUp {
+		max = max2(j.CatchUpMax, 1)
+	}
+	for _, f := range j.sched.Between(last, now, max) {
+		s.fire(ctx, j, f)
+	}
+	return nil
+}
+
+func max2(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// fire claims every shard of a slot and runs the ones this instance won.
+func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
+	status := Running
+	if j.Overlap == SkipOverlap {
+		var n int
+		if err := s.runs.db.QueryRowContext(ctx, s.runs.db.Dialect.Q.JobOverlap, j.Name, norm(fire), j.Grace.Microseconds()).Scan(&n); err == nil && n > 0 {
+			status = Skipped
+		}
+	}
+	for shard := 0; shard < j.Shards; shard++ {
+		run, err := s.runs.claimAs(ctx, j.Name, fire, shard, j.Shards, s.opt.Owner, status)
+		if errors.Is(err, ErrAlreadyClaimed) {
+			continue
+		}
+		if err != nil {
+			s.log.Warn("claim", "job", j.Name, "fire", fire, "err", err)
+			continue
+		}
+		if status == Skipped {
+			continue
+		}
+		s.start(ctx, j, run)
+	}
+}
+
+func (s *Scheduler) takeOver(ctx context.Context, j *Job) {
+	won, err := s.runs.TakeOver(ctx, j.Name, j.Grace, s.opt.Owner)
+	if err != nil {
+		s.log.Warn("take over", "job", j.Name, "err", err)
+	}
+	for _, run := range won {
+		s.log.Info("took over run", "job", j.Name, "fire", run.FireTime, "shard", run.Shard, "attempt", run.Attempt)
+		s.start(ctx, j, run)
+	}
+}
+
+// start runs the job with heartbeats; a refused heartbeat cancels it.
+func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		rctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		if j.Timeout > 0 {
+			var c context.CancelFunc
+			rctx, c = context.WithTimeout(rctx, j.Timeout)
+			defer c()
+		}
+		hbDone := make(chan struct{})
+		go func() {
+			defer close(hbDone)
+			t := time.NewTicker(j.Grace / 3)
+			defer t.Stop()
+			for {
+				select {
+				case <-rctx.Done():
+					return
+				case <-t.C:
+				}
+				if err := s.runs.Heartbeat(context.WithoutCancel(rctx), run); errors.Is(err, ErrSuperseded) {
+					cancel(ErrSuperseded)
+					return
+				}
+			}
+		}()
+		err := safeRun(rctx, j, run)
+		if errors.Is(context.Cause(rctx), ErrSuperseded) {
+			err = ErrSuperseded
+		}
+		cancel(nil)
+		<-hbDone
+		if errors.Is(err, ErrSuperseded) {
+			s.log.Warn("run superseded", "job", j.Name, "fire", run.FireTime, "attempt", run.Attempt)
+			return
+		}
+		fctx, fc := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer fc()
+		if ferr := s.runs.Finish(fctx, run, err); ferr != nil {
+			s.log.Warn("finish refused", "job", j.Name, "fire", run.FireTime, "attempt", run.Attempt, "err", ferr)
+		}
+	}()
+}
+
+func safeRun(ctx context.Context, j *Job, run Run) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("jobs: %s panicked: %v", j.Name, p)
+		}
+	}()
+	return j.Run(ctx, Info{Job: run.Job, FireTime: run.FireTime, Shard: run.Shard, ShardTotal: run.ShardTotal, Attempt: run.Attempt})
+}
