@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -89,10 +91,40 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("demo: %v\n%s", err, out)
 		}
 		s := string(out)
-		for _, want := range []string{"errors.Is ErrLocked: true", "lock wait timeout", "killed with SIGKILL", `final row: body="written by B" fence=8`, "ErrStaleToken: true", "round 3: 1 order created, 9 submissions replayed", "orders: user 1001 1, user 1002 1", "0 duplicates, increasing per goroutine: true", "0 issued twice"} {
+		for _, want := range []string{"errors.Is ErrLocked: true", "lock wait timeout", "killed with SIGKILL", `final row: body="written by B" fence=8`, "ErrStaleToken: true", "1. no lock:                                   200 messages", "(unique claim per slot):     100 messages", "delivered twice 0", "round 3: 1 order created, 9 submissions replayed", "orders: user 1001 1, user 1002 1", "0 duplicates, increasing per goroutine: true", "0 issued twice"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("demo output lacks %q:\n%s", want, s)
 			}
 		}
 	}, dbtest.NoMigrate())
+}
+
+func TestJobsCLI(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		runs := jobs.NewRuns(env.DB)
+		fire := time.Now().UTC().Add(-time.Hour).Truncate(time.Minute)
+		run, err := runs.Claim(ctx, "report", fire, 0, 1, "me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runs.Finish(ctx, run, errors.New("disk full")); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runCLI(t, "jobs", "list", "--job", "report", "--dsn", env.DSN, "--schedule", "0 * * * *", "--since", "3h")
+		if err != nil || !strings.Contains(out, "failed") || !strings.Contains(out, "disk full") || !strings.Contains(out, "NOT SUCCEEDED") {
+			t.Fatalf("list: %v\n%s", err, out)
+		}
+		out, err = runCLI(t, "jobs", "rerun", "--job", "report", "--fire", fire.Format(time.RFC3339Nano), "--dsn", env.DSN)
+		if err != nil || !strings.Contains(out, "marked 1") {
+			t.Fatalf("rerun: %v\n%s", err, out)
+		}
+		won, err := runs.TakeOver(ctx, "report", time.Minute, "other")
+		if err != nil || len(won) != 1 || won[0].Attempt != 2 {
+			t.Fatalf("rerun not picked up: %+v %v", won, err)
+		}
+		if _, err := runCLI(t, "jobs", "rerun", "--job", "report", "--fire", "yesterday", "--dsn", env.DSN); err == nil {
+			t.Fatal("bad --fire accepted")
+		}
+	})
 }

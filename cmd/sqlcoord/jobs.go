@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sqlcoord/sqlcoord/coord/jobs"
+)
+
+func newJobsCmd() *cobra.Command {
+	var job, schedule, zone, fireS string
+	var since time.Duration
+	var shards int
+	cmd := &cobra.Command{Use: "jobs", Short: "Inspect and re-run scheduled job slots (coord_job_runs)"}
+	need := func() error {
+		if job == "" {
+			return usageError{fmt.Errorf("--job is required")}
+		}
+		return nil
+	}
+	list := &cobra.Command{
+		Use: "list", Short: "List runs of a job planned in the last --since", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := need(); err != nil {
+				return err
+			}
+			db, err := openDB(cmd)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			now := time.Now()
+			recs, err := jobs.NewRuns(db).List(cmd.Context(), job, now.Add(-since), now.Add(24*time.Hour))
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "FIRE TIME (UTC)\tSHARD\tSTATUS\tATTEMPT\tOWNER\tERROR")
+			for _, r := range recs {
+				fmt.Fprintf(w, "%s\t%d/%d\t%s\t%d\t%s\t%s\n", r.FireTime.Format(time.RFC3339Nano), r.Shard, r.ShardTotal, r.Status, r.Attempt, r.Owner, r.Error)
+			}
+			if schedule != "" {
+				loc, err := time.LoadLocation(zone)
+				if err != nil {
+					return usageError{err}
+				}
+				s, err := jobs.ParseSchedule(schedule, loc)
+				if err != nil {
+					return usageError{err}
+				}
+				miss, err := jobs.NewRuns(db).Missing(cmd.Context(), job, s, max(shards, 1), now.Add(-since), now)
+				if err != nil {
+					return err
+				}
+				for _, m := range miss {
+					fmt.Fprintf(w, "%s\t-\tNOT SUCCEEDED\t\t\t\n", m.Format(time.RFC3339Nano))
+				}
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().StringVar(&schedule, "schedule", "", "cron expression: also list planned slots without a succeeded run")
+	list.Flags().StringVar(&zone, "tz", "UTC", "time zone of --schedule")
+	list.Flags().IntVar(&shards, "shards", 1, "shards per slot, with --schedule")
+	list.Flags().DurationVar(&since, "since", 24*time.Hour, "how far back")
+	rerun := &cobra.Command{
+		Use: "rerun", Short: "Mark a slot to run again (any live scheduler of the job picks it up)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := need(); err != nil {
+				return err
+			}
+			fire, err := time.Parse(time.RFC3339Nano, fireS)
+			if err != nil {
+				return usageError{fmt.Errorf("--fire: %v (use RFC 3339, as `jobs list` prints)", err)}
+			}
+			db, err := openDB(cmd)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			n, err := jobs.NewRuns(db).MarkRerun(cmd.Context(), job, fire, shards)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "marked %d shard run(s) of %s at %s for rerun\n", n, job, fire.UTC().Format(time.RFC3339Nano))
+			return nil
+		},
+	}
+	rerun.Flags().StringVar(&fireS, "fire", "", "planned fire time of the slot (RFC 3339)")
+	rerun.Flags().IntVar(&shards, "shards", 1, "shards of the slot")
+	cmd.PersistentFlags().StringVar(&job, "job", "", "job name")
+	cmd.AddCommand(list, rerun)
+	return cmd
+}
