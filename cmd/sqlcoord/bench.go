@@ -38,7 +38,7 @@ func newBenchCmd() *cobra.Command {
 				var all []bench.Result
 				err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 					for _, group := range []func(context.Context, *sqlcoord.DB, bench.Config) ([]bench.Result, error){
-						bench.Locks, bench.Idempotency, bench.IDs,
+						bench.Locks, bench.Idempotency, bench.IDs, bench.Jobs,
 					} {
 						rs, err := group(ctx, db, cfg)
 						all = append(all, rs...)
