@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -24,38 +25,79 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Benchmark the primitives beside the database's own mechanisms",
 	}
-	prim := func(use string) *cobra.Command {
-		return &cobra.Command{
-			Use:   use,
-			Short: "Locks, leases, fenced writes and idempotency keys beside the database's own mechanisms",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				cl, err := parseInts(clients)
-				if err != nil {
-					return usageError{err}
-				}
-				cfg := bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout()}
-				var all []bench.Result
-				err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-					for _, group := range []func(context.Context, *sqlcoord.DB, bench.Config) ([]bench.Result, error){
-						bench.Locks, bench.Idempotency, bench.IDs, bench.Jobs,
-					} {
-						rs, err := group(ctx, db, cfg)
-						all = append(all, rs...)
-						if err != nil {
-							return err
-						}
-					}
-					return nil
-				})
+	var rows, batch, insClients int
+	var keep bool
+	runPrimitives := func(cmd *cobra.Command) error {
+		cl, err := parseInts(clients)
+		if err != nil {
+			return usageError{err}
+		}
+		cfg := bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout()}
+		var all []bench.Result
+		err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
+			for _, group := range []func(context.Context, *sqlcoord.DB, bench.Config) ([]bench.Result, error){
+				bench.Locks, bench.Idempotency, bench.IDs, bench.Jobs,
+			} {
+				rs, err := group(ctx, db, cfg)
+				all = append(all, rs...)
 				if err != nil {
 					return err
 				}
-				return writeReport(cmd, outDir, "primitives", all)
-			},
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
+		return writeReport(cmd, outDir, "primitives", all)
 	}
-	cmd.AddCommand(prim("primitives"), prim("all"))
+	runInserts := func(cmd *cobra.Command) error {
+		if rows <= 0 || batch <= 0 || insClients <= 0 {
+			return usageError{fmt.Errorf("--rows, --batch and --clients must be positive")}
+		}
+		cfg := bench.InsertConfig{Rows: rows, Batch: batch, Clients: insClients, Keep: keep, Progress: cmd.OutOrStdout(), Bar: progressBar()}
+		var all []bench.InsertResult
+		var settings []string
+		err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
+			settings = append(settings, serverSettings(ctx, db))
+			rs, err := bench.Inserts(ctx, db, cfg)
+			all = append(all, rs...)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return writeInsertsReport(cmd, outDir, all, settings)
+	}
+	prim := &cobra.Command{
+		Use:   "primitives",
+		Short: "Locks, leases, fenced writes, idempotency, ids and job claims beside the database's own mechanisms",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runPrimitives(cmd) },
+	}
+	ins := &cobra.Command{
+		Use:   "inserts",
+		Short: "Insert time and on-disk size per primary-key strategy (auto-increment, UUIDv4/v1/v7, snowflake, segment)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return runInserts(cmd) },
+	}
+	ins.Flags().IntVar(&rows, "rows", 200_000, "rows per strategy (--rows 1000000 reproduces the article)")
+	ins.Flags().IntVar(&batch, "batch", 500, "rows per INSERT statement")
+	ins.Flags().IntVar(&insClients, "insert-clients", 4, "concurrent inserting clients")
+	ins.Flags().BoolVar(&keep, "keep", false, "keep the benchmark tables for inspection")
+	all := &cobra.Command{
+		Use:   "all",
+		Short: "inserts, then primitives, with defaults",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rows, batch, insClients = 200_000, 500, 4
+			if err := runInserts(cmd); err != nil {
+				return err
+			}
+			return runPrimitives(cmd)
+		},
+	}
+	cmd.AddCommand(prim, ins, all)
 	cmd.PersistentFlags().DurationVar(&dur, "duration", 2*time.Second, "measuring time per case")
 	cmd.PersistentFlags().StringVar(&clients, "clients", "1,8,32", "concurrent clients, comma-separated")
 	cmd.PersistentFlags().StringVar(&outDir, "out", "bench/out", "folder for report.md and results.json")
@@ -137,4 +179,63 @@ func writeReport(cmd *cobra.Command, dir, name string, rs []bench.Result) error 
 func hostInfo() string {
 	h, _ := os.Hostname()
 	return fmt.Sprintf("host %s, %d CPUs", h, numCPU())
+}
+
+// progressBar draws a terminal progress bar for long loads when stderr is
+// a terminal.
+func progressBar() func(total int) (func(int), func()) {
+	st, err := os.Stderr.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return func(total int) (func(int), func()) {
+		bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowCount(),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+		return func(n int) { bar.Add(n) }, func() { bar.Finish() }
+	}
+}
+
+// serverSettings describes what the figures depend on.
+func serverSettings(ctx context.Context, db *sqlcoord.DB) string {
+	var parts []string
+	var q []string
+	if db.Dialect.Family() == "postgres" {
+		q = []string{"server_version", "fsync", "synchronous_commit", "full_page_writes", "shared_buffers"}
+		for _, name := range q {
+			var v string
+			if err := db.QueryRowContext(ctx, "SELECT current_setting($1)", name).Scan(&v); err == nil {
+				parts = append(parts, name+"="+v)
+			}
+		}
+	} else {
+		q = []string{"version", "innodb_flush_log_at_trx_commit", "innodb_buffer_pool_size", "innodb_doublewrite", "sync_binlog"}
+		for _, name := range q {
+			var v string
+			if err := db.QueryRowContext(ctx, "SELECT @@"+name).Scan(&v); err == nil {
+				parts = append(parts, name+"="+v)
+			}
+		}
+	}
+	return db.Dialect.Name() + ": " + strings.Join(parts, ", ")
+}
+
+func writeInsertsReport(cmd *cobra.Command, dir string, rs []bench.InsertResult, settings []string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, _ := json.MarshalIndent(map[string]any{"results": rs, "settings": settings}, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "inserts.json"), js, 0o644); err != nil {
+		return err
+	}
+	chart := filepath.Join(dir, "inserts.png")
+	if err := bench.InsertsChart(rs, chart); err != nil {
+		return err
+	}
+	md := fmt.Sprintf("# sqlcoord bench inserts\n\n%s, %s\n\nServer settings:\n\n- %s\n%s\n![insert time and size](inserts.png)\n",
+		time.Now().UTC().Format(time.RFC3339), hostInfo(), strings.Join(settings, "\n- "), bench.InsertsMarkdown(rs))
+	if err := os.WriteFile(filepath.Join(dir, "inserts.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s\nwrote %s, %s and %s\n", bench.InsertsMarkdown(rs), filepath.Join(dir, "inserts.md"), filepath.Join(dir, "inserts.json"), chart)
+	return nil
 }

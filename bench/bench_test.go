@@ -1,0 +1,85 @@
+package bench_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord/bench"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func benchTables(t *testing.T, env *dbtest.Env) int {
+	var n int
+	q := `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name LIKE 'coord_bench_ins%'`
+	if env.Family == "mysql" {
+		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'coord_bench_ins%'`
+	}
+	if err := env.DB.QueryRowContext(context.Background(), q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestInsertsSmall(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		rs, err := bench.Inserts(ctx, env.DB, bench.InsertConfig{Rows: 3000, Batch: 200, Clients: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 7 || rs[0].Strategy != "auto-increment" || rs[0].TimeRatio != 1 {
+			t.Fatalf("results %+v", rs)
+		}
+		for _, r := range rs {
+			if r.DataBytes <= 0 || r.IndexBytes <= 0 || r.SecondaryByte <= 0 || r.RowsPerS <= 0 {
+				t.Fatalf("%s: missing figures %+v", r.Strategy, r)
+			}
+		}
+		if n := benchTables(t, env); n != 0 {
+			t.Fatalf("%d benchmark tables left behind", n)
+		}
+		// --keep keeps them
+		if _, err := bench.Inserts(ctx, env.DB, bench.InsertConfig{Rows: 500, Batch: 100, Clients: 1, Keep: true, Only: []string{"snowflake"}}); err != nil {
+			t.Fatal(err)
+		}
+		if n := benchTables(t, env); n != 1 {
+			t.Fatalf("keep: %d tables", n)
+		}
+		// an interrupted run cleans up
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if _, err := bench.Inserts(cctx, env.DB, bench.InsertConfig{Rows: 5_000_000, Batch: 500, Clients: 2, Only: []string{"uuidv4 char(36)"}}); err == nil {
+			t.Fatal("interrupted run reported success")
+		}
+		if n := benchTables(t, env); n != 1 {
+			t.Fatalf("interrupted run left %d tables (1 kept on purpose)", n)
+		}
+		// report and chart
+		dir := t.TempDir()
+		png := filepath.Join(dir, "c.png")
+		if err := bench.InsertsChart(rs, png); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(png); err != nil || st.Size() < 1000 {
+			t.Fatalf("chart: %v", err)
+		}
+		if md := bench.InsertsMarkdown(rs); len(md) < 200 {
+			t.Fatalf("markdown %q", md)
+		}
+	})
+}
+
+func TestMeasure(t *testing.T) {
+	r := bench.Measure(context.Background(), 4, 100*time.Millisecond, func(ctx context.Context, w int) error {
+		time.Sleep(time.Millisecond)
+		return nil
+	})
+	if r.Ops < 40 || r.P50 < time.Millisecond || r.P99 < r.P50 || r.OpsPerS <= 0 {
+		t.Fatalf("%+v", r)
+	}
+}
