@@ -126,6 +126,36 @@ VALUES (?, ?, ?, ?, 'rerun', '', 0)`,
 		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
 FROM coord_job_runs WHERE job = ? AND fire_time >= ? AND fire_time < ? ORDER BY fire_time, shard`,
 
+		OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, created_at, available_at)
+VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`,
+		OutboxNotify: ``,
+		// SKIP LOCKED needs MariaDB 10.6+ / MySQL 8.0+.
+		OutboxClaim: `SELECT id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
+WHERE state = 'pending' AND available_at <= UTC_TIMESTAMP(6)
+ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
+		OutboxClaimOrdered: `SELECT id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o
+WHERE state = 'pending' AND available_at <= UTC_TIMESTAMP(6)
+  AND (msg_key IS NULL OR NOT EXISTS (
+    SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
+ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
+		OutboxPublished: `UPDATE coord_outbox SET state = 'published', published_at = UTC_TIMESTAMP(6), attempts = attempts + 1 WHERE id = ?`,
+		OutboxDelete:    `DELETE FROM coord_outbox WHERE id = ?`,
+		// Assigned left to right: state reads attempts before it is bumped.
+		OutboxFailed: `UPDATE coord_outbox SET last_error = ?, available_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+  state = IF(attempts + 1 >= ?, 'dead', 'pending'), attempts = attempts + 1
+WHERE id = ?`,
+		OutboxDead:    `UPDATE coord_outbox SET attempts = attempts + 1, last_error = ?, state = 'dead' WHERE id = ?`,
+		OutboxRequeue: `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = UTC_TIMESTAMP(6) WHERE state = 'dead' AND (? = 0 OR id = ?)`,
+		OutboxListDead: `SELECT id, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
+WHERE state = 'dead' ORDER BY id LIMIT ?`,
+		OutboxStats: `SELECT COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(state = 'published'), 0), COALESCE(SUM(state = 'dead'), 0),
+  COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(state = 'pending', created_at, NULL)), UTC_TIMESTAMP(6)) / 1e6, 0)
+FROM coord_outbox`,
+		OutboxCleanup: `DELETE FROM coord_outbox WHERE state = 'published' AND published_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY published_at LIMIT ?`,
+		InboxInsert:  `INSERT IGNORE INTO coord_inbox (consumer, message_id, received_at) VALUES (?, ?, UTC_TIMESTAMP(6))`,
+		InboxCleanup: `DELETE FROM coord_inbox WHERE received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY received_at LIMIT ?`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES (?, UTC_TIMESTAMP(6))`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = ?`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND

@@ -135,6 +135,39 @@ VALUES ($1, $2, $3, $4, 'rerun', '', 0) ON CONFLICT DO NOTHING`,
 		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
 FROM coord_job_runs WHERE job = $1 AND fire_time >= $2 AND fire_time < $3 ORDER BY fire_time, shard`,
 
+		OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at)
+VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond')`,
+		OutboxNotify: `SELECT pg_notify('coord_outbox', '')`,
+		OutboxClaim: `SELECT id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
+WHERE state = 'pending' AND available_at <= clock_timestamp()
+ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+		OutboxClaimOrdered: `SELECT id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o
+WHERE state = 'pending' AND available_at <= clock_timestamp()
+  AND (msg_key IS NULL OR NOT EXISTS (
+    SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
+ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+		OutboxPublished: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1 WHERE id = $1`,
+		OutboxDelete:    `DELETE FROM coord_outbox WHERE id = $1`,
+		OutboxFailed: `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1,
+  available_at = clock_timestamp() + $2 * interval '1 microsecond',
+  state = CASE WHEN attempts + 1 >= $3 THEN 'dead' ELSE 'pending' END
+WHERE id = $4`,
+		OutboxDead:    `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1, state = 'dead' WHERE id = $2`,
+		OutboxRequeue: `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = clock_timestamp() WHERE state = 'dead' AND ($1 = 0 OR id = $2)`,
+		OutboxListDead: `SELECT id, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
+WHERE state = 'dead' ORDER BY id LIMIT $1`,
+		OutboxStats: `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'published'),
+  count(*) FILTER (WHERE state = 'dead'),
+  COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at) FILTER (WHERE state = 'pending')), 0)::float8
+FROM coord_outbox`,
+		OutboxCleanup: `DELETE FROM coord_outbox WHERE id IN (
+  SELECT id FROM coord_outbox WHERE state = 'published' AND published_at < clock_timestamp() - $1 * interval '1 microsecond'
+  LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		InboxInsert: `INSERT INTO coord_inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+		InboxCleanup: `DELETE FROM coord_inbox WHERE (consumer, message_id) IN (
+  SELECT consumer, message_id FROM coord_inbox WHERE received_at < clock_timestamp() - $1 * interval '1 microsecond'
+  LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES ($1, clock_timestamp())`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = $1`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (

@@ -173,4 +173,44 @@ type Queries struct {
 	JobLastFire string
 	// JobList lists runs of a job in [from, to). Args: job, from, to.
 	JobList string
+
+	// --- outbox (coord_outbox, coord_inbox) ---
+
+	// OutboxInsert enqueues one message. Args: topic, key (NULL ok),
+	// payload, headers, delay µs.
+	OutboxInsert string
+	// OutboxNotify wakes listening relays when the transaction commits
+	// (PostgreSQL NOTIFY); empty on MySQL, which polls.
+	OutboxNotify string
+	// OutboxClaim locks up to N due pending rows, oldest first, skipping
+	// rows other relays hold. Args: N. Columns: id, topic, msg_key,
+	// payload, headers, created_at, attempts.
+	OutboxClaim string
+	// OutboxClaimOrdered is OutboxClaim that only takes a keyed message when
+	// no older message with the same key is pending.
+	OutboxClaimOrdered string
+	// OutboxPublished marks a claimed row published. Args: id.
+	OutboxPublished string
+	// OutboxDelete deletes a claimed row (delete-on-publish mode). Args: id.
+	OutboxDelete string
+	// OutboxFailed records a failed attempt, with backoff, dead-lettering
+	// at the limit. Args: error, backoff µs, max attempts, id.
+	OutboxFailed string
+	// OutboxDead marks a row dead at once (permanent failure). Args: error, id.
+	OutboxDead string
+	// OutboxRequeue makes dead rows pending again. Args: id, id (0: all dead).
+	OutboxRequeue string
+	// OutboxListDead lists dead rows. Args: N. Columns: id, topic, msg_key,
+	// attempts, last_error, created_at.
+	OutboxListDead string
+	// OutboxStats counts rows per state and the age of the oldest pending
+	// row in seconds. Columns: pending, published, dead, lag_s.
+	OutboxStats string
+	// OutboxCleanup deletes up to N published rows older than an age.
+	// Args: age µs, N.
+	OutboxCleanup string
+	// InboxInsert records (consumer, message id), 0 rows when seen before.
+	InboxInsert string
+	// InboxCleanup deletes up to N inbox rows older than an age. Args: age µs, N.
+	InboxCleanup string
 }

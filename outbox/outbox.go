@@ -1,0 +1,215 @@
+// Package outbox is a transactional outbox: Enqueue inserts the message in
+// the caller's business transaction, so a message exists exactly when that
+// transaction committed — never for a rolled-back order, never missing for
+// a committed one. A Relay (any number of them, in any processes) claims
+// due messages with FOR UPDATE SKIP LOCKED, publishes them and marks them
+// published in the same transaction; a relay that crashes mid-batch rolls
+// back and the batch is published again by another relay. Delivery is
+// therefore at least once: publishers pass the outbox id as the message id
+// (NATS JetStream dedup window, HTTP Idempotency-Key), and consumers record
+// it in the Inbox in the transaction of their effect.
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord"
+)
+
+// ErrInvalid: invalid topic, key or option.
+var ErrInvalid = errors.New("outbox: invalid")
+
+// Message is an outbox row as a publisher sees it.
+type Message struct {
+	ID        int64
+	Topic     string
+	Key       string // "" when none
+	Payload   []byte
+	Headers   map[string]string
+	CreatedAt time.Time
+	Attempt   int // 1 for the first publish attempt
+}
+
+// MessageID is the id publishers give brokers and consumers for dedup.
+func (m Message) MessageID() string { return "outbox-" + strconv.FormatInt(m.ID, 10) }
+
+// New describes a message to enqueue.
+type New struct {
+	Topic   string
+	Key     string // optional; with Relay.Ordered, messages of one key are published in order
+	Payload []byte
+	Headers map[string]string
+	Delay   time.Duration // deliver no earlier than now + Delay (database clock)
+}
+
+// JSON builds a New with a JSON payload.
+func JSON(topic, key string, v any) (New, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return New{}, fmt.Errorf("outbox: %w", err)
+	}
+	return New{Topic: topic, Key: key, Payload: b, Headers: map[string]string{"Content-Type": "application/json"}}, nil
+}
+
+// Outbox enqueues messages for one database.
+type Outbox struct{ db *sqlcoord.DB }
+
+// NewOutbox returns an Outbox for db.
+func NewOutbox(db *sqlcoord.DB) *Outbox { return &Outbox{db: db} }
+
+// Enqueue inserts messages in tx, the caller's business transaction: they
+// become visible to relays when, and only if, tx commits. On PostgreSQL it
+// also queues a NOTIFY (delivered at commit) so listening relays wake up.
+func (o *Outbox) Enqueue(ctx context.Context, tx sqlcoord.Querier, msgs ...New) error {
+	q := o.db.Dialect.Q
+	for _, m := range msgs {
+		if m.Topic == "" || len(m.Topic) > 255 || len(m.Key) > 255 || m.Delay < 0 {
+			return fmt.Errorf("%w: topic %q (1-255 bytes), key of at most 255 bytes, delay >= 0", ErrInvalid, m.Topic)
+		}
+		if m.Payload == nil {
+			m.Payload = []byte{}
+		}
+		h := "{}"
+		if len(m.Headers) > 0 {
+			b, _ := json.Marshal(m.Headers)
+			h = string(b)
+		}
+		key := sql.NullString{String: m.Key, Valid: m.Key != ""}
+		if _, err := tx.ExecContext(ctx, q.OutboxInsert, m.Topic, key, m.Payload, h, m.Delay.Microseconds()); err != nil {
+			return fmt.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect.Classify(err))
+		}
+	}
+	if q.OutboxNotify != "" && len(msgs) > 0 {
+		var s string
+		if err := tx.QueryRowContext(ctx, q.OutboxNotify).Scan(&s); err != nil {
+			return fmt.Errorf("outbox: notify: %w", o.db.Dialect.Classify(err))
+		}
+	}
+	return nil
+}
+
+// Stats is the outbox state.
+type Stats struct {
+	Pending, Published, Dead int64
+	Lag                      time.Duration // age of the oldest pending message
+}
+
+// Stats counts messages per state.
+func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
+	var s Stats
+	var lag float64
+	if err := o.db.QueryRowContext(ctx, o.db.Dialect.Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag); err != nil {
+		return s, fmt.Errorf("outbox: stats: %w", o.db.Dialect.Classify(err))
+	}
+	s.Lag = time.Duration(lag * float64(time.Second))
+	return s, nil
+}
+
+// DeadMessage is a dead-lettered message.
+type DeadMessage struct {
+	ID        int64
+	Topic     string
+	Key       string
+	Attempts  int
+	LastError string
+	CreatedAt time.Time
+}
+
+// Dead lists up to n dead-lettered messages, oldest first.
+func (o *Outbox) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
+	rows, err := o.db.QueryContext(ctx, o.db.Dialect.Q.OutboxListDead, n)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: dead: %w", o.db.Dialect.Classify(err))
+	}
+	defer rows.Close()
+	var out []DeadMessage
+	for rows.Next() {
+		var d DeadMessage
+		if err := rows.Scan(&d.ID, &d.Topic, &d.Key, &d.Attempts, &d.LastError, &d.CreatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// Requeue makes a dead message (id > 0) or all dead messages (id == 0)
+// pending again with a fresh attempt budget.
+func (o *Outbox) Requeue(ctx context.Context, id int64) (int64, error) {
+	res, err := o.db.ExecContext(ctx, o.db.Dialect.Q.OutboxRequeue, id, id)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: requeue: %w", o.db.Dialect.Classify(err))
+	}
+	return res.RowsAffected()
+}
+
+// Cleanup deletes published messages older than age, batch rows per
+// statement (SKIP LOCKED / small LIMITed deletes), so it never blocks
+// producers or relays.
+func (o *Outbox) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	return cleanup(ctx, o.db, o.db.Dialect.Q.OutboxCleanup, age, batch)
+}
+
+func cleanup(ctx context.Context, db *sqlcoord.DB, q string, age time.Duration, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = 1000
+	}
+	if age < 0 {
+		return 0, fmt.Errorf("%w: negative age", ErrInvalid)
+	}
+	var total int64
+	for {
+		res, err := db.ExecContext(ctx, q, age.Microseconds(), batch)
+		if err != nil {
+			return total, fmt.Errorf("outbox: cleanup: %w", db.Dialect.Classify(err))
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
+// Inbox deduplicates deliveries on the consumer side.
+type Inbox struct {
+	db       *sqlcoord.DB
+	consumer string
+}
+
+// NewInbox returns the inbox of one consumer (a name per consuming service
+// or handler).
+func NewInbox(db *sqlcoord.DB, consumer string) (*Inbox, error) {
+	if consumer == "" || len(consumer) > 128 {
+		return nil, fmt.Errorf("%w: consumer name %q", ErrInvalid, consumer)
+	}
+	return &Inbox{db: db, consumer: consumer}, nil
+}
+
+// Receive records messageID in tx, the transaction of the consumer's
+// effect. first is false when the message was received (and committed)
+// before: skip the effect and acknowledge. A concurrent delivery of the
+// same id waits for tx.
+func (in *Inbox) Receive(ctx context.Context, tx sqlcoord.Querier, messageID string) (first bool, err error) {
+	if messageID == "" || len(messageID) > 255 {
+		return false, fmt.Errorf("%w: message id %q", ErrInvalid, messageID)
+	}
+	res, err := tx.ExecContext(ctx, in.db.Dialect.Q.InboxInsert, in.consumer, messageID)
+	if err != nil {
+		return false, fmt.Errorf("outbox: inbox: %w", in.db.Dialect.Classify(err))
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// Cleanup deletes inbox rows older than age in batches. Keep age above the
+// longest redelivery horizon of your brokers.
+func (in *Inbox) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+	return cleanup(ctx, in.db, in.db.Dialect.Q.InboxCleanup, age, batch)
+}

@@ -1,0 +1,133 @@
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Publisher sends one message to a broker and returns once the broker
+// acknowledged it. An error wrapped with Permanent dead-letters the
+// message at once; any other error is retried with backoff.
+type Publisher interface {
+	Publish(ctx context.Context, m Message) error
+}
+
+// PublisherFunc adapts a function.
+type PublisherFunc func(ctx context.Context, m Message) error
+
+// Publish calls f.
+func (f PublisherFunc) Publish(ctx context.Context, m Message) error { return f(ctx, m) }
+
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return "permanent: " + p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// Permanent marks err as not worth retrying (the message is dead-lettered).
+func Permanent(err error) error { return permanent{err} }
+
+// IsPermanent reports whether err was marked Permanent.
+func IsPermanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p)
+}
+
+// WriterPublisher writes one line per message (for demos and debugging).
+type WriterPublisher struct{ W io.Writer }
+
+// Publish writes the message.
+func (p WriterPublisher) Publish(_ context.Context, m Message) error {
+	_, err := fmt.Fprintf(p.W, "%s topic=%s key=%s attempt=%d payload=%s\n", m.MessageID(), m.Topic, m.Key, m.Attempt, m.Payload)
+	return err
+}
+
+// HTTPPublisher POSTs each message to URL with the outbox id as the
+// Idempotency-Key header. 2xx is success; 429 and 5xx are retried; other
+// 4xx responses dead-letter the message.
+type HTTPPublisher struct {
+	URL    string
+	Client *http.Client // default: 10s timeout
+}
+
+// Publish posts the message.
+func (p HTTPPublisher) Publish(ctx context.Context, m Message) error {
+	c := p.Client
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL, bytes.NewReader(m.Payload))
+	if err != nil {
+		return Permanent(err)
+	}
+	for k, v := range m.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Idempotency-Key", m.MessageID())
+	req.Header.Set("X-Outbox-Topic", m.Topic)
+	if m.Key != "" {
+		req.Header.Set("X-Outbox-Key", m.Key)
+	}
+	req.Header.Set("X-Outbox-Attempt", strconv.Itoa(m.Attempt))
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return fmt.Errorf("outbox: webhook %s: %s", p.URL, resp.Status)
+	default:
+		return Permanent(fmt.Errorf("outbox: webhook %s: %s", p.URL, resp.Status))
+	}
+}
+
+// NATSPublisher publishes to NATS JetStream, subject = topic, with the
+// outbox id as Nats-Msg-Id so the stream's duplicate window drops a message
+// that a crashed relay published twice. The stream must exist.
+type NATSPublisher struct {
+	JS jetstream.JetStream
+}
+
+// NewNATSPublisher connects to url and returns a publisher and a close
+// function.
+func NewNATSPublisher(url string) (*NATSPublisher, func(), error) {
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("outbox: nats %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return &NATSPublisher{JS: js}, nc.Close, nil
+}
+
+// Publish sends the message and waits for the stream's ack.
+func (p *NATSPublisher) Publish(ctx context.Context, m Message) error {
+	msg := nats.NewMsg(m.Topic)
+	msg.Data = m.Payload
+	for k, v := range m.Headers {
+		msg.Header.Set(k, v)
+	}
+	if m.Key != "" {
+		msg.Header.Set("Outbox-Key", m.Key)
+	}
+	_, err := p.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(m.MessageID()))
+	if errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return fmt.Errorf("outbox: no JetStream stream for subject %q: %w", m.Topic, err)
+	}
+	return err
+}

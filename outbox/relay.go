@@ -1,0 +1,281 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sqlcoord/sqlcoord"
+)
+
+// RelayOptions tune a Relay.
+type RelayOptions struct {
+	// BatchSize is how many messages one claim takes; default 100.
+	BatchSize int
+	// Ordered: a keyed message is not published while an older message
+	// with the same key is still pending (failed messages block their key
+	// until they succeed or are dead-lettered). Unkeyed messages are not
+	// ordered.
+	Ordered bool
+	// DeleteOnPublish deletes rows instead of marking them published.
+	DeleteOnPublish bool
+	// MaxAttempts before a message is dead-lettered; default 10.
+	MaxAttempts int
+	// BaseBackoff, MaxBackoff: retry n waits a random time in
+	// [d/2, d], d = min(MaxBackoff, BaseBackoff·2ⁿ⁻¹); defaults 1s, 5m.
+	BaseBackoff, MaxBackoff time.Duration
+	// PollMin, PollMax bound the adaptive polling interval (it doubles on
+	// each empty poll, resets after a busy one); defaults 50ms, 2s.
+	PollMin, PollMax time.Duration
+	// Listen (PostgreSQL): wake on NOTIFY from Enqueue, with polling as
+	// the fallback. Off by default; pointless behind PgBouncer in
+	// transaction mode.
+	Listen bool
+	// PublishTimeout bounds one publish; default 30s.
+	PublishTimeout time.Duration
+	// ShutdownTimeout: after ctx ends, the batch in flight is finished
+	// (published and marked) within this time, or rolled back so other
+	// relays take it; default 10s.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+	// Registerer, if set, gets the relay's Prometheus metrics.
+	Registerer prometheus.Registerer
+}
+
+// Relay moves committed outbox messages to a Publisher.
+type Relay struct {
+	db  *sqlcoord.DB
+	pub Publisher
+	opt RelayOptions
+	log *slog.Logger
+	m   metrics
+}
+
+type metrics struct {
+	published, failed, dead prometheus.Counter
+	latency                 prometheus.Histogram
+}
+
+// NewRelay returns a relay for db publishing to pub.
+func NewRelay(db *sqlcoord.DB, pub Publisher, opt RelayOptions) (*Relay, error) {
+	if pub == nil {
+		return nil, fmt.Errorf("%w: relay needs a publisher", ErrInvalid)
+	}
+	if opt.BatchSize == 0 {
+		opt.BatchSize = 100
+	}
+	if opt.BatchSize < 0 || opt.BatchSize > 10000 || opt.MaxAttempts < 0 {
+		return nil, fmt.Errorf("%w: batch size 1-10000 and max attempts >= 0", ErrInvalid)
+	}
+	if opt.MaxAttempts == 0 {
+		opt.MaxAttempts = 10
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&opt.BaseBackoff, time.Second)
+	def(&opt.MaxBackoff, 5*time.Minute)
+	def(&opt.PollMin, 50*time.Millisecond)
+	def(&opt.PollMax, 2*time.Second)
+	def(&opt.PublishTimeout, 30*time.Second)
+	def(&opt.ShutdownTimeout, 10*time.Second)
+	l := opt.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	r := &Relay{db: db, pub: pub, opt: opt, log: l}
+	r.m = metrics{
+		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "sqlcoord_outbox_published_total", Help: "Messages published and marked."}),
+		failed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sqlcoord_outbox_publish_failures_total", Help: "Failed publish attempts."}),
+		dead:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sqlcoord_outbox_dead_total", Help: "Messages dead-lettered."}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sqlcoord_outbox_commit_to_publish_seconds",
+			Help: "Time from enqueue to broker ack.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+	}
+	if opt.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.m.published, r.m.failed, r.m.dead, r.m.latency} {
+			if err := opt.Registerer.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return r, nil
+}
+
+// Run relays until ctx ends. Database errors (a restart, a cut
+// connection) are logged and retried; the relay resumes when the database
+// is back.
+func (r *Relay) Run(ctx context.Context) error {
+	wake := make(chan struct{}, 1)
+	if r.opt.Listen && r.db.Dialect.Family() == "postgres" {
+		go r.listen(ctx, wake)
+	}
+	interval := r.opt.PollMin
+	for {
+		n, err := r.Once(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err != nil:
+			r.log.Warn("relay batch failed", "err", err)
+			interval = r.opt.PollMax
+		case n >= r.opt.BatchSize:
+			interval = 0 // more waiting: go again at once
+		case n > 0:
+			interval = r.opt.PollMin
+		default:
+			interval = min(max(interval*2, r.opt.PollMin), r.opt.PollMax)
+		}
+		if interval == 0 {
+			continue
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-wake:
+			interval = r.opt.PollMin
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// listen wakes the relay on NOTIFY coord_outbox, reconnecting as needed.
+func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		conn, err := pgx.Connect(ctx, r.db.DSN())
+		if err == nil {
+			_, err = conn.Exec(ctx, "LISTEN coord_outbox")
+			for err == nil {
+				_, err = conn.WaitForNotification(ctx)
+				if err == nil {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+			conn.Close(context.Background())
+		}
+		if ctx.Err() == nil {
+			r.log.Warn("outbox listen", "err", err)
+			time.Sleep(time.Second)
+		}
+	}
+}
+
+// Once claims one batch, publishes it and marks the outcome, in one
+// transaction. It returns how many messages it claimed.
+func (r *Relay) Once(ctx context.Context) (int, error) {
+	if ctx.Err() != nil {
+		return 0, nil
+	}
+	// The batch is finished even if ctx ends meanwhile (graceful
+	// shutdown), within ShutdownTimeout; after that it is abandoned and
+	// rolled back, and other relays take it.
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(r.opt.ShutdownTimeout, cancel) })
+	defer stop()
+
+	d := r.db.Dialect
+	q := d.Q.OutboxClaim
+	if r.opt.Ordered {
+		q = d.Q.OutboxClaimOrdered
+	}
+	tx, err := r.db.BeginTx(dctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: begin: %w", d.Classify(err))
+	}
+	defer tx.Rollback()
+	msgs, err := claim(dctx, tx, q, r.opt.BatchSize)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: claim: %w", d.Classify(err))
+	}
+	if len(msgs) == 0 {
+		return 0, tx.Commit()
+	}
+	for _, m := range msgs {
+		pctx, pc := context.WithTimeout(dctx, r.opt.PublishTimeout)
+		perr := r.pub.Publish(pctx, m)
+		pc()
+		if perr == nil {
+			mark := d.Q.OutboxPublished
+			if r.opt.DeleteOnPublish {
+				mark = d.Q.OutboxDelete
+			}
+			if _, err := tx.ExecContext(dctx, mark, m.ID); err != nil {
+				return 0, fmt.Errorf("outbox: mark %d: %w", m.ID, d.Classify(err))
+			}
+			r.m.published.Inc()
+			r.m.latency.Observe(time.Since(m.CreatedAt).Seconds())
+			continue
+		}
+		r.m.failed.Inc()
+		msg := perr.Error()
+		if len(msg) > 2000 {
+			msg = msg[:2000]
+		}
+		if IsPermanent(perr) || m.Attempt >= r.opt.MaxAttempts {
+			r.m.dead.Inc()
+			r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", perr)
+			if _, err := tx.ExecContext(dctx, d.Q.OutboxDead, msg, m.ID); err != nil {
+				return 0, fmt.Errorf("outbox: dead-letter %d: %w", m.ID, d.Classify(err))
+			}
+			continue
+		}
+		if _, err := tx.ExecContext(dctx, d.Q.OutboxFailed, msg, r.backoff(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
+			return 0, fmt.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		// the messages were published; they will be published again
+		return 0, fmt.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
+	}
+	return len(msgs), nil
+}
+
+func (r *Relay) backoff(attempt int) time.Duration {
+	d := r.opt.BaseBackoff << min(max(attempt-1, 0), 30)
+	if d > r.opt.MaxBackoff || d <= 0 {
+		d = r.opt.MaxBackoff
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func claim(ctx context.Context, tx *sql.Tx, q string, n int) ([]Message, error) {
+	rows, err := tx.QueryContext(ctx, q, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		var m Message
+		var key sql.NullString
+		var headers string
+		if err := rows.Scan(&m.ID, &m.Topic, &key, &m.Payload, &headers, &m.CreatedAt, &m.Attempt); err != nil {
+			return nil, err
+		}
+		m.Key = key.String
+		m.Attempt++
+		if headers != "" && headers != "{}" {
+			if err := json.Unmarshal([]byte(headers), &m.Headers); err != nil {
+				return nil, fmt.Errorf("headers of %d: %w", m.ID, err)
+			}
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS coord_inbox;
+DROP TABLE IF EXISTS coord_outbox;
