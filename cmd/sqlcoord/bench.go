@@ -10,12 +10,15 @@ import (
 	"strings"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/bench"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -34,9 +37,17 @@ func newBenchCmd() *cobra.Command {
 		}
 		cfg := bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout()}
 		var all []bench.Result
+		natsPub, stopNATS, err := inProcessNATS()
+		if err != nil {
+			return err
+		}
+		defer stopNATS()
+		outboxGroup := func(ctx context.Context, db *sqlcoord.DB, cfg bench.Config) ([]bench.Result, error) {
+			return bench.Outbox(ctx, db, cfg, natsPub)
+		}
 		err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 			for _, group := range []func(context.Context, *sqlcoord.DB, bench.Config) ([]bench.Result, error){
-				bench.Locks, bench.Idempotency, bench.IDs, bench.Jobs,
+				bench.Locks, bench.Idempotency, bench.IDs, bench.Jobs, outboxGroup,
 			} {
 				rs, err := group(ctx, db, cfg)
 				all = append(all, rs...)
@@ -238,4 +249,29 @@ func writeInsertsReport(cmd *cobra.Command, dir string, rs []bench.InsertResult,
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s\nwrote %s, %s and %s\n", bench.InsertsMarkdown(rs), filepath.Join(dir, "inserts.md"), filepath.Join(dir, "inserts.json"), chart)
 	return nil
+}
+
+// inProcessNATS starts a NATS server with JetStream in this process (the
+// broker of the outbox benchmark) and a publisher to it.
+func inProcessNATS() (outbox.Publisher, func(), error) {
+	dir, err := os.MkdirTemp("", "sqlcoord-nats-")
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return nil, nil, fmt.Errorf("bench: in-process NATS did not start")
+	}
+	pub, closeFn, err := outbox.NewNATSPublisher(ns.ClientURL())
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := pub.JS.CreateStream(context.Background(), jetstream.StreamConfig{Name: "BENCH", Subjects: []string{"orders.>"}, Duplicates: time.Minute, Storage: jetstream.MemoryStorage}); err != nil {
+		return nil, nil, err
+	}
+	return pub, func() { closeFn(); ns.Shutdown(); os.RemoveAll(dir) }, nil
 }

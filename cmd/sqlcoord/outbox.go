@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/outbox"
+)
+
+// publisherFor builds a publisher from --publisher.
+func publisherFor(spec string, cmd *cobra.Command) (outbox.Publisher, func(), error) {
+	switch {
+	case spec == "stdout":
+		return outbox.WriterPublisher{W: cmd.OutOrStdout()}, func() {}, nil
+	case strings.HasPrefix(spec, "nats://"):
+		p, closeFn, err := outbox.NewNATSPublisher(spec)
+		return p, closeFn, err
+	case strings.HasPrefix(spec, "http://"), strings.HasPrefix(spec, "https://"):
+		return outbox.HTTPPublisher{URL: spec}, func() {}, nil
+	case strings.HasPrefix(spec, "kafka://"):
+		return nil, nil, usageError{errors.New("kafka publisher not built yet (see issue 7's notes); use nats://, http(s):// or stdout")}
+	}
+	return nil, nil, usageError{fmt.Errorf("--publisher %q: want stdout, nats://host:4222, http(s)://… or kafka://", spec)}
+}
+
+func newRelayCmd() *cobra.Command {
+	var pubSpec, listen string
+	var batch, maxAttempts int
+	var ordered, del bool
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Run the outbox relay as a daemon (SIGINT/SIGTERM stop it gracefully)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pub, closeFn, err := publisherFor(pubSpec, cmd)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			db, err := openDB(cmd)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := sqlcoord.CheckSchema(cmd.Context(), db); err != nil {
+				return err
+			}
+			reg := prometheus.NewRegistry()
+			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			r, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del,
+				MaxAttempts: maxAttempts, Listen: true, Logger: logger, Registerer: reg})
+			if err != nil {
+				return usageError{err}
+			}
+			if listen != "" {
+				ob := outbox.NewOutbox(db)
+				lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sqlcoord_outbox_lag_seconds", Help: "Age of the oldest pending message."}, func() float64 {
+					ctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+					defer c()
+					st, err := ob.Stats(ctx)
+					if err != nil {
+						return -1
+					}
+					return st.Lag.Seconds()
+				})
+				reg.MustRegister(lag)
+				mux := http.NewServeMux()
+				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+				mux.HandleFunc("/healthz", func(w http.ResponseWriter, req *http.Request) {
+					if err := db.PingContext(req.Context()); err != nil {
+						http.Error(w, "database: "+err.Error(), http.StatusServiceUnavailable)
+						return
+					}
+					fmt.Fprintln(w, "ok")
+				})
+				ln, err := net.Listen("tcp", listen)
+				if err != nil {
+					return err
+				}
+				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+				go srv.Serve(ln)
+				defer srv.Close()
+				logger.Info("health and metrics", "addr", ln.Addr().String())
+			}
+			logger.Info("relay running", "database", db.String(), "publisher", pubSpec)
+			return r.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&pubSpec, "publisher", "stdout", "stdout, nats://host:4222, http(s)://webhook")
+	cmd.Flags().StringVar(&listen, "listen", "", "address for /healthz and /metrics, e.g. :9090")
+	cmd.Flags().IntVar(&batch, "batch", 100, "messages per claim")
+	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 10, "attempts before dead-lettering")
+	cmd.Flags().BoolVar(&ordered, "ordered", false, "publish messages of one key in order")
+	cmd.Flags().BoolVar(&del, "delete", false, "delete published rows instead of marking them")
+	return cmd
+}
+
+func newOutboxCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "outbox", Short: "Inspect the outbox: stats, dead letters, requeue"}
+	withOutbox := func(fn func(cmd *cobra.Command, args []string, ob *outbox.Outbox) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			db, err := openDB(cmd)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			return fn(cmd, args, outbox.NewOutbox(db))
+		}
+	}
+	var limit int
+	dead := &cobra.Command{Use: "dead", Short: "List dead-lettered messages", Args: cobra.NoArgs,
+		RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox) error {
+			ds, err := ob.Dead(cmd.Context(), limit)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tTOPIC\tKEY\tATTEMPTS\tCREATED\tLAST ERROR")
+			for _, d := range ds {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.Topic, d.Key, d.Attempts, d.CreatedAt.UTC().Format(time.RFC3339), d.LastError)
+			}
+			return w.Flush()
+		})}
+	dead.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	cmd.AddCommand(
+		&cobra.Command{Use: "stats", Short: "Pending, published and dead counts and the lag", Args: cobra.NoArgs,
+			RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox) error {
+				st, err := ob.Stats(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "pending %d\npublished %d\ndead %d\nlag %v\n", st.Pending, st.Published, st.Dead, st.Lag.Round(time.Millisecond))
+				return nil
+			})},
+		dead,
+		&cobra.Command{Use: "requeue ID|all", Short: "Make dead messages pending again", Args: cobra.ExactArgs(1),
+			RunE: withOutbox(func(cmd *cobra.Command, args []string, ob *outbox.Outbox) error {
+				var id int64
+				if args[0] != "all" {
+					n, err := strconv.ParseInt(args[0], 10, 64)
+					if err != nil || n <= 0 {
+						return usageError{fmt.Errorf("requeue: %q is not a message id or \"all\"", args[0])}
+					}
+					id = n
+				}
+				n, err := ob.Requeue(cmd.Context(), id)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "requeued %d message(s)\n", n)
+				return nil
+			})},
+	)
+	return cmd
+}
