@@ -22,7 +22,8 @@ type RelayOptions struct {
 	// Ordered: a keyed message is not published while an older message
 	// with the same key is still pending (failed messages block their key
 	// until they succeed or are dead-lettered). Unkeyed messages are not
-	// ordered.
+	// ordered. Cost: one message per key per claim, so a single hot key
+	// moves at one message per batch round trip.
 	Ordered bool
 	// DeleteOnPublish deletes rows instead of marking them published.
 	DeleteOnPublish bool

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -32,9 +31,10 @@ func publisherFor(spec string, cmd *cobra.Command) (outbox.Publisher, func(), er
 	case strings.HasPrefix(spec, "http://"), strings.HasPrefix(spec, "https://"):
 		return outbox.HTTPPublisher{URL: spec}, func() {}, nil
 	case strings.HasPrefix(spec, "kafka://"):
-		return nil, nil, usageError{errors.New("kafka publisher not built yet (see issue 7's notes); use nats://, http(s):// or stdout")}
+		p, closeFn, err := outbox.NewKafkaPublisher(strings.Split(strings.TrimPrefix(spec, "kafka://"), ","))
+		return p, closeFn, err
 	}
-	return nil, nil, usageError{fmt.Errorf("--publisher %q: want stdout, nats://host:4222, http(s)://… or kafka://", spec)}
+	return nil, nil, usageError{fmt.Errorf("--publisher %q: want stdout, nats://host:4222, kafka://host:9092[,host2], or http(s)://…", spec)}
 }
 
 func newRelayCmd() *cobra.Command {
@@ -100,7 +100,7 @@ func newRelayCmd() *cobra.Command {
 			return r.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&pubSpec, "publisher", "stdout", "stdout, nats://host:4222, http(s)://webhook")
+	cmd.Flags().StringVar(&pubSpec, "publisher", "stdout", "stdout, nats://host:4222, kafka://host:9092[,host2], http(s)://webhook")
 	cmd.Flags().StringVar(&listen, "listen", "", "address for /healthz and /metrics, e.g. :9090")
 	cmd.Flags().IntVar(&batch, "batch", 100, "messages per claim")
 	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 10, "attempts before dead-lettering")
