@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
@@ -144,6 +145,54 @@ func TestKeepAlive(t *testing.T) {
 			}
 		case <-time.After(2 * time.Second):
 			t.Fatal("keeper did not notice the lost lease")
+		}
+	})
+}
+
+// The network to the database fails: renewals cannot succeed, and the
+// keeper cancels the work before the lease could have expired.
+func TestKeepAliveNetworkDown(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		proxy := dbtest.ProxyFor(t, env)
+		db, err := sqlcoord.Open(ctx, proxy.Via(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		c := coord.New(db)
+		ttl := 800 * time.Millisecond
+		l, err := c.Acquire(ctx, "net", "", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := c.KeepAlive(ctx, l, coord.KeepAliveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Stop()
+		time.Sleep(ttl) // renewals work
+		if k.Context().Err() != nil {
+			t.Fatal("keeper gave up while the network was fine")
+		}
+		proxy.SetDown(true)
+		down := time.Now()
+		select {
+		case <-k.Context().Done():
+		case <-time.After(5 * ttl):
+			t.Fatal("keeper kept going with the database unreachable")
+		}
+		el := time.Since(down)
+		if !errors.Is(context.Cause(k.Context()), coord.ErrLeaseLost) {
+			t.Fatalf("cause %v", context.Cause(k.Context()))
+		}
+		st, err := coord.New(env.DB).LeaseInfo(ctx, "net")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("network cut; keeper cancelled the work %v later (TTL %v); database still shows the lease live: %v", el, ttl, st.Live)
+		if el > ttl {
+			t.Fatalf("cancelled %v after the cut, later than one TTL", el)
 		}
 	})
 }

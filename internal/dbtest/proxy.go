@@ -22,6 +22,7 @@ type Proxy struct {
 	mu    sync.Mutex
 	conns map[net.Conn]net.Conn // client -> server
 	arm   *commitCut
+	down  bool
 }
 
 type commitCut struct {
@@ -58,6 +59,13 @@ func (p *Proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			continue
 		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -148,6 +156,17 @@ func (p *Proxy) ArmCommitCut(forward bool) <-chan struct{} {
 	p.arm = cc
 	p.mu.Unlock()
 	return cc.fired
+}
+
+// SetDown makes the network "fail": existing connections are cut and new
+// ones closed at once, until SetDown(false).
+func (p *Proxy) SetDown(down bool) {
+	p.mu.Lock()
+	p.down = down
+	p.mu.Unlock()
+	if down {
+		p.CutAll()
+	}
 }
 
 // CutAll closes every proxied connection at once.
