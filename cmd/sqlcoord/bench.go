@@ -29,6 +29,7 @@ func newBenchCmd() *cobra.Command {
 		Short: "Benchmark the primitives beside the database's own mechanisms",
 	}
 	var rows, batch, insClients int
+	var groups string
 	var keep bool
 	runPrimitives := func(cmd *cobra.Command) error {
 		cl, err := parseInts(clients)
@@ -45,10 +46,18 @@ func newBenchCmd() *cobra.Command {
 		outboxGroup := func(ctx context.Context, db *sqlcoord.DB, cfg bench.Config) ([]bench.Result, error) {
 			return bench.Outbox(ctx, db, cfg, natsPub)
 		}
+		type group = func(context.Context, *sqlcoord.DB, bench.Config) ([]bench.Result, error)
+		known := map[string]group{"locks": bench.Locks, "idempotency": bench.Idempotency, "ids": bench.IDs, "jobs": bench.Jobs, "outbox": outboxGroup}
+		var selected []group
+		for _, g := range strings.Split(groups, ",") {
+			fn, ok := known[strings.TrimSpace(g)]
+			if !ok {
+				return usageError{fmt.Errorf("--groups: unknown group %q (have locks, idempotency, ids, jobs, outbox)", g)}
+			}
+			selected = append(selected, fn)
+		}
 		err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-			for _, group := range []func(context.Context, *sqlcoord.DB, bench.Config) ([]bench.Result, error){
-				bench.Locks, bench.Idempotency, bench.IDs, bench.Jobs, outboxGroup,
-			} {
+			for _, group := range selected {
 				rs, err := group(ctx, db, cfg)
 				all = append(all, rs...)
 				if err != nil {
@@ -86,6 +95,7 @@ func newBenchCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runPrimitives(cmd) },
 	}
+	prim.Flags().StringVar(&groups, "groups", "locks,idempotency,ids,jobs,outbox", "benchmark groups to run")
 	ins := &cobra.Command{
 		Use:   "inserts",
 		Short: "Insert time and on-disk size per primary-key strategy (auto-increment, UUIDv4/v1/v7, snowflake, segment)",
@@ -101,7 +111,7 @@ func newBenchCmd() *cobra.Command {
 		Short: "inserts, then primitives, with defaults",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rows, batch, insClients = 200_000, 500, 4
+			rows, batch, insClients, groups = 200_000, 500, 4, "locks,idempotency,ids,jobs,outbox"
 			if err := runInserts(cmd); err != nil {
 				return err
 			}
