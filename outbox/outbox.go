@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 )
 
 // ErrInvalid: invalid topic, key or option.
@@ -157,24 +158,7 @@ func (o *Outbox) Cleanup(ctx context.Context, age time.Duration, batch int) (int
 }
 
 func cleanup(ctx context.Context, db *sqlcoord.DB, q string, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
-	if age < 0 {
-		return 0, fmt.Errorf("%w: negative age", ErrInvalid)
-	}
-	var total int64
-	for {
-		res, err := db.ExecContext(ctx, q, age.Microseconds(), batch)
-		if err != nil {
-			return total, fmt.Errorf("outbox: cleanup: %w", db.Dialect.Classify(err))
-		}
-		n, _ := res.RowsAffected()
-		total += n
-		if n < int64(batch) {
-			return total, nil
-		}
-	}
+	return sqlutil.DeleteInBatches(ctx, db, q, age, batch)
 }
 
 // Inbox deduplicates deliveries on the consumer side.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 )
 
 // ErrNotCommitted is returned when a COMMIT's acknowledgement was lost,
@@ -196,22 +197,5 @@ func CleanupMarkers(ctx context.Context, db *sqlcoord.DB, age time.Duration, bat
 }
 
 func cleanup(ctx context.Context, db *sqlcoord.DB, q string, age time.Duration, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
-	if age < 0 {
-		return 0, fmt.Errorf("txn: cleanup age %v is negative", age)
-	}
-	var total int64
-	for {
-		res, err := db.ExecContext(ctx, q, age.Microseconds(), batch)
-		if err != nil {
-			return total, fmt.Errorf("txn: cleanup: %w", db.Dialect.Classify(err))
-		}
-		n, _ := res.RowsAffected()
-		total += n
-		if n < int64(batch) {
-			return total, nil
-		}
-	}
+	return sqlutil.DeleteInBatches(ctx, db, q, age, batch)
 }

@@ -142,15 +142,7 @@ func parseInts(s string) ([]int, error) {
 func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) error) error {
 	ctx := cmd.Context()
 	if dsn := dsnFrom(cmd); dsn != "" {
-		db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 64, MaxIdleConns: 64})
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
-			return err
-		}
-		return fn(ctx, db)
+		return openMigrated(ctx, dsn, fn)
 	}
 	for _, fam := range dbtest.Families {
 		fmt.Fprintf(cmd.OutOrStdout(), "no --dsn: starting a throwaway local %s server\n", fam)
@@ -164,21 +156,26 @@ func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) erro
 			if err != nil {
 				return err
 			}
-			db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 64, MaxIdleConns: 64})
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
-				return err
-			}
-			return fn(ctx, db)
+			return openMigrated(ctx, dsn, fn)
 		}()
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// openMigrated opens dsn, installs the schema and runs fn.
+func openMigrated(ctx context.Context, dsn string, fn func(context.Context, *sqlcoord.DB) error) error {
+	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 64, MaxIdleConns: 64})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+		return err
+	}
+	return fn(ctx, db)
 }
 
 func writeReport(cmd *cobra.Command, dir, name string, rs []bench.Result) error {

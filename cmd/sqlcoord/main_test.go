@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -125,6 +126,39 @@ func TestJobsCLI(t *testing.T) {
 		}
 		if _, err := runCLI(t, "jobs", "rerun", "--job", "report", "--fire", "yesterday", "--dsn", env.DSN); err == nil {
 			t.Fatal("bad --fire accepted")
+		}
+	})
+}
+
+func TestOutboxCLI(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		ob := outbox.NewOutbox(env.DB)
+		ob.Enqueue(ctx, env.DB, outbox.New{Topic: "a", Payload: []byte("1")}, outbox.New{Topic: "b", Payload: []byte("2")})
+		r, _ := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
+			if m.Topic == "b" {
+				return outbox.Permanent(errors.New("410 Gone"))
+			}
+			return nil
+		}), outbox.RelayOptions{})
+		r.Once(ctx)
+		out, err := runCLI(t, "outbox", "stats", "--dsn", env.DSN)
+		if err != nil || !strings.Contains(out, "published 1") || !strings.Contains(out, "dead 1") {
+			t.Fatalf("stats: %v\n%s", err, out)
+		}
+		out, err = runCLI(t, "outbox", "dead", "--dsn", env.DSN)
+		if err != nil || !strings.Contains(out, "410 Gone") {
+			t.Fatalf("dead: %v\n%s", err, out)
+		}
+		out, err = runCLI(t, "outbox", "requeue", "all", "--dsn", env.DSN)
+		if err != nil || !strings.Contains(out, "requeued 1") {
+			t.Fatalf("requeue: %v\n%s", err, out)
+		}
+		if _, err := runCLI(t, "outbox", "requeue", "-5", "--dsn", env.DSN); err == nil {
+			t.Fatal("bad id accepted")
+		}
+		if _, err := runCLI(t, "relay", "--publisher", "carrier-pigeon://x", "--dsn", env.DSN); err == nil {
+			t.Fatal("unknown publisher accepted")
 		}
 	})
 }

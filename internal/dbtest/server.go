@@ -366,13 +366,8 @@ func startLocalPostgres(ctx context.Context) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		s := &Server{Family: "postgres", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred,
+	return startOnFreePort(ctx, dir, func(port int) *Server {
+		return &Server{Family: "postgres", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred,
 			bin: filepath.Join(bin, "postgres"),
 			args: []string{"-D", data, "-p", strconv.Itoa(port),
 				"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
@@ -381,6 +376,20 @@ func startLocalPostgres(ctx context.Context) (*Server, error) {
 				"-c", "max_locks_per_transaction=256"},
 			adminDSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
 		}
+	})
+}
+
+// startOnFreePort starts the server that mk describes on a free loopback
+// port, trying another port if the first was taken meanwhile; it removes
+// dir when every try failed.
+func startOnFreePort(ctx context.Context, dir string, mk func(port int) *Server) (*Server, error) {
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := mk(port)
 		if err := s.spawn(); err != nil {
 			return nil, err
 		}
@@ -425,13 +434,8 @@ func startLocalMariaDB(ctx context.Context) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		s := &Server{Family: "mysql", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred, bin: server,
+	return startOnFreePort(ctx, dir, func(port int) *Server {
+		return &Server{Family: "mysql", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred, bin: server,
 			args: []string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port),
 				"--bind-address=127.0.0.1", "--socket=" + filepath.Join(dir, "mysqld.sock"),
 				"--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--tmpdir=" + dir,
@@ -440,16 +444,7 @@ func startLocalMariaDB(ctx context.Context) (*Server, error) {
 				"--collation-server=utf8mb4_bin", "--log-error=" + filepath.Join(dir, "server.log")},
 			adminDSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/?parseTime=true&loc=UTC&clientFoundRows=true", port),
 		}
-		if err := s.spawn(); err != nil {
-			return nil, err
-		}
-		if lastErr = s.waitReady(ctx, 30*time.Second); lastErr == nil {
-			return s, nil
-		}
-		s.halt(syscall.SIGKILL, time.Second)
-	}
-	os.RemoveAll(dir)
-	return nil, lastErr
+	})
 }
 
 // fromEnv uses an existing server named by SQLCOORD_PG_DSN/SQLCOORD_MYSQL_DSN.
