@@ -70,7 +70,7 @@ func TestExactlyOncePerSlotAcrossProcesses(t *testing.T) {
 		owners = count(t, env, `SELECT count(DISTINCT owner) FROM effects`)
 		// every slot while all three ran is present
 		missing := 0
-		for s := start.Add(1500 * time.Millisecond).Unix(); s < end.Add(-1500*time.Millisecond).Unix(); s++ {
+		for s := start.Add(2500 * time.Millisecond).Unix(); s < end.Add(-1500*time.Millisecond).Unix(); s++ {
 			if got[s] == 0 {
 				missing++
 			}
