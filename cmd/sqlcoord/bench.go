@@ -29,7 +29,7 @@ func newBenchCmd() *cobra.Command {
 		Short: "Benchmark the primitives beside the database's own mechanisms",
 	}
 	var rows, batch, insClients int
-	var groups string
+	var groups, strategies string
 	var keep bool
 	runPrimitives := func(cmd *cobra.Command) error {
 		cl, err := parseInts(clients)
@@ -76,6 +76,11 @@ func newBenchCmd() *cobra.Command {
 			return usageError{fmt.Errorf("--rows, --batch and --clients must be positive")}
 		}
 		cfg := bench.InsertConfig{Rows: rows, Batch: batch, Clients: insClients, Keep: keep, Progress: cmd.OutOrStdout(), Bar: progressBar()}
+		if strategies != "" {
+			for _, st := range strings.Split(strategies, ",") {
+				cfg.Only = append(cfg.Only, strings.TrimSpace(st))
+			}
+		}
 		var all []bench.InsertResult
 		var settings []string
 		err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
@@ -106,6 +111,7 @@ func newBenchCmd() *cobra.Command {
 	ins.Flags().IntVar(&batch, "batch", 500, "rows per INSERT statement")
 	ins.Flags().IntVar(&insClients, "insert-clients", 4, "concurrent inserting clients")
 	ins.Flags().BoolVar(&keep, "keep", false, "keep the benchmark tables for inspection")
+	ins.Flags().StringVar(&strategies, "strategies", "", "comma-separated subset, in this order (default: all)")
 	all := &cobra.Command{
 		Use:   "all",
 		Short: "inserts, then primitives, with defaults",
@@ -119,6 +125,7 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(prim, ins, all)
+	cmd.PersistentFlags().String("dialect", "", "with no --dsn: only this throwaway server (postgres or mysql)")
 	cmd.PersistentFlags().DurationVar(&dur, "duration", 2*time.Second, "measuring time per case")
 	cmd.PersistentFlags().StringVar(&clients, "clients", "1,8,32", "concurrent clients, comma-separated")
 	cmd.PersistentFlags().StringVar(&outDir, "out", "bench/out", "folder for report.md and results.json")
@@ -144,7 +151,18 @@ func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) erro
 	if dsn := dsnFrom(cmd); dsn != "" {
 		return openMigrated(ctx, dsn, fn)
 	}
-	for _, fam := range dbtest.Families {
+	fams := dbtest.Families
+	if d, _ := cmd.Flags().GetString("dialect"); d != "" {
+		switch d {
+		case "postgres":
+			fams = []string{"postgres"}
+		case "mysql", "mariadb":
+			fams = []string{"mysql"}
+		default:
+			return usageError{fmt.Errorf("--dialect %q: want postgres or mysql", d)}
+		}
+	}
+	for _, fam := range fams {
 		fmt.Fprintf(cmd.OutOrStdout(), "no --dsn: starting a throwaway local %s server\n", fam)
 		srv, err := dbtest.Start(ctx, fam)
 		if err != nil {
