@@ -55,7 +55,10 @@ func newDemoCmd() *cobra.Command {
 		Long: `Runs the scenarios from sqlcoord's design notes against a real database.
 With no --dsn (and no SQLCOORD_DSN) it starts a throwaway local server
 (PostgreSQL by default, MariaDB with --dialect mysql), runs everything in a
-fresh database and removes the server afterwards.`,
+fresh database and removes the server afterwards.
+
+With --dsn it installs the coord_ schema in that database (migrate up) and
+creates and drops demo_* tables there: use a scratch database.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, a := range args {
 				if _, ok := scenarios[a]; !ok {
