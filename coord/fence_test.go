@@ -2,7 +2,6 @@ package coord_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -56,8 +55,8 @@ func TestFencingStory(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c := coord.New(env.DB)
-		mustExec(t, env, `CREATE TABLE files (name VARCHAR(50) PRIMARY KEY, body VARCHAR(50) NOT NULL, fence BIGINT NOT NULL DEFAULT 0)`)
-		mustExec(t, env, `INSERT INTO files (name, body) VALUES ('report', 'initial')`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE files (name VARCHAR(50) PRIMARY KEY, body VARCHAR(50) NOT NULL, fence BIGINT NOT NULL DEFAULT 0)`)
+		dbtest.Exec(t, env.DB, `INSERT INTO files (name, body) VALUES ('report', 'initial')`)
 		// burn tokens 1..6 so A gets 7, as in the article
 		for i := 0; i < 6; i++ {
 			l, err := c.Acquire(ctx, "report-lock", "", time.Minute)
@@ -125,13 +124,4 @@ func TestFencingStory(t *testing.T) {
 			t.Fatal("files table damaged")
 		}
 	})
-}
-
-func mustExec(t *testing.T, env *dbtest.Env, q string, args ...any) sql.Result {
-	t.Helper()
-	r, err := env.DB.ExecContext(context.Background(), q, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return r
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -20,9 +19,9 @@ func TestMain(m *testing.M) {
 // runHelper is the body of a helper process (see dbtest.Spawn).
 func runHelper(name string) int {
 	ctx := context.Background()
-	db, err := sqlcoord.Open(ctx, os.Getenv("DSN"), sqlcoord.Options{MaxOpenConns: 32, MaxIdleConns: 32})
+	db, err := dbtest.HelperDB(ctx, 32)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
 	defer db.Close()

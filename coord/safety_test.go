@@ -110,10 +110,10 @@ func fencedIncrement(ctx context.Context, db *sqlcoord.DB, c *coord.Client, toke
 func TestLeaseSafetyAcrossProcesses(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		mustExec(t, env, `CREATE TABLE safety_counter (id INT PRIMARY KEY, n BIGINT NOT NULL)`)
-		mustExec(t, env, `INSERT INTO safety_counter VALUES (1, 0)`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE safety_counter (id INT PRIMARY KEY, n BIGINT NOT NULL)`)
+		dbtest.Exec(t, env.DB, `INSERT INTO safety_counter VALUES (1, 0)`)
 		// n is unique: the counter value each accepted write produced.
-		mustExec(t, env, `CREATE TABLE safety_log (n BIGINT PRIMARY KEY, token BIGINT NOT NULL, worker VARCHAR(64) NOT NULL)`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE safety_log (n BIGINT PRIMARY KEY, token BIGINT NOT NULL, worker VARCHAR(64) NOT NULL)`)
 		const procs = 3
 		var ps []*dbtest.Proc
 		for i := 0; i < procs; i++ {

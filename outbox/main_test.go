@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
@@ -25,9 +24,9 @@ func TestMain(m *testing.M) {
 func runRelay() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	db, err := sqlcoord.Open(ctx, os.Getenv("DSN"), sqlcoord.Options{MaxOpenConns: 4})
+	db, err := dbtest.HelperDB(ctx, 4)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "relay:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
 	defer db.Close()

@@ -20,22 +20,6 @@ import (
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
-func exec(t *testing.T, db *sqlcoord.DB, q string, args ...any) {
-	t.Helper()
-	if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
-
-func count(t *testing.T, db *sqlcoord.DB, q string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
 // placeOrder writes an order and its message in one transaction and
 // commits or rolls back.
 func placeOrder(ctx context.Context, db *sqlcoord.DB, ob *outbox.Outbox, id int, commit bool) error {
@@ -62,18 +46,18 @@ func TestEnqueueAtomicity(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
-		exec(t, db, `CREATE TABLE orders (id INT PRIMARY KEY)`)
+		dbtest.Exec(t, db, `CREATE TABLE orders (id INT PRIMARY KEY)`)
 		ob := outbox.NewOutbox(db)
 		if err := placeOrder(ctx, db, ob, 1, false); err != nil {
 			t.Fatal(err)
 		}
-		if n := count(t, db, `SELECT count(*) FROM coord_outbox`); n != 0 {
+		if n := dbtest.Count(t, db, `SELECT count(*) FROM coord_outbox`); n != 0 {
 			t.Fatalf("rolled-back transaction left %d messages", n)
 		}
 		if err := placeOrder(ctx, db, ob, 2, true); err != nil {
 			t.Fatal(err)
 		}
-		if n := count(t, db, `SELECT count(*) FROM coord_outbox`); n != 1 {
+		if n := dbtest.Count(t, db, `SELECT count(*) FROM coord_outbox`); n != 1 {
 			t.Fatalf("committed transaction left %d messages", n)
 		}
 		if err := ob.Enqueue(ctx, db, outbox.New{Topic: ""}); !errors.Is(err, outbox.ErrInvalid) {
@@ -101,8 +85,8 @@ func TestRelayCrashSafety(t *testing.T) {
 		ctx := context.Background()
 		db := env.DB
 		ph := db.Dialect.Placeholder
-		exec(t, db, `CREATE TABLE orders (id INT PRIMARY KEY)`)
-		exec(t, db, `CREATE TABLE points (order_id INT NOT NULL)`) // raw: doubles would show
+		dbtest.Exec(t, db, `CREATE TABLE orders (id INT PRIMARY KEY)`)
+		dbtest.Exec(t, db, `CREATE TABLE points (order_id INT NOT NULL)`) // raw: doubles would show
 		inbox, _ := outbox.NewInbox(db, "points")
 		var deliveries atomic.Int64
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -183,9 +167,9 @@ func TestRelayCrashSafety(t *testing.T) {
 		}
 		st, _ := ob.Stats(ctx)
 		c := int(committed.Load())
-		pts := count(t, db, `SELECT count(*) FROM points`)
-		distinct := count(t, db, `SELECT count(DISTINCT order_id) FROM points`)
-		orphans := count(t, db, `SELECT count(*) FROM points WHERE order_id NOT IN (SELECT id FROM orders)`)
+		pts := dbtest.Count(t, db, `SELECT count(*) FROM points`)
+		distinct := dbtest.Count(t, db, `SELECT count(DISTINCT order_id) FROM points`)
+		orphans := dbtest.Count(t, db, `SELECT count(*) FROM points WHERE order_id NOT IN (SELECT id FROM orders)`)
 		t.Logf("%d orders committed, %d rolled back; %d relay kills; %d HTTP deliveries; %d point grants; outbox %+v",
 			c, rolledBack.Load(), kills, deliveries.Load(), pts, st)
 		if st.Pending != 0 || st.Dead != 0 || int(st.Published) != c {

@@ -20,7 +20,7 @@ func TestBarrierDeliveries(t *testing.T) {
 		ctx := context.Background()
 		db := env.DB
 		ph := db.Dialect.Placeholder
-		exec(t, db, `CREATE TABLE accounts (gid VARCHAR(40) PRIMARY KEY, balance INT NOT NULL, frozen INT NOT NULL)`)
+		dbtest.Exec(t, db, `CREATE TABLE accounts (gid VARCHAR(40) PRIMARY KEY, balance INT NOT NULL, frozen INT NOT NULL)`)
 		b := txn.NewBarrier(db)
 		upd := func(dBal, dFro int, gid string) func(context.Context, *sql.Tx) error {
 			return func(ctx context.Context, tx *sql.Tx) error {
@@ -37,7 +37,7 @@ func TestBarrierDeliveries(t *testing.T) {
 		var plans []plan
 		for i := 0; i < n; i++ {
 			p := plan{gid: fmt.Sprintf("g%d", i), confirm: i%2 == 0}
-			exec(t, db, `INSERT INTO accounts VALUES (`+ph(1)+`, 100, 0)`, p.gid)
+			dbtest.Exec(t, db, `INSERT INTO accounts VALUES (`+ph(1)+`, 100, 0)`, p.gid)
 			if p.confirm {
 				// the coordinator confirms only after a Try succeeded, but
 				// duplicates of both may arrive late and concurrently

@@ -16,28 +16,12 @@ import (
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
-func exec(t *testing.T, db *sqlcoord.DB, q string, args ...any) {
-	t.Helper()
-	if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
-
-func count(t *testing.T, db *sqlcoord.DB, q string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
 func TestDoRetriesDeadlock(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
-		exec(t, db, `CREATE TABLE acct (id INT PRIMARY KEY, v INT NOT NULL)`)
-		exec(t, db, `INSERT INTO acct VALUES (1, 0), (2, 0)`)
+		dbtest.Exec(t, db, `CREATE TABLE acct (id INT PRIMARY KEY, v INT NOT NULL)`)
+		dbtest.Exec(t, db, `INSERT INTO acct VALUES (1, 0), (2, 0)`)
 		ph := db.Dialect.Placeholder
 		var both sync.WaitGroup
 		both.Add(2)
@@ -74,7 +58,7 @@ func TestDoRetriesDeadlock(t *testing.T) {
 		if deadlocks.Load() == 0 {
 			t.Fatalf("no deadlock was retried (retries %d)", retries.Load())
 		}
-		if got := count(t, db, `SELECT SUM(v) FROM acct`); got != 4 {
+		if got := dbtest.Count(t, db, `SELECT SUM(v) FROM acct`); got != 4 {
 			t.Fatalf("sum %d, want 4 (each transaction applied exactly once)", got)
 		}
 	})
@@ -84,8 +68,8 @@ func TestDoNonRetryableAndPanic(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
-		exec(t, db, `CREATE TABLE items (id INT PRIMARY KEY)`)
-		exec(t, db, `INSERT INTO items VALUES (1)`)
+		dbtest.Exec(t, db, `CREATE TABLE items (id INT PRIMARY KEY)`)
+		dbtest.Exec(t, db, `INSERT INTO items VALUES (1)`)
 		calls := 0
 		err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 			calls++
@@ -102,7 +86,7 @@ func TestDoNonRetryableAndPanic(t *testing.T) {
 			tx.ExecContext(ctx, `INSERT INTO items VALUES (2)`)
 			return mine
 		})
-		if !errors.Is(err, mine) || calls != 1 || count(t, db, `SELECT count(*) FROM items`) != 1 {
+		if !errors.Is(err, mine) || calls != 1 || dbtest.Count(t, db, `SELECT count(*) FROM items`) != 1 {
 			t.Fatalf("own error: %v, %d calls", err, calls)
 		}
 		func() {
@@ -116,7 +100,7 @@ func TestDoNonRetryableAndPanic(t *testing.T) {
 				panic("boom")
 			})
 		}()
-		if n := count(t, db, `SELECT count(*) FROM items`); n != 1 {
+		if n := dbtest.Count(t, db, `SELECT count(*) FROM items`); n != 1 {
 			t.Fatalf("panic did not roll back: %d rows", n)
 		}
 		// context cancellation stops retries
@@ -133,7 +117,7 @@ func TestDoNonRetryableAndPanic(t *testing.T) {
 func TestCommitOutcomeUnknown(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		exec(t, env.DB, `CREATE TABLE orders (id VARCHAR(40) PRIMARY KEY)`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE orders (id VARCHAR(40) PRIMARY KEY)`)
 		proxy := dbtest.ProxyFor(t, env)
 		viaDB, err := sqlcoord.Open(ctx, proxy.Via(env))
 		if err != nil {
@@ -192,7 +176,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 				}
 				// the truth, read directly from the server
 				time.Sleep(100 * time.Millisecond)
-				if got := count(t, env.DB, `SELECT count(*) FROM orders WHERE id = `+env.DB.Dialect.Placeholder(1), id); got != tc.wantCount {
+				if got := dbtest.Count(t, env.DB, `SELECT count(*) FROM orders WHERE id = `+env.DB.Dialect.Placeholder(1), id); got != tc.wantCount {
 					t.Fatalf("order rows %d, want %d (attempts %d, err %v)", got, tc.wantCount, attempts, err)
 				}
 			})

@@ -19,7 +19,7 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
-		exec(t, db, `CREATE TABLE orders (id INT PRIMARY KEY, request_id VARCHAR(40) NOT NULL)`)
+		dbtest.Exec(t, db, `CREATE TABLE orders (id INT PRIMARY KEY, request_id VARCHAR(40) NOT NULL)`)
 		ph := db.Dialect.Placeholder
 		keys := txn.NewKeys(db, txn.KeysOptions{})
 		var mu sync.Mutex
@@ -64,7 +64,7 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 			for err := range errs {
 				t.Fatalf("round %d: %v", round, err)
 			}
-			if n := count(t, db, `SELECT count(*) FROM orders WHERE request_id = `+ph(1), reqID); n != 1 {
+			if n := dbtest.Count(t, db, `SELECT count(*) FROM orders WHERE request_id = `+ph(1), reqID); n != 1 {
 				t.Fatalf("round %d: %d orders for one request id", round, n)
 			}
 			for i := range responses {

@@ -25,9 +25,9 @@ func TestMain(m *testing.M) {
 
 func runHelper(name string) int {
 	ctx := context.Background()
-	db, err := sqlcoord.Open(ctx, os.Getenv("DSN"), sqlcoord.Options{MaxOpenConns: 16})
+	db, err := dbtest.HelperDB(ctx, 16)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
 	defer db.Close()

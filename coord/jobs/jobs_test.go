@@ -13,22 +13,6 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-func mustExec(t *testing.T, env *dbtest.Env, q string, args ...any) {
-	t.Helper()
-	if _, err := env.DB.ExecContext(context.Background(), q, args...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
-
-func count(t *testing.T, env *dbtest.Env, q string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := env.DB.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
 func timeCol(env *dbtest.Env) string {
 	if env.Family == "mysql" {
 		return "DATETIME(6)"
@@ -40,7 +24,7 @@ func timeCol(env *dbtest.Env) string {
 // second: every slot ran exactly once (raw effect rows, no unique key).
 func TestExactlyOncePerSlotAcrossProcesses(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
-		mustExec(t, env, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
 		start := time.Now()
 		var ps []*dbtest.Proc
 		for i, off := range []string{"-300ms", "0s", "300ms"} {
@@ -67,7 +51,7 @@ func TestExactlyOncePerSlotAcrossProcesses(t *testing.T) {
 				t.Errorf("slot %v ran %d times", ft, n)
 			}
 		}
-		owners = count(t, env, `SELECT count(DISTINCT owner) FROM effects`)
+		owners = dbtest.Count(t, env.DB, `SELECT count(DISTINCT owner) FROM effects`)
 		// every slot while all three ran is present
 		missing := 0
 		for s := start.Add(2500 * time.Millisecond).Unix(); s < end.Add(-1500*time.Millisecond).Unix(); s++ {
@@ -87,7 +71,7 @@ func TestExactlyOncePerSlotAcrossProcesses(t *testing.T) {
 func TestKilledRunnerTakenOver(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		mustExec(t, env, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
 		spec := "* * * * * *"
 		a := dbtest.Spawn(t, "slow", "DSN="+env.DSN, "SPEC="+spec, "RUN_FOR=60s", "GRACE=1s", "SLEEP=60s", "OWNER=A")
 		line := a.WaitLine(t, "RUNNING", 20*time.Second)
@@ -132,7 +116,7 @@ func TestKilledRunnerTakenOver(t *testing.T) {
 func TestPausedRunnerRejected(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		mustExec(t, env, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
 		spec := "* * * * * *"
 		a := dbtest.Spawn(t, "slow", "DSN="+env.DSN, "SPEC="+spec, "RUN_FOR=60s", "GRACE=1s", "SLEEP=2500ms", "OWNER=A")
 		line := a.WaitLine(t, "RUNNING", 20*time.Second)
@@ -190,9 +174,9 @@ func TestPausedRunnerRejected(t *testing.T) {
 // and retried with the same shard parameters: nothing missed or doubled.
 func TestShardedCrashAndRetry(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
-		mustExec(t, env, `CREATE TABLE items (id INT PRIMARY KEY)`)
-		mustExec(t, env, `CREATE TABLE delivered (item_id INT PRIMARY KEY)`)
-		mustExec(t, env, `CREATE TABLE sends (item_id INT NOT NULL, shard INT NOT NULL, attempt INT NOT NULL)`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE items (id INT PRIMARY KEY)`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE delivered (item_id INT PRIMARY KEY)`)
+		dbtest.Exec(t, env.DB, `CREATE TABLE sends (item_id INT NOT NULL, shard INT NOT NULL, attempt INT NOT NULL)`)
 		for base := 0; base < 10000; base += 1000 {
 			var sb strings.Builder
 			sb.WriteString("INSERT INTO items (id) VALUES ")
@@ -202,27 +186,27 @@ func TestShardedCrashAndRetry(t *testing.T) {
 				}
 				fmt.Fprintf(&sb, "(%d)", base+i)
 			}
-			mustExec(t, env, sb.String())
+			dbtest.Exec(t, env.DB, sb.String())
 		}
 		for _, mode := range []string{"unique", "keys"} {
-			mustExec(t, env, `DELETE FROM delivered`)
-			mustExec(t, env, `DELETE FROM sends`)
+			dbtest.Exec(t, env.DB, `DELETE FROM delivered`)
+			dbtest.Exec(t, env.DB, `DELETE FROM sends`)
 			fire := time.Now().Add(2 * time.Second).Truncate(time.Second)
 			spec := fmt.Sprintf("%d %d %d %d %d *", fire.UTC().Second(), fire.UTC().Minute(), fire.UTC().Hour(), fire.UTC().Day(), int(fire.UTC().Month()))
 			p := dbtest.Spawn(t, "shard", "DSN="+env.DSN, "SPEC="+spec, "RUN_FOR=60s", "GRACE=1s", "MODE="+mode, "CRASH_AFTER=2000", "OWNER=A")
 			p.WaitLine(t, "CRASHING", 60*time.Second)
 			p.Wait(5 * time.Second)
-			before := count(t, env, `SELECT count(*) FROM sends`)
+			before := dbtest.Count(t, env.DB, `SELECT count(*) FROM sends`)
 			// retry: another instance with the same job and shard parameters
 			hp := dbtest.Spawn(t, "shard", "DSN="+env.DSN, "SPEC="+spec, "RUN_FOR=20s", "GRACE=1s", "MODE="+mode, "OWNER=B")
 			deadline := time.Now().Add(60 * time.Second)
-			for count(t, env, `SELECT count(*) FROM sends`) < 10000 && time.Now().Before(deadline) {
+			for dbtest.Count(t, env.DB, `SELECT count(*) FROM sends`) < 10000 && time.Now().Before(deadline) {
 				time.Sleep(200 * time.Millisecond)
 			}
 			hp.Kill()
-			total := count(t, env, `SELECT count(*) FROM sends`)
-			distinct := count(t, env, `SELECT count(DISTINCT item_id) FROM sends`)
-			retried := count(t, env, `SELECT count(*) FROM sends WHERE attempt = 2`)
+			total := dbtest.Count(t, env.DB, `SELECT count(*) FROM sends`)
+			distinct := dbtest.Count(t, env.DB, `SELECT count(DISTINCT item_id) FROM sends`)
+			retried := dbtest.Count(t, env.DB, `SELECT count(*) FROM sends WHERE attempt = 2`)
 			t.Logf("%s: %d delivered before the crash; after retry %d sends, %d distinct items, %d by the retried attempt", mode, before, total, distinct, retried)
 			if total != 10000 || distinct != 10000 || retried == 0 {
 				t.Fatalf("%s: sends %d distinct %d retried %d", mode, total, distinct, retried)

@@ -36,9 +36,9 @@ func envDur(k string) time.Duration {
 func runHelper(name string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	db, err := sqlcoord.Open(ctx, os.Getenv("DSN"), sqlcoord.Options{MaxOpenConns: 16})
+	db, err := dbtest.HelperDB(ctx, 16)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
 	defer db.Close()
