@@ -17,39 +17,25 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if h := dbtest.Helper(); h != "" {
-		os.Exit(runHelper(h))
-	}
-	dbtest.Main(m)
+	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{
+		"segment-drawer": helperSegmentDrawer,
+		"worker-holder":  helperWorkerHolder,
+	})
 }
 
-func runHelper(name string) int {
-	ctx := context.Background()
-	db, err := dbtest.HelperDB(ctx, 16)
+// helperWorkerHolder leases the only worker id, issues ids, says so and
+// waits to be killed.
+func helperWorkerHolder(ctx context.Context, db *sqlcoord.DB) error {
+	w, err := ids.LeaseWorker(ctx, db, ids.WorkerOptions{TTL: 300 * time.Millisecond, Margin: 300 * time.Millisecond, MaxWorkers: 1})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
+		return err
 	}
-	defer db.Close()
-	switch name {
-	case "segment-drawer":
-		err = helperSegmentDrawer(ctx, db)
-	case "worker-holder":
-		var w *ids.Worker
-		w, err = ids.LeaseWorker(ctx, db, ids.WorkerOptions{TTL: 300 * time.Millisecond, Margin: 300 * time.Millisecond, MaxWorkers: 1})
-		if err == nil {
-			for i := 0; i < 1000; i++ {
-				w.Next()
-			}
-			fmt.Printf("WORKER %d\n", w.ID())
-			time.Sleep(time.Hour)
-		}
+	for i := 0; i < 1000; i++ {
+		w.Next()
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		return 1
-	}
-	return 0
+	fmt.Printf("WORKER %d\n", w.ID())
+	time.Sleep(time.Hour)
+	return nil
 }
 
 // helperSegmentDrawer draws N ids per goroutine from tag TAG and prints

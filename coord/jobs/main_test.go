@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -21,10 +20,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if h := dbtest.Helper(); h != "" {
-		os.Exit(runHelper(h))
+	h := map[string]dbtest.HelperFunc{}
+	for _, name := range []string{"effects", "slow", "shard"} {
+		h[name] = func(ctx context.Context, db *sqlcoord.DB) error { return runScheduler(ctx, db, name) }
 	}
-	dbtest.Main(m)
+	dbtest.MainWithHelpers(m, h)
 }
 
 func envDur(k string) time.Duration {
@@ -32,16 +32,8 @@ func envDur(k string) time.Duration {
 	return d
 }
 
-// runHelper runs a scheduler instance in its own process.
-func runHelper(name string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	db, err := dbtest.HelperDB(ctx, 16)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 3
-	}
-	defer db.Close()
+// runScheduler runs a scheduler instance for job name in its own process.
+func runScheduler(ctx context.Context, db *sqlcoord.DB, name string) error {
 	offset := envDur("OFFSET")
 	sch := jobs.NewScheduler(db, jobs.Options{
 		Owner:  os.Getenv("OWNER"),
@@ -49,16 +41,14 @@ func runHelper(name string) int {
 		Clock:  func() time.Time { return time.Now().Add(offset) },
 		Logger: slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
-	job := jobForHelper(db, name)
-	if err := sch.Register(job); err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		return 1
+	if err := sch.Register(jobForHelper(db, name)); err != nil {
+		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, envDur("RUN_FOR"))
 	defer cancel()
 	sch.Run(rctx)
 	fmt.Println("EXIT")
-	return 0
+	return nil
 }
 
 func jobForHelper(db *sqlcoord.DB, name string) jobs.Job {

@@ -2,12 +2,17 @@ package dbtest
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord"
 )
 
 // HelperEnv names the helper a re-executed test binary should run.
@@ -103,3 +108,38 @@ func (p *Proc) Wait(timeout time.Duration) bool {
 
 // ExitCode is the process's exit code after it ended.
 func (p *Proc) ExitCode() int { return p.Cmd.ProcessState.ExitCode() }
+
+// HelperFunc is the body of a helper process: ctx ends on SIGTERM, db is
+// the database named by the DSN environment variable.
+type HelperFunc func(ctx context.Context, db *sqlcoord.DB) error
+
+// MainWithHelpers is Main for packages whose tests Spawn helper processes:
+// in a helper process it runs helpers[name] and exits (0 on success, 1 on
+// error, 2 for an unknown helper, 3 when the database cannot be opened).
+func MainWithHelpers(m *testing.M, helpers map[string]HelperFunc) {
+	if name := Helper(); name != "" {
+		os.Exit(runHelperProcess(name, helpers))
+	}
+	Main(m)
+}
+
+func runHelperProcess(name string, helpers map[string]HelperFunc) int {
+	fn, ok := helpers[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "helper: unknown helper %q\n", name)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	db, err := HelperDB(ctx, 32)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer db.Close()
+	if err := fn(ctx, db); err != nil {
+		fmt.Fprintf(os.Stderr, "helper %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
