@@ -20,9 +20,8 @@ import (
 type Strategy struct {
 	Name    string
 	KeyType func(family string) string // column type of id
-	// gen returns the SQL for the id placeholder (a bind marker, or a
-	// server-side expression such as UUID()) and the bound value (nil when
-	// the server makes it, or when the column is auto-increment).
+	// gen returns either a server-side SQL expression for the id (such as
+	// MySQL's UUID()) or, with expr "", the generator of bound values.
 	gen  func(family string) (expr string, next func() (any, error))
 	auto bool // id omitted from the INSERT
 }
@@ -52,13 +51,6 @@ type InsertConfig struct {
 	Only                 []string // strategy names; empty: all
 }
 
-func bindExpr(family string) string {
-	if family == "postgres" {
-		return "$%d"
-	}
-	return "?"
-}
-
 // Strategies lists the key strategies measured.
 func Strategies(db *sqlcoord.DB) []Strategy {
 	binOrUUID := func(f string) string {
@@ -85,11 +77,11 @@ func Strategies(db *sqlcoord.DB) []Strategy {
 		}},
 		{Name: "uuidv4 char(36)", KeyType: func(string) string { return "CHAR(36)" },
 			gen: func(f string) (string, func() (any, error)) {
-				return bindExpr(f), func() (any, error) { return uuid.NewString(), nil }
+				return "", func() (any, error) { return uuid.NewString(), nil }
 			}},
 		{Name: "uuidv4 binary", KeyType: binOrUUID,
 			gen: func(f string) (string, func() (any, error)) {
-				return bindExpr(f), func() (any, error) { return uuidVal(uuid.New()), nil }
+				return "", func() (any, error) { return uuidVal(uuid.New()), nil }
 			}},
 		{Name: "uuidv1 (time-based)", KeyType: func(f string) string {
 			if f == "postgres" {
@@ -100,14 +92,14 @@ func Strategies(db *sqlcoord.DB) []Strategy {
 			if f == "mysql" {
 				return "UUID()", nil // the server's time-based UUID, as in the article
 			}
-			return bindExpr(f), func() (any, error) {
+			return "", func() (any, error) {
 				u, err := uuid.NewUUID()
 				return uuidVal(u), err
 			}
 		}},
 		{Name: "uuidv7 binary", KeyType: binOrUUID,
 			gen: func(f string) (string, func() (any, error)) {
-				return bindExpr(f), func() (any, error) {
+				return "", func() (any, error) {
 					u, err := ids.NewUUIDv7()
 					return uuidVal(u), err
 				}
@@ -117,14 +109,14 @@ func Strategies(db *sqlcoord.DB) []Strategy {
 				if sf == nil {
 					sf, _ = ids.NewSnowflake(1, 0, ids.SnowflakeOptions{})
 				}
-				return bindExpr(f), func() (any, error) { return sf.Next() }
+				return "", func() (any, error) { return sf.Next() }
 			}},
 		{Name: "segment", KeyType: func(string) string { return "BIGINT" },
 			gen: func(f string) (string, func() (any, error)) {
 				if seg == nil {
 					seg, _ = ids.NewSegments(db, fmt.Sprintf("bench-inserts-%d", time.Now().UnixNano()), ids.SegmentOptions{Step: 10000, AutoCreate: true})
 				}
-				return bindExpr(f), func() (any, error) { return seg.Next(context.Background()) }
+				return "", func() (any, error) { return seg.Next(context.Background()) }
 			}},
 	}
 }
@@ -286,7 +278,7 @@ func buildBatch(fam, table string, n int, auto bool, expr string, next func() (a
 		}
 		b.WriteByte('(')
 		if !auto {
-			if next == nil {
+			if expr != "" {
 				b.WriteString(expr) // server-side expression
 			} else {
 				v, err := next()

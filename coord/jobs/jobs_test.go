@@ -13,6 +13,25 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
+func createEffects(t *testing.T, env *dbtest.Env) {
+	t.Helper()
+	dbtest.Exec(t, env.DB, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
+}
+
+// startSlowRunner spawns instance A of the "slow" job (grace 1s, working
+// for sleep per run) and returns once A runs a slot, with that slot's fire
+// time (also as Unix microseconds, as A prints it).
+func startSlowRunner(t *testing.T, env *dbtest.Env, spec, sleep string) (*dbtest.Proc, time.Time, int64) {
+	t.Helper()
+	a := dbtest.Spawn(t, "slow", "DSN="+env.DSN, "SPEC="+spec, "RUN_FOR=60s", "GRACE=1s", "SLEEP="+sleep, "OWNER=A")
+	line := a.WaitLine(t, "RUNNING", 20*time.Second)
+	us, err := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+	if err != nil {
+		t.Fatalf("A said %q: %v", line, err)
+	}
+	return a, time.UnixMicro(us).UTC(), us
+}
+
 func timeCol(env *dbtest.Env) string {
 	if env.Family == "mysql" {
 		return "DATETIME(6)"
@@ -24,7 +43,7 @@ func timeCol(env *dbtest.Env) string {
 // second: every slot ran exactly once (raw effect rows, no unique key).
 func TestExactlyOncePerSlotAcrossProcesses(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
-		dbtest.Exec(t, env.DB, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
+		createEffects(t, env)
 		start := time.Now()
 		var ps []*dbtest.Proc
 		for i, off := range []string{"-300ms", "0s", "300ms"} {
@@ -71,12 +90,9 @@ func TestExactlyOncePerSlotAcrossProcesses(t *testing.T) {
 func TestKilledRunnerTakenOver(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		dbtest.Exec(t, env.DB, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
+		createEffects(t, env)
 		spec := "* * * * * *"
-		a := dbtest.Spawn(t, "slow", "DSN="+env.DSN, "SPEC="+spec, "RUN_FOR=60s", "GRACE=1s", "SLEEP=60s", "OWNER=A")
-		line := a.WaitLine(t, "RUNNING", 20*time.Second)
-		us, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
-		fire := time.UnixMicro(us).UTC()
+		a, fire, _ := startSlowRunner(t, env, spec, "60s")
 		a.Kill()
 		killed := time.Now()
 		// instance B (this process) runs the same job, fast
@@ -116,12 +132,9 @@ func TestKilledRunnerTakenOver(t *testing.T) {
 func TestPausedRunnerRejected(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		dbtest.Exec(t, env.DB, `CREATE TABLE effects (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, attempt INT NOT NULL)`)
+		createEffects(t, env)
 		spec := "* * * * * *"
-		a := dbtest.Spawn(t, "slow", "DSN="+env.DSN, "SPEC="+spec, "RUN_FOR=60s", "GRACE=1s", "SLEEP=2500ms", "OWNER=A")
-		line := a.WaitLine(t, "RUNNING", 20*time.Second)
-		us, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
-		fire := time.UnixMicro(us).UTC()
+		a, fire, us := startSlowRunner(t, env, spec, "2500ms")
 		a.Signal(syscall.SIGSTOP)
 		sch := jobs.NewScheduler(env.DB, jobs.Options{Owner: "B", Tick: 20 * time.Millisecond})
 		took := make(chan struct{}, 10)

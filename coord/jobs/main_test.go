@@ -3,7 +3,6 @@ package jobs_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -143,5 +142,3 @@ func insertIgnore(db *sqlcoord.DB, rest string) string {
 	}
 	return "INSERT INTO " + rest + " ON CONFLICT DO NOTHING"
 }
-
-var _ = errors.Is
