@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,35 +186,45 @@ func TestRelayCrashSafety(t *testing.T) {
 	})
 }
 
-// Per-key ordering with 3 concurrent relays.
+// Per-key ordering with 3 concurrent relays. The relay is at-least-once:
+// a batch whose marking or commit fails after publishing is published
+// again, so an immediate repeat of the message just published is allowed,
+// but only as many as the relays reported failed batches for; skipping
+// ahead or going back is never allowed.
 func TestOrderedRelays(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		ob := outbox.NewOutbox(env.DB)
-		const keys, per = 5, 60
+		const keys, per, batch = 5, 60, 10
 		var mu sync.Mutex
 		last := map[string]int{}
 		var bad []string
-		var total atomic.Int64
+		var distinct, repeats atomic.Int64
 		pub := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
 			if rand.IntN(8) == 0 {
 				return errors.New("flaky broker") // retried later: ordering must survive
 			}
 			seq, _ := strconv.Atoi(string(m.Payload))
 			mu.Lock()
-			if seq != last[m.Key]+1 {
+			defer mu.Unlock()
+			switch {
+			case seq == last[m.Key]:
+				repeats.Add(1)
+			case seq != last[m.Key]+1:
 				bad = append(bad, fmt.Sprintf("%s: %d after %d", m.Key, seq, last[m.Key]))
+			default:
+				distinct.Add(1)
 			}
 			last[m.Key] = seq
-			mu.Unlock()
-			total.Add(1)
 			return nil
 		})
+		failed := &countWriter{t: t, match: "relay batch failed"}
 		rctx, cancel := context.WithCancel(ctx)
 		var rw sync.WaitGroup
 		for i := 0; i < 3; i++ {
-			r, err := outbox.NewRelay(env.Open(t), pub, outbox.RelayOptions{Ordered: true, BatchSize: 10, PollMin: 5 * time.Millisecond,
-				PollMax: 20 * time.Millisecond, BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 1000})
+			r, err := outbox.NewRelay(env.Open(t), pub, outbox.RelayOptions{Ordered: true, BatchSize: batch, PollMin: 5 * time.Millisecond,
+				PollMax: 20 * time.Millisecond, BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, MaxAttempts: 1000,
+				Logger: slog.New(slog.NewTextHandler(failed, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,15 +249,36 @@ func TestOrderedRelays(t *testing.T) {
 		}
 		pw.Wait()
 		deadline := time.Now().Add(60 * time.Second)
-		for total.Load() < keys*per && time.Now().Before(deadline) {
+		for distinct.Load() < keys*per && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		cancel()
 		rw.Wait()
-		if total.Load() != keys*per || len(bad) > 0 {
-			t.Fatalf("published %d of %d; out of order: %v", total.Load(), keys*per, bad)
+		mu.Lock()
+		defer mu.Unlock()
+		if distinct.Load() != keys*per || len(bad) > 0 {
+			t.Fatalf("published %d of %d; out of order: %v", distinct.Load(), keys*per, bad)
 		}
+		if n := failed.n.Load(); repeats.Load() > n*batch {
+			t.Fatalf("%d messages published twice, but the relays reported only %d failed batches", repeats.Load(), n)
+		}
+		t.Logf("%d repeats after %d failed batches", repeats.Load(), failed.n.Load())
 	})
+}
+
+// countWriter logs each line to t and counts those containing match.
+type countWriter struct {
+	t     *testing.T
+	match string
+	n     atomic.Int64
+}
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) {
+		w.n.Add(1)
+	}
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 func TestDeadLetterAndRequeue(t *testing.T) {

@@ -195,7 +195,13 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	if r.opt.Ordered {
 		q = d.Q.OutboxClaimOrdered
 	}
-	tx, err := r.db.BeginTx(dctx, nil)
+	// READ COMMITTED: under InnoDB's REPEATABLE READ the claim's locking
+	// read takes next-key (gap) locks, and two relays marking rows of
+	// overlapping ranges deadlock on the secondary index (state changes),
+	// rolling back a batch that was already published. Read committed takes
+	// record locks only, and the ordered claim's subquery sees the latest
+	// committed state. (PostgreSQL's default already.)
+	tx, err := r.db.BeginTx(dctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, fmt.Errorf("outbox: begin: %w", d.Classify(err))
 	}
