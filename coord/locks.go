@@ -27,8 +27,11 @@ var ErrLockRowMissing = errors.New("coord: lock row missing (deleted concurrentl
 // once. A holder that is alive but frozen keeps the lock until a server-side
 // timeout ends its session: see SetIdleTimeout.
 //
-// On PostgreSQL a failed statement aborts the transaction, so after
-// ErrLocked the caller must roll back (use a savepoint to keep it).
+// After ErrLocked tx is still usable on both dialects (PostgreSQL asks
+// with FOR UPDATE SKIP LOCKED, so no statement fails and the transaction
+// is not aborted; MySQL/MariaDB's NOWAIT error rolls back the statement
+// only): the caller may go on without the lock, try another name, or
+// commit.
 //
 // The lock row is created on first use with an autocommit INSERT … ON
 // CONFLICT DO NOTHING / INSERT IGNORE through the Client's own pool, before
@@ -40,12 +43,30 @@ func (c *Client) TryLock(ctx context.Context, tx sqlcoord.Querier, name string) 
 	}
 	var got string
 	err := tx.QueryRowContext(ctx, c.q.LockNowait, name).Scan(&got)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Skipped because locked, or deleted meanwhile: ask outside tx
+		// (a read in tx could see its old snapshot on MySQL).
+		var one int
+		switch xerr := c.db.QueryRowContext(ctx, c.q.LockExists, name).Scan(&one); {
+		case xerr == nil:
+			return fmt.Errorf("coord: lock %q: %w", truncate(name), &dialects.Error{Kind: dialects.ErrLocked, Err: errHeld})
+		case !errors.Is(xerr, sql.ErrNoRows):
+			return c.wrap("lock", name, xerr)
+		}
+	}
 	return c.lockResult(name, err, true)
 }
+
+// errHeld is the cause under ErrLocked when the lock statement skipped
+// the row rather than failing.
+var errHeld = errors.New("held by another transaction (row skipped by FOR UPDATE SKIP LOCKED)")
 
 // Lock is TryLock that waits up to wait for the holder to finish, then
 // returns an error matching dialects.ErrLockTimeout. Cancelling ctx stops
 // the wait (the driver then abandons the connection, so tx is gone).
+// After ErrLockTimeout, tx is aborted on PostgreSQL (lock_timeout is an
+// error) and must be rolled back; MySQL/MariaDB roll back the statement
+// only.
 //
 // Granularity: PostgreSQL honours milliseconds (SET LOCAL lock_timeout,
 // restored afterwards); MySQL/MariaDB only whole seconds, so wait is rounded

@@ -37,7 +37,19 @@ func TestTryLock(t *testing.T) {
 			t.Fatalf("NOWAIT took %v", el)
 		}
 		t.Logf("NOWAIT failure in %v: %v", el, err)
-		b.Rollback()
+		// The failed attempt did not spoil b (PostgreSQL would abort the
+		// transaction after a NOWAIT error): it can still read, take
+		// another lock and commit.
+		var one int
+		if err := b.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+			t.Fatalf("tx unusable after ErrLocked: %v", err)
+		}
+		if err := c2.TryLock(ctx, b, "orders-other"); err != nil {
+			t.Fatalf("second lock in the same tx after ErrLocked: %v", err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatalf("commit after ErrLocked: %v", err)
+		}
 		// other names are independent
 		b, _ = env.DB.BeginTx(ctx, nil)
 		if err := c2.TryLock(ctx, b, "invoices"); err != nil {
@@ -50,6 +62,20 @@ func TestTryLock(t *testing.T) {
 		b, _ = env.DB.BeginTx(ctx, nil)
 		if err := c2.TryLock(ctx, b, "orders"); err != nil {
 			t.Fatalf("after commit: %v", err)
+		}
+		b.Rollback()
+
+		// A lock row deleted behind the client's back (its cache says the
+		// row exists): a clear error, then the next attempt recreates it.
+		dbtest.Exec(t, env.DB, env.DB.Rebind("DELETE FROM coord_locks WHERE name = ?"), "orders")
+		b, _ = env.DB.BeginTx(ctx, nil)
+		if err := c2.TryLock(ctx, b, "orders"); !errors.Is(err, coord.ErrLockRowMissing) {
+			t.Fatalf("deleted row: %v, want ErrLockRowMissing", err)
+		}
+		b.Rollback() // as the error says: retry the transaction
+		b, _ = env.DB.BeginTx(ctx, nil)
+		if err := c2.TryLock(ctx, b, "orders"); err != nil {
+			t.Fatalf("retry after a deleted row: %v", err)
 		}
 		b.Rollback()
 

@@ -28,7 +28,9 @@ var Postgres = &Dialect{
 
 		LockExists: `SELECT 1 FROM coord_locks WHERE name = $1`,
 		LockCreate: `INSERT INTO coord_locks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
-		LockNowait: `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE NOWAIT`,
+		// SKIP LOCKED, not NOWAIT: an error would abort the caller's
+		// transaction; an empty result leaves it usable.
+		LockNowait: `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE SKIP LOCKED`,
 		LockWait:   `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE`,
 		// set_config(..., true) is SET LOCAL: it ends with the transaction
 		// even if LockWaitEnd never runs (the lock statement failed).

@@ -16,8 +16,12 @@ type Queries struct {
 	// LockCreate creates the lock row if missing, without waiting on or
 	// failing because of a concurrent creator. Runs in autocommit.
 	LockCreate string
-	// LockNowait locks the row for the rest of the transaction or fails at
-	// once.
+	// LockNowait locks the row for the rest of the transaction, or fails
+	// at once without spoiling the transaction: either a NOWAIT error that
+	// rolls back only the statement (MySQL/MariaDB), or no row at all
+	// (PostgreSQL, FOR UPDATE SKIP LOCKED — a NOWAIT error there would
+	// abort the caller's whole transaction). No row means held elsewhere
+	// when LockExists (outside the transaction) still finds the row.
 	LockNowait string
 	// LockWait locks the row, waiting at most the bound set by
 	// LockWaitBegin (PostgreSQL) or the template's %d seconds (MariaDB).
