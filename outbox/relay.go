@@ -23,7 +23,11 @@ type RelayOptions struct {
 	// with the same key is still pending (failed messages block their key
 	// until they succeed or are dead-lettered). Unkeyed messages are not
 	// ordered. Cost: one message per key per claim, so a single hot key
-	// moves at one message per batch round trip.
+	// moves at one message per batch round trip. "Older" means a smaller
+	// id among committed messages: two producer transactions writing the
+	// same key concurrently may commit out of id order, and the later id
+	// can be published first; producers that need strict per-key order
+	// serialise their writes per key (e.g. lock the aggregate's row).
 	Ordered bool
 	// DeleteOnPublish deletes rows instead of marking them published.
 	DeleteOnPublish bool
