@@ -8,6 +8,9 @@
 //     mariadb-install-db/mariadbd): a throwaway server in a temporary
 //     directory on a free loopback port, run as the postgres/mysql user when
 //     the process is root, killed with its parent (PR_SET_PDEATHSIG);
+//     SQLCOORD_PG_ARGS / SQLCOORD_MYSQL_ARGS (space-separated) are appended
+//     to its command line and override the defaults, e.g.
+//     SQLCOORD_MYSQL_ARGS=--innodb-buffer-pool-size=32M;
 //  3. a Docker daemon, through testcontainers-go;
 //  4. otherwise an error that says what to install (`make setup`).
 package dbtest
@@ -369,11 +372,11 @@ func startLocalPostgres(ctx context.Context) (*Server, error) {
 	return startOnFreePort(ctx, dir, func(port int) *Server {
 		return &Server{Family: "postgres", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred,
 			bin: filepath.Join(bin, "postgres"),
-			args: []string{"-D", data, "-p", strconv.Itoa(port),
+			args: append([]string{"-D", data, "-p", strconv.Itoa(port),
 				"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
 				"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 				"-c", "max_connections=400", "-c", "shared_buffers=256MB", "-c", "log_min_messages=warning",
-				"-c", "max_locks_per_transaction=256"},
+				"-c", "max_locks_per_transaction=256"}, extraArgs("SQLCOORD_PG_ARGS")...),
 			adminDSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
 		}
 	})
@@ -436,16 +439,22 @@ func startLocalMariaDB(ctx context.Context) (*Server, error) {
 	}
 	return startOnFreePort(ctx, dir, func(port int) *Server {
 		return &Server{Family: "mysql", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred, bin: server,
-			args: []string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port),
+			args: append([]string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port),
 				"--bind-address=127.0.0.1", "--socket=" + filepath.Join(dir, "mysqld.sock"),
 				"--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--tmpdir=" + dir,
 				"--skip-log-bin", "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=0",
 				"--innodb-buffer-pool-size=256M", "--max-connections=600", "--character-set-server=utf8mb4",
 				"--collation-server=utf8mb4_bin", "--log-error=" + filepath.Join(dir, "server.log")},
+				extraArgs("SQLCOORD_MYSQL_ARGS")...),
 			adminDSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/?parseTime=true&loc=UTC&clientFoundRows=true", port),
 		}
 	})
 }
+
+// extraArgs is the space-separated server arguments in the environment
+// variable key; they come last, so they override the defaults (PostgreSQL
+// takes the last -c of a setting, mariadbd the last option).
+func extraArgs(key string) []string { return strings.Fields(os.Getenv(key)) }
 
 // fromEnv uses an existing server named by SQLCOORD_PG_DSN/SQLCOORD_MYSQL_DSN.
 func fromEnv(family string) (*Server, bool, error) {
