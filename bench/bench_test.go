@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,17 @@ func TestInsertsSmall(t *testing.T) {
 		}
 		if n := benchTables(t, env); n != 1 {
 			t.Fatalf("interrupted run left %d tables (1 kept on purpose)", n)
+		}
+		// an unknown strategy is refused before anything is loaded: with a
+		// 5M-row warm-up first, the context would end before the refusal
+		uctx, ucancel := context.WithTimeout(ctx, 2*time.Second)
+		defer ucancel()
+		_, err = bench.Inserts(uctx, env.DB, bench.InsertConfig{Rows: 5_000_000, Batch: 500, Clients: 2, Only: []string{"uuidv7"}})
+		if err == nil || !strings.Contains(err.Error(), `unknown strategy "uuidv7"`) || !strings.Contains(err.Error(), "uuidv7 binary") {
+			t.Fatalf("unknown strategy: %v", err)
+		}
+		if n := benchTables(t, env); n != 1 {
+			t.Fatalf("refused run left %d tables (1 kept on purpose)", n)
 		}
 		// report and chart
 		dir := t.TempDir()

@@ -73,7 +73,7 @@ func newBenchCmd() *cobra.Command {
 	}
 	runInserts := func(cmd *cobra.Command) error {
 		if rows <= 0 || batch <= 0 || insClients <= 0 {
-			return usageError{fmt.Errorf("--rows, --batch and --clients must be positive")}
+			return usageError{fmt.Errorf("--rows, --batch and --insert-clients must be positive")}
 		}
 		cfg := bench.InsertConfig{Rows: rows, Batch: batch, Clients: insClients, Keep: keep, Progress: cmd.OutOrStdout(), Bar: progressBar()}
 		if strategies != "" {
