@@ -244,7 +244,7 @@ func serverSettings(ctx context.Context, db *sqlcoord.DB) string {
 			}
 		}
 	} else {
-		q = []string{"version", "innodb_flush_log_at_trx_commit", "innodb_buffer_pool_size", "innodb_doublewrite", "sync_binlog"}
+		q = []string{"version", "innodb_flush_log_at_trx_commit", "innodb_buffer_pool_size", "innodb_flush_method", "innodb_change_buffering", "innodb_doublewrite", "sync_binlog"}
 		for _, name := range q {
 			var v string
 			if err := db.QueryRowContext(ctx, "SELECT @@"+name).Scan(&v); err == nil {
