@@ -59,7 +59,7 @@ func (c *Client) TryLock(ctx context.Context, tx sqlcoord.Querier, name string) 
 
 // errHeld is the cause under ErrLocked when the lock statement skipped
 // the row rather than failing.
-var errHeld = errors.New("held by another transaction (row skipped by FOR UPDATE SKIP LOCKED)")
+var errHeld = errors.New("row skipped by FOR UPDATE SKIP LOCKED")
 
 // Lock is TryLock that waits up to wait for the holder to finish, then
 // returns an error matching dialects.ErrLockTimeout. Cancelling ctx stops
