@@ -36,6 +36,8 @@ var (
 	ErrConnLost = errors.New("sqlcoord: connection lost")
 	// ErrNoSchema: a coord_ table does not exist in this database.
 	ErrNoSchema = errors.New("sqlcoord: schema not installed; run `sqlcoord migrate up`")
+	// ErrNoSuchSession: a KILL named a session that had already ended.
+	ErrNoSuchSession = errors.New("sqlcoord: no such session")
 	// ErrQueryCanceled: the server canceled the statement (context
 	// cancellation or statement timeout).
 	ErrQueryCanceled = errors.New("sqlcoord: statement canceled")

@@ -156,6 +156,14 @@ ORDER BY published_at LIMIT ?`,
 		InboxInsert:  `INSERT IGNORE INTO coord_inbox (consumer, message_id, received_at) VALUES (?, ?, UTC_TIMESTAMP(6))`,
 		InboxCleanup: `DELETE FROM coord_inbox WHERE received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY received_at LIMIT ?`,
 
+		// Connection ids grow for the life of the server; KILL is not a
+		// preparable statement, so the id (an integer read from the server)
+		// is formatted into the text.
+		SessionID:          `SELECT CONNECTION_ID(), 0`,
+		SessionEnd:         `KILL CONNECTION %d`,
+		SessionEndTemplate: true,
+		SessionAlive:       `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND ? = 0`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES (?, UTC_TIMESTAMP(6))`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = ?`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
@@ -203,6 +211,8 @@ func classifyMySQL(err error) error {
 			}
 		case 1317, 3024, 1969: // query interrupted, max_execution_time, MariaDB max_statement_time
 			kind = ErrQueryCanceled
+		case 1094: // ER_NO_SUCH_THREAD: KILL of a session that already ended
+			kind = ErrNoSuchSession
 		case 1927, 1053, 4031, 2006, 2013: // connection killed, shutdown, idle disconnect, gone away, lost
 			kind = ErrConnLost
 		}

@@ -170,6 +170,14 @@ FROM coord_outbox`,
   SELECT consumer, message_id FROM coord_inbox WHERE received_at < clock_timestamp() - $1 * interval '1 microsecond'
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 
+		// backend_start tells a reused pid apart from the session we saw.
+		SessionID: `SELECT pg_backend_pid()::bigint, (extract(epoch FROM backend_start) * 1000000)::bigint
+FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
+		SessionEnd: `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE pid = $1 AND (extract(epoch FROM backend_start) * 1000000)::bigint = $2`,
+		SessionAlive: `SELECT count(*) FROM pg_stat_activity
+WHERE pid = $1 AND (extract(epoch FROM backend_start) * 1000000)::bigint = $2`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES ($1, clock_timestamp())`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = $1`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (

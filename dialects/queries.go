@@ -116,6 +116,20 @@ type Queries struct {
 
 	// --- txn: commit markers (coord_txn_commits) ---
 
+	// SessionID identifies the server session running the statement, so
+	// that another session can later end it and see it gone. Columns: id,
+	// start (an int that, with id, names one session even if ids are
+	// reused; 0 where ids are never reused).
+	SessionID string
+	// SessionEnd ends a session named by SessionID's id and start (Args:
+	// id, start). Template (SessionEndTemplate): the id is formatted into
+	// the text with %d, start is unused.
+	SessionEnd         string
+	SessionEndTemplate bool
+	// SessionAlive counts sessions with that id and start (0 or 1). Args:
+	// id, start.
+	SessionAlive string
+
 	CommitMarkerInsert  string // Args: id
 	CommitMarkerExists  string // Args: id
 	CommitMarkerCleanup string // Args: age µs, N

@@ -43,13 +43,21 @@ type Options struct {
 	ReadOnly  bool
 	// CommitMarker, if set, is a unique id Do inserts into
 	// coord_txn_commits inside the transaction. When COMMIT's outcome is
-	// unknown, Do looks for it (on a fresh connection) and so knows: found
-	// → success; not found → the transaction did not commit and is
-	// retried. Use a new id per logical transaction (e.g. a request id).
+	// unknown, Do first makes sure the old transaction can no longer
+	// commit (see Do), then looks for the marker: found → success; not
+	// found → the transaction did not commit and is retried. A marker
+	// that is already present when an attempt inserts it also means the
+	// logical transaction committed before: Do returns nil without calling
+	// fn. Use a new id per logical transaction (e.g. a request id).
 	CommitMarker string
-	// Verify, if set, is called when COMMIT's outcome is unknown and must
-	// report whether the transaction's effect is in the database.
+	// Verify, if set, is called when COMMIT's outcome is unknown, after
+	// the old transaction's session is proven gone, and must report
+	// whether the transaction's effect is in the database.
 	Verify func(ctx context.Context, db *sqlcoord.DB) (committed bool, err error)
+	// VerifyTimeout bounds how long Do tries to end the old session and
+	// verify (default 30s). When it runs out, Do returns an error matching
+	// dialects.ErrCommitUnknown: the outcome could not be proven.
+	VerifyTimeout time.Duration
 	// OnRetry, if set, sees each error that causes a retry.
 	OnRetry func(attempt int, err error)
 }
@@ -64,6 +72,19 @@ type Options struct {
 // When the connection is lost during COMMIT the outcome is unknown: without
 // CommitMarker or Verify, Do returns an error matching
 // dialects.ErrCommitUnknown and does not retry.
+//
+// With either, Do proves the outcome instead of guessing it. Each attempt
+// records the server session running it (PostgreSQL pg_backend_pid and
+// backend_start, MySQL/MariaDB CONNECTION_ID); after a lost COMMIT reply,
+// Do ends that session from a fresh connection (pg_terminate_backend /
+// KILL CONNECTION) and waits until the server no longer lists it. Only
+// then is the outcome final — a COMMIT still in flight has either
+// committed or can never commit — and only then does Do check the marker
+// or call Verify. The database user needs the right to end its own
+// sessions (PostgreSQL allows it for sessions of the same role; MySQL for
+// the same user, otherwise CONNECTION_ADMIN). If the session cannot be
+// proven gone within VerifyTimeout, Do returns ErrCommitUnknown rather
+// than risk running fn twice.
 func Do(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 5
@@ -85,15 +106,15 @@ func Do(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.
 				return fmt.Errorf("txn: %w (last error: %v)", err, last)
 			}
 		}
-		err := once(ctx, db, opts, fn)
-		if err == nil {
+		sess, err := once(ctx, db, opts, fn)
+		if err == nil || errors.Is(err, errMarkerFound) {
 			return nil
 		}
 		if errors.Is(err, dialects.ErrCommitUnknown) {
 			if opts.CommitMarker == "" && opts.Verify == nil {
 				return err
 			}
-			committed, verr := verify(ctx, db, opts)
+			committed, verr := verify(ctx, db, opts, sess)
 			if verr != nil {
 				return fmt.Errorf("%w; verification failed too: %v", err, verr)
 			}
@@ -112,11 +133,23 @@ func Do(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.
 	return fmt.Errorf("txn: gave up after %d attempts: %w", opts.MaxAttempts, last)
 }
 
-func once(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
+// errMarkerFound: the commit marker was already present, so the logical
+// transaction committed in an earlier attempt (or call).
+var errMarkerFound = errors.New("txn: commit marker present: committed before")
+
+// session names the server session that ran an attempt.
+type session struct {
+	id, start int64
+	known     bool
+}
+
+func verifying(opts Options) bool { return opts.CommitMarker != "" || opts.Verify != nil }
+
+func once(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.Context, tx *sql.Tx) error) (sess session, err error) {
 	d := db.Dialect
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: opts.Isolation, ReadOnly: opts.ReadOnly})
 	if err != nil {
-		return fmt.Errorf("txn: begin: %w", d.Classify(err))
+		return sess, fmt.Errorf("txn: begin: %w", d.Classify(err))
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -124,37 +157,66 @@ func once(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx contex
 			panic(p)
 		}
 	}()
+	if verifying(opts) {
+		if err := tx.QueryRowContext(ctx, d.Q.SessionID).Scan(&sess.id, &sess.start); err != nil {
+			tx.Rollback()
+			return sess, fmt.Errorf("txn: session id: %w", d.Classify(err))
+		}
+		sess.known = true
+	}
 	if opts.CommitMarker != "" {
 		if _, err := tx.ExecContext(ctx, d.Q.CommitMarkerInsert, opts.CommitMarker); err != nil {
 			tx.Rollback()
 			cerr := d.Classify(err)
 			if errors.Is(cerr, dialects.ErrDuplicate) {
-				return fmt.Errorf("txn: commit marker %q already used (it committed before): %w", opts.CommitMarker, cerr)
+				// The insert waited for any transaction still holding the
+				// marker; it exists, so that transaction committed.
+				return sess, errMarkerFound
 			}
-			return fmt.Errorf("txn: commit marker: %w", cerr)
+			return sess, fmt.Errorf("txn: commit marker: %w", cerr)
 		}
 	}
 	if err := fn(ctx, tx); err != nil {
 		tx.Rollback()
-		return fmt.Errorf("txn: %w", d.Classify(err))
+		return sess, fmt.Errorf("txn: %w", d.Classify(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("txn: commit: %w", d.ClassifyCommit(err))
+		return sess, fmt.Errorf("txn: commit: %w", d.ClassifyCommit(err))
 	}
-	return nil
+	return sess, nil
 }
 
-func verify(ctx context.Context, db *sqlcoord.DB, opts Options) (bool, error) {
-	// The pool may hand back other connections through the same broken
-	// path; retry the check briefly.
+// verify decides a lost COMMIT: it ends the session that sent it, waits
+// until the server no longer lists that session (from then on the
+// transaction has committed or never will), then checks the marker or
+// calls Verify. Each step is retried on a fresh connection, since the
+// path that lost the COMMIT may fail again, until VerifyTimeout.
+func verify(ctx context.Context, db *sqlcoord.DB, opts Options, sess session) (bool, error) {
+	limit := opts.VerifyTimeout
+	if limit <= 0 {
+		limit = 30 * time.Second
+	}
+	vctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if !sess.known {
+		return false, errors.New("txn: the session that sent COMMIT is unknown")
+	}
 	var err error
-	for i := 0; i < 5; i++ {
+	for i := 0; ; i++ {
+		if err = endSession(vctx, db, sess); err == nil {
+			break
+		}
+		if sleep(vctx, retryPause(i)) != nil {
+			return false, fmt.Errorf("txn: could not prove the old session %d ended: %w", sess.id, err)
+		}
+	}
+	for i := 0; ; i++ {
 		var ok bool
 		if opts.Verify != nil {
-			ok, err = opts.Verify(ctx, db)
+			ok, err = opts.Verify(vctx, db)
 		} else {
 			var one int
-			err = db.QueryRowContext(ctx, db.Dialect.Q.CommitMarkerExists, opts.CommitMarker).Scan(&one)
+			err = db.QueryRowContext(vctx, db.Dialect.Q.CommitMarkerExists, opts.CommitMarker).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return false, nil
 			}
@@ -163,12 +225,40 @@ func verify(ctx context.Context, db *sqlcoord.DB, opts Options) (bool, error) {
 		if err == nil {
 			return ok, nil
 		}
-		if sleep(ctx, 50*time.Millisecond<<i) != nil {
-			break
+		if sleep(vctx, retryPause(i)) != nil {
+			return false, err
 		}
 	}
-	return false, err
 }
+
+// endSession ends the session sess and returns nil once the server no
+// longer lists it.
+func endSession(ctx context.Context, db *sqlcoord.DB, sess session) error {
+	q := db.Dialect.Q
+	var err error
+	if q.SessionEndTemplate {
+		_, err = db.ExecContext(ctx, fmt.Sprintf(q.SessionEnd, sess.id))
+	} else {
+		_, err = db.ExecContext(ctx, q.SessionEnd, sess.id, sess.start)
+	}
+	if err = db.Dialect.Classify(err); err != nil && !errors.Is(err, dialects.ErrNoSuchSession) {
+		return fmt.Errorf("end session: %w", err)
+	}
+	for i := 0; ; i++ {
+		var n int
+		if err := db.QueryRowContext(ctx, q.SessionAlive, sess.id, sess.start).Scan(&n); err != nil {
+			return fmt.Errorf("session check: %w", db.Dialect.Classify(err))
+		}
+		if n == 0 {
+			return nil
+		}
+		if err := sleep(ctx, min(time.Millisecond<<i, 50*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+}
+
+func retryPause(i int) time.Duration { return min(10*time.Millisecond<<min(i, 10), time.Second) }
 
 func backoff(o Options, n int) time.Duration {
 	c := o.BaseBackoff << min(n, 20)

@@ -183,3 +183,83 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		}
 	})
 }
+
+// Issue 11.1: with verification on, a COMMIT whose reply is lost must never
+// lead to a second effect or a false error, even when the COMMIT is still in
+// flight on the server while Do checks. The proxy cuts a third of all
+// COMMITs at random (never sent / sent at once / sent up to 80 ms later)
+// under 16 concurrent callers; every call must return nil with exactly one
+// row written.
+func TestDoVerifyCommitInFlight(t *testing.T) {
+	calls := 800
+	if testing.Short() {
+		calls = 200
+	}
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		dbtest.Exec(t, env.DB, `CREATE TABLE flight (id VARCHAR(40) NOT NULL)`)
+		proxy := dbtest.ProxyFor(t, env)
+		viaDB, err := sqlcoord.Open(ctx, proxy.Via(env), sqlcoord.Options{MaxOpenConns: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer viaDB.Close()
+		ph := viaDB.Dialect.Placeholder
+		cuts := proxy.CutCommits(0.33, 80*time.Millisecond)
+		var (
+			mu     sync.Mutex
+			errs   []string
+			next   atomic.Int64
+			wg     sync.WaitGroup
+			prefix = fmt.Sprintf("f%d-", time.Now().UnixNano())
+		)
+		for w := 0; w < 16; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := next.Add(1)
+					if i > int64(calls) {
+						return
+					}
+					id := fmt.Sprintf("%s%d", prefix, i)
+					opts := txn.Options{MaxAttempts: 20, BaseBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}
+					if i%2 == 0 {
+						opts.CommitMarker = "m-" + id
+					} else {
+						opts.Verify = func(ctx context.Context, db *sqlcoord.DB) (bool, error) {
+							var c int
+							err := db.QueryRowContext(ctx, `SELECT count(*) FROM flight WHERE id = `+ph(1), id).Scan(&c)
+							return c == 1, err
+						}
+					}
+					err := txn.Do(ctx, viaDB, opts, func(ctx context.Context, tx *sql.Tx) error {
+						_, err := tx.ExecContext(ctx, `INSERT INTO flight (id) VALUES (`+ph(1)+`)`, id)
+						return err
+					})
+					if err != nil {
+						mu.Lock()
+						errs = append(errs, fmt.Sprintf("%s: %v", id, err))
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		proxy.CutCommits(0, 0)
+		// No unique index on flight: a second run of fn shows as a double.
+		p1 := env.DB.Dialect.Placeholder(1)
+		rows := dbtest.Count(t, env.DB, `SELECT count(*) FROM flight WHERE id LIKE `+p1, prefix+"%")
+		doubles := dbtest.Count(t, env.DB, `SELECT count(*) FROM (SELECT id FROM flight WHERE id LIKE `+p1+` GROUP BY id HAVING count(*) > 1) d`, prefix+"%")
+		t.Logf("%d calls, %d COMMITs cut, %d rows, %d ids written twice, %d errors", calls, cuts(), rows, doubles, len(errs))
+		if len(errs) > 0 || rows != calls || doubles > 0 {
+			for i, e := range errs {
+				if i == 10 {
+					break
+				}
+				t.Log(e)
+			}
+			t.Fatalf("%d errors, %d doubles and %d rows for %d calls; want 0 errors, 0 doubles, %d rows", len(errs), doubles, rows, calls, calls)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package dbtest
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -23,6 +24,16 @@ type Proxy struct {
 	conns map[net.Conn]net.Conn // client -> server
 	arm   *commitCut
 	down  bool
+	rand  *randomCut
+}
+
+// randomCut cuts a share of all COMMITs, each in one of three ways chosen
+// at random (see CutCommits).
+type randomCut struct {
+	rate     float64
+	maxDelay time.Duration
+	rng      *rand.Rand
+	cuts     atomic.Int64
 }
 
 type commitCut struct {
@@ -81,7 +92,14 @@ func (p *Proxy) accept() {
 	}
 }
 
-var commitWord = []byte("commit")
+// isCommit reports whether chunk ends with a COMMIT message: PostgreSQL's
+// simple query "commit" (pgx) or MySQL's COM_QUERY "COMMIT"
+// (go-sql-driver); never a statement that merely mentions the word.
+func isCommit(chunk []byte) bool {
+	l := bytes.ToLower(chunk)
+	return bytes.HasSuffix(l, []byte("q\x00\x00\x00\x0bcommit\x00")) ||
+		bytes.HasSuffix(l, []byte("\x07\x00\x00\x00\x03commit"))
+}
 
 // pipeUp copies client -> server, watching for an armed COMMIT cut.
 // pipeDown copies server -> client until the connection is muted.
@@ -120,12 +138,34 @@ func (p *Proxy) pipeUp(c, s net.Conn, muted *atomic.Bool) {
 			chunk := buf[:n]
 			p.mu.Lock()
 			arm := p.arm
-			if arm != nil && bytes.Contains(bytes.ToLower(chunk), commitWord) {
+			isCommit := (arm != nil || p.rand != nil) && isCommit(chunk)
+			if arm != nil && isCommit {
 				p.arm = nil
 			} else {
 				arm = nil
 			}
+			mode, delay := 0, time.Duration(0)
+			if rc := p.rand; rc != nil && isCommit && arm == nil && rc.rng.Float64() < rc.rate {
+				mode = 1 + rc.rng.IntN(3)
+				delay = time.Duration(rc.rng.Int64N(int64(rc.maxDelay) + 1))
+				rc.cuts.Add(1)
+			}
 			p.mu.Unlock()
+			if mode != 0 {
+				muted.Store(true)
+				c.Close() // the client hears nothing, at once
+				switch mode {
+				case 1: // COMMIT never arrives
+				case 2: // COMMIT arrives now
+					s.Write(chunk)
+					time.Sleep(50 * time.Millisecond)
+				case 3: // COMMIT is still in flight while the client verifies
+					time.Sleep(delay)
+					s.Write(chunk)
+					time.Sleep(50 * time.Millisecond)
+				}
+				return
+			}
 			if arm != nil {
 				muted.Store(true)
 				if arm.forward {
@@ -156,6 +196,25 @@ func (p *Proxy) ArmCommitCut(forward bool) <-chan struct{} {
 	p.arm = cc
 	p.mu.Unlock()
 	return cc.fired
+}
+
+// CutCommits makes the proxy cut a share rate (0..1) of every COMMIT that
+// passes through it, on any connection, until CutCommits(0, 0). Each cut
+// closes the client's side at once; the COMMIT then never reaches the
+// server, reaches it at once, or reaches it after a random delay of up to
+// maxDelay — the last is a COMMIT still in flight while the client already
+// checks whether it happened. It returns a func reporting how many
+// COMMITs were cut.
+func (p *Proxy) CutCommits(rate float64, maxDelay time.Duration) func() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if rate <= 0 {
+		p.rand = nil
+		return func() int64 { return 0 }
+	}
+	rc := &randomCut{rate: rate, maxDelay: maxDelay, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	p.rand = rc
+	return rc.cuts.Load
 }
 
 // SetDown makes the network "fail": existing connections are cut and new
