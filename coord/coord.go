@@ -26,10 +26,10 @@ import (
 	"os"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 // Errors returned by this package, in addition to the shared sentinels in
@@ -43,7 +43,8 @@ var (
 	// ErrLeaseLost: renew or release by someone who is no longer the owner
 	// (expired, taken over, or already released).
 	ErrLeaseLost = errors.New("coord: lease lost")
-	// ErrInvalidName: empty, over-long (> 255 bytes) or non-UTF-8 name.
+	// ErrInvalidName: empty, over-long (> 255 bytes), non-UTF-8 or
+	// NUL-containing name.
 	ErrInvalidName = errors.New("coord: invalid name")
 	// ErrInvalidToken: a fencing token that is zero or negative.
 	ErrInvalidToken = errors.New("coord: invalid fencing token")
@@ -70,14 +71,11 @@ func New(db *sqlcoord.DB) *Client {
 	return &Client{db: db, d: db.Dialect, q: db.Dialect.Q}
 }
 
+// validName refuses names that are empty, over MaxNameLen bytes, not
+// UTF-8 or contain NUL. Names are compared byte for byte on both dialects.
 func validName(kind, name string) error {
-	if name == "" || len(name) > MaxNameLen || !utf8.ValidString(name) {
-		return fmt.Errorf("%w: %s name %q must be 1-%d bytes of UTF-8", ErrInvalidName, kind, truncate(name), MaxNameLen)
-	}
-	for _, r := range name {
-		if r == 0 {
-			return fmt.Errorf("%w: %s name contains NUL", ErrInvalidName, kind)
-		}
+	if err := valid.Text(kind+" name", name, MaxNameLen); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidName, err)
 	}
 	return nil
 }

@@ -140,6 +140,9 @@ func (c *Client) Release(ctx context.Context, l Lease) error {
 // existed.
 func (c *Client) LeaseInfo(ctx context.Context, name string) (LeaseState, error) {
 	var s LeaseState
+	if err := validName("lease", name); err != nil {
+		return s, err
+	}
 	err := c.db.QueryRowContext(ctx, c.q.LeaseGet, name).Scan(&s.Owner, &s.Token, &s.ExpiresAt, &s.Now)
 	if err != nil {
 		return s, c.wrap("read lease", name, err)

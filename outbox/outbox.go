@@ -21,6 +21,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 // ErrInvalid: invalid topic, key or option.
@@ -70,8 +71,14 @@ func NewOutbox(db *sqlcoord.DB) *Outbox { return &Outbox{db: db} }
 func (o *Outbox) Enqueue(ctx context.Context, tx sqlcoord.Querier, msgs ...New) error {
 	q := o.db.Dialect.Q
 	for _, m := range msgs {
-		if m.Topic == "" || len(m.Topic) > 255 || len(m.Key) > 255 || m.Delay < 0 {
-			return fmt.Errorf("%w: topic %q (1-255 bytes), key of at most 255 bytes, delay >= 0", ErrInvalid, m.Topic)
+		if err := valid.Text("topic", m.Topic, 255); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if err := valid.Optional("message key", m.Key, 255); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if m.Delay < 0 {
+			return fmt.Errorf("%w: negative delay %v", ErrInvalid, m.Delay)
 		}
 		if m.Payload == nil {
 			m.Payload = []byte{}
@@ -170,8 +177,8 @@ type Inbox struct {
 // NewInbox returns the inbox of one consumer (a name per consuming service
 // or handler).
 func NewInbox(db *sqlcoord.DB, consumer string) (*Inbox, error) {
-	if consumer == "" || len(consumer) > 128 {
-		return nil, fmt.Errorf("%w: consumer name %q", ErrInvalid, consumer)
+	if err := valid.Text("inbox consumer", consumer, 128); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return &Inbox{db: db, consumer: consumer}, nil
 }
@@ -181,8 +188,8 @@ func NewInbox(db *sqlcoord.DB, consumer string) (*Inbox, error) {
 // before: skip the effect and acknowledge. A concurrent delivery of the
 // same id waits for tx.
 func (in *Inbox) Receive(ctx context.Context, tx sqlcoord.Querier, messageID string) (first bool, err error) {
-	if messageID == "" || len(messageID) > 255 {
-		return false, fmt.Errorf("%w: message id %q", ErrInvalid, messageID)
+	if err := valid.Text("message id", messageID, 255); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	res, err := tx.ExecContext(ctx, in.db.Dialect.Q.InboxInsert, in.consumer, messageID)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 // Op is a branch operation of a distributed transaction.
@@ -64,8 +65,11 @@ func (b *Barrier) Call(ctx context.Context, gid, branch string, op Op, fn func(c
 
 // CallTx is Call inside the caller's transaction tx.
 func (b *Barrier) CallTx(ctx context.Context, tx *sql.Tx, gid, branch string, op Op, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error) {
-	if gid == "" || branch == "" || len(gid) > 128 || len(branch) > 128 {
-		return false, fmt.Errorf("%w: gid %q branch %q", ErrInvalidBranch, gid, branch)
+	if err := valid.Text("barrier gid", gid, 128); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalidBranch, err)
+	}
+	if err := valid.Text("barrier branch", branch, 128); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalidBranch, err)
 	}
 	switch op {
 	case OpTry, OpConfirm, OpCancel, OpAction, OpCompensate:

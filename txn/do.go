@@ -24,12 +24,17 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 // ErrNotCommitted is returned when a COMMIT's acknowledgement was lost,
 // verification showed the transaction did not commit, and no attempts were
 // left to retry it.
 var ErrNotCommitted = errors.New("txn: transaction did not commit")
+
+// ErrInvalidMarker: a CommitMarker that is over 255 bytes, not UTF-8 or
+// contains NUL.
+var ErrInvalidMarker = errors.New("txn: invalid commit marker")
 
 // Options tune Do. The zero value retries up to 5 attempts.
 type Options struct {
@@ -94,6 +99,14 @@ func Do(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = time.Second
+	}
+	if opts.CommitMarker != "" {
+		if err := valid.Text("commit marker", opts.CommitMarker, 255); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidMarker, err)
+		}
+	}
+	if opts.MaxBackoff < opts.BaseBackoff {
+		opts.MaxBackoff = opts.BaseBackoff
 	}
 	d := db.Dialect
 	var last error

@@ -8,10 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 var (
@@ -24,7 +24,8 @@ var (
 	// ErrNotOwner: Complete/Finish for a key that is not pending (already
 	// done, or never begun).
 	ErrNotOwner = errors.New("txn: idempotency key is not pending")
-	// ErrInvalidKey: empty or over-long scope or key.
+	// ErrInvalidKey: empty, over-long, non-UTF-8 or NUL-containing scope
+	// or key.
 	ErrInvalidKey = errors.New("txn: invalid idempotency scope or key")
 )
 
@@ -172,6 +173,9 @@ func (k *Keys) insertNowait(ctx context.Context, tx sqlcoord.Querier, scope, key
 // Complete stores the response and marks the key done, in tx (the
 // transaction of Begin, or any later one in two-phase mode).
 func (k *Keys) Complete(ctx context.Context, tx sqlcoord.Querier, scope, key string, response []byte) error {
+	if err := validKey(scope, key); err != nil {
+		return err
+	}
 	res, err := tx.ExecContext(ctx, k.q.IdemComplete, response, scope, key)
 	if err != nil {
 		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, k.db.Dialect.Classify(err))
@@ -206,6 +210,9 @@ func (k *Keys) Finish(ctx context.Context, scope, key string, response []byte) e
 // Abandon deletes a pending key so that a retry runs the effect again. Only
 // call it when the effect certainly did not happen.
 func (k *Keys) Abandon(ctx context.Context, scope, key string) error {
+	if err := validKey(scope, key); err != nil {
+		return err
+	}
 	res, err := k.db.ExecContext(ctx, k.q.IdemAbandon, scope, key)
 	if err != nil {
 		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, k.db.Dialect.Classify(err))
@@ -224,11 +231,15 @@ func (k *Keys) Cleanup(ctx context.Context, age time.Duration, batch int) (int64
 	return cleanup(ctx, k.db, k.q.IdemCleanup, age, batch)
 }
 
+// validKey refuses a scope or key that is empty, over 255 bytes, not UTF-8
+// or contains NUL. Both are compared byte for byte: "id-7" and "id-7 " are
+// different keys.
 func validKey(scope, key string) error {
-	for _, s := range []string{scope, key} {
-		if s == "" || len(s) > 255 || !utf8.ValidString(s) {
-			return fmt.Errorf("%w: scope %q and key %q must be 1-255 bytes of UTF-8", ErrInvalidKey, scope, key)
-		}
+	if err := valid.Text("idempotency scope", scope, 255); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
+	}
+	if err := valid.Text("idempotency key", key, 255); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 var (
@@ -85,8 +86,8 @@ type Segments struct {
 // NewSegments returns an allocator for tag. The first segment is fetched
 // lazily by the first Next.
 func NewSegments(db *sqlcoord.DB, tag string, opt SegmentOptions) (*Segments, error) {
-	if tag == "" || len(tag) > 128 {
-		return nil, fmt.Errorf("%w: tag %q must be 1-128 bytes", ErrInvalid, tag)
+	if err := valid.Text("segment tag", tag, 128); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if opt.Step == 0 {
 		opt.Step = 1000
@@ -292,8 +293,11 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 // CreateTag creates a segment tag whose first id will be start+1, if it
 // does not exist. Existing tags are left alone.
 func CreateTag(ctx context.Context, db *sqlcoord.DB, tag string, start int64) error {
-	if tag == "" || len(tag) > 128 || start < 0 {
-		return fmt.Errorf("%w: tag %q start %d", ErrInvalid, tag, start)
+	if err := valid.Text("segment tag", tag, 128); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if start < 0 {
+		return fmt.Errorf("%w: negative start %d", ErrInvalid, start)
 	}
 	if _, err := db.ExecContext(ctx, db.Dialect.Q.SegmentCreate, tag, start, 1); err != nil {
 		return fmt.Errorf("ids: create tag %q: %w", tag, db.Dialect.Classify(err))

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 var (
@@ -69,6 +70,15 @@ type Runs struct{ db *sqlcoord.DB }
 // NewRuns returns Runs for db.
 func NewRuns(db *sqlcoord.DB) *Runs { return &Runs{db: db} }
 
+// validJob refuses a job name that is empty, over 128 bytes, not UTF-8 or
+// contains NUL; names are compared byte for byte.
+func validJob(name string) error {
+	if err := valid.Text("job name", name, 128); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
 func norm(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // Claim inserts the run of a slot shard as attempt 1 for owner. It returns
@@ -78,7 +88,10 @@ func (r *Runs) Claim(ctx context.Context, job string, fire time.Time, shard, tot
 }
 
 func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, total int, owner, status string) (Run, error) {
-	if job == "" || len(job) > 128 || shard < 0 || total <= shard {
+	if err := validJob(job); err != nil {
+		return Run{}, err
+	}
+	if shard < 0 || total <= shard {
 		return Run{}, fmt.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
 	}
 	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Attempt: 1, Owner: owner}

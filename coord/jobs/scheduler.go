@@ -111,8 +111,11 @@ func NewScheduler(db *sqlcoord.DB, opt Options) *Scheduler {
 
 // Register adds a job; call before Run.
 func (s *Scheduler) Register(j Job) error {
-	if j.Name == "" || len(j.Name) > 128 || j.Run == nil {
-		return fmt.Errorf("%w: job needs a name (1-128 bytes) and a Run function", ErrInvalid)
+	if err := validJob(j.Name); err != nil {
+		return err
+	}
+	if j.Run == nil {
+		return fmt.Errorf("%w: job %q has no Run function", ErrInvalid, j.Name)
 	}
 	sc, err := ParseSchedule(j.Schedule, j.Location)
 	if err != nil {
