@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
 // ErrBadDSN is returned (wrapped) for a DSN sqlcoord cannot use.
@@ -57,10 +59,12 @@ type Options struct {
 //	mysql://user:pass@tcp(host:3306)/db?opt=...          (go-sql-driver form behind mysql://)
 //	mysql://user:pass@host:3306/db                        (URL form)
 //	user:pass@tcp(host:3306)/db                           (plain go-sql-driver form)
+//	host=h port=5432 user=u password=p dbname=db           (libpq key=value, PostgreSQL)
 //
 // For MySQL/MariaDB it forces parseTime=true, loc=UTC and clientFoundRows
 // (rows affected counts matched rows, which conditional updates rely on).
-// Errors never contain the password.
+// Errors, String() and everything sqlcoord logs never contain the password,
+// in any of these forms (userinfo, password=… query parameter, key=value).
 func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	var o Options
 	if len(opts) > 0 {
@@ -76,20 +80,20 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	}
 	sdb, err := sql.Open(d.DriverName(), driverDSN)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: %v", ErrBadDSN, shown, redact(err, dsn))
+		return nil, fmt.Errorf("%w %s: %v", ErrBadDSN, shown, redactErr(err, dsn))
 	}
 	setPool(sdb, o)
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := sdb.PingContext(pctx); err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redact(err, dsn))
+		return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redactErr(err, dsn))
 	}
 	if family == "mysql" {
 		var v string
 		if err := sdb.QueryRowContext(pctx, d.Q.Version).Scan(&v); err != nil {
 			sdb.Close()
-			return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redact(err, dsn))
+			return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redactErr(err, dsn))
 		}
 		if !strings.Contains(strings.ToLower(v), "mariadb") {
 			d = dialects.MySQL
@@ -135,13 +139,7 @@ func ParseDSN(dsn string) (family, driverDSN, shown string, err error) {
 	lower := strings.ToLower(dsn)
 	switch {
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
-		cfg, perr := pgx.ParseConfig(dsn)
-		shown = redactURL(dsn)
-		if perr != nil {
-			return "", "", "", fmt.Errorf("%w %s: %s", ErrBadDSN, shown, redact(perr, dsn))
-		}
-		_ = cfg
-		return "postgres", dsn, shown, nil
+		return parsePostgres(dsn)
 	case strings.HasPrefix(lower, "mysql://"), strings.HasPrefix(lower, "mariadb://"):
 		rest := dsn[strings.Index(dsn, "://")+3:]
 		if !strings.Contains(rest, "@tcp(") && !strings.Contains(rest, "@unix(") && !strings.HasPrefix(rest, "tcp(") {
@@ -157,14 +155,28 @@ func ParseDSN(dsn string) (family, driverDSN, shown string, err error) {
 		return "", "", "", fmt.Errorf("%w: unknown scheme %q (use postgres://, postgresql:// or mysql://)", ErrBadDSN, scheme)
 	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") || strings.HasPrefix(dsn, "tcp("):
 		return parseMySQL(dsn, dsn)
+	case kvDSN.MatchString(dsn):
+		// libpq key=value form ("host=db user=app password=… dbname=x")
+		return parsePostgres(dsn)
 	}
 	return "", "", "", fmt.Errorf("%w: not a DSN sqlcoord knows (use postgres://user@host/db or mysql://user@tcp(host:3306)/db)", ErrBadDSN)
+}
+
+// kvDSN recognises a libpq key=value connection string.
+var kvDSN = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+
+func parsePostgres(dsn string) (string, string, string, error) {
+	shown := redact.DSN(dsn)
+	if _, err := pgx.ParseConfig(dsn); err != nil {
+		return "", "", "", fmt.Errorf("%w %s: %s", ErrBadDSN, shown, redactErr(err, dsn))
+	}
+	return "postgres", dsn, shown, nil
 }
 
 func parseMySQL(dsn, original string) (string, string, string, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return "", "", "", fmt.Errorf("%w: mysql: %s", ErrBadDSN, redact(err, original))
+		return "", "", "", fmt.Errorf("%w: mysql: %s", ErrBadDSN, redactErr(err, original))
 	}
 	if cfg.DBName == "" {
 		return "", "", "", fmt.Errorf("%w: mysql: no database name (…/dbname)", ErrBadDSN)
@@ -174,7 +186,7 @@ func parseMySQL(dsn, original string) (string, string, string, error) {
 	cfg.ClientFoundRows = true
 	shownCfg := cfg.Clone()
 	if shownCfg.Passwd != "" {
-		shownCfg.Passwd = "xxxxx"
+		shownCfg.Passwd = redact.Mask
 	}
 	return "mysql", cfg.FormatDSN(), "mysql://" + shownCfg.FormatDSN(), nil
 }
@@ -184,7 +196,7 @@ func parseMySQL(dsn, original string) (string, string, string, error) {
 func mysqlURLToDSN(dsn string) (string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", fmt.Errorf("%w: mysql URL: %s", ErrBadDSN, redact(err, dsn))
+		return "", fmt.Errorf("%w: mysql URL: %s", ErrBadDSN, redactErr(err, dsn))
 	}
 	host := u.Host
 	if host == "" {
@@ -208,47 +220,6 @@ func mysqlURLToDSN(dsn string) (string, error) {
 	return fmt.Sprintf("%stcp(%s)%s%s", user, host, u.Path, q), nil
 }
 
-func redactURL(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		if err != nil {
-			return "<unparseable DSN>"
-		}
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
-
-// redact returns err's text with any password from dsn removed.
-func redact(err error, dsn string) string {
-	msg := err.Error()
-	for _, p := range passwords(dsn) {
-		if len(p) >= 1 {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
-		}
-	}
-	return msg
-}
-
-func passwords(dsn string) []string {
-	var out []string
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			out = append(out, p, url.QueryEscape(p), url.PathEscape(p))
-		}
-	}
-	rest := dsn
-	if i := strings.Index(rest, "://"); i >= 0 {
-		rest = rest[i+3:]
-	}
-	if at := strings.LastIndex(rest, "@"); at > 0 {
-		cred := rest[:at]
-		if c := strings.Index(cred, ":"); c >= 0 && c+1 < len(cred) {
-			out = append(out, cred[c+1:])
-		}
-	}
-	return out
-}
+// redactErr returns err's text with every secret of dsn and every URL
+// userinfo removed.
+func redactErr(err error, dsn string) string { return redact.Text(err.Error(), dsn) }

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
 // Publisher sends one message to a broker and returns once the broker
@@ -64,9 +67,22 @@ func (p HTTPPublisher) Publish(ctx context.Context, m Message) error {
 	if c == nil {
 		c = &http.Client{Timeout: 10 * time.Second}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL, bytes.NewReader(m.Payload))
+	u, err := url.Parse(p.URL)
 	if err != nil {
-		return Permanent(err)
+		return Permanent(fmt.Errorf("outbox: webhook URL %s: invalid", redact.URL(p.URL)))
+	}
+	// Credentials in the URL go in the Authorization header, never in
+	// the request line, so that no error (stored in last_error, logged)
+	// can carry them.
+	user := u.User
+	u.User = nil
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(m.Payload))
+	if err != nil {
+		return Permanent(fmt.Errorf("outbox: webhook %s: %s", redact.URL(p.URL), redact.Text(err.Error())))
+	}
+	if user != nil {
+		pw, _ := user.Password()
+		req.SetBasicAuth(user.Username(), pw)
 	}
 	for k, v := range m.Headers {
 		req.Header.Set(k, v)
@@ -79,7 +95,7 @@ func (p HTTPPublisher) Publish(ctx context.Context, m Message) error {
 	req.Header.Set("X-Outbox-Attempt", strconv.Itoa(m.Attempt))
 	resp, err := c.Do(req)
 	if err != nil {
-		return err
+		return errors.New(redact.Text(err.Error()))
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
@@ -87,9 +103,9 @@ func (p HTTPPublisher) Publish(ctx context.Context, m Message) error {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return nil
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		return fmt.Errorf("outbox: webhook %s: %s", p.URL, resp.Status)
+		return fmt.Errorf("outbox: webhook %s: %s", redact.URL(p.URL), resp.Status)
 	default:
-		return Permanent(fmt.Errorf("outbox: webhook %s: %s", p.URL, resp.Status))
+		return Permanent(fmt.Errorf("outbox: webhook %s: %s", redact.URL(p.URL), resp.Status))
 	}
 }
 
@@ -105,7 +121,7 @@ type NATSPublisher struct {
 func NewNATSPublisher(url string) (*NATSPublisher, func(), error) {
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("outbox: nats %s: %w", url, err)
+		return nil, nil, fmt.Errorf("outbox: nats %s: %s", redact.URL(url), redact.Text(err.Error(), url))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
 // RelayOptions tune a Relay.
@@ -131,7 +134,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		switch {
 		case err != nil:
-			r.log.Warn("relay batch failed", "err", err)
+			r.log.Warn("relay batch failed", "err", redact.Text(err.Error()))
 			interval = r.opt.PollMax
 		case n >= r.opt.BatchSize:
 			interval = 0 // more waiting: go again at once
@@ -234,18 +237,17 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			continue
 		}
 		r.m.failed.Inc()
-		msg := perr.Error()
-		if len(msg) > 2000 {
-			msg = msg[:2000]
-		}
+		// Stored and logged without URL credentials, as valid UTF-8.
+		msg := storedError(perr)
 		if IsPermanent(perr) || m.Attempt >= r.opt.MaxAttempts {
 			r.m.dead.Inc()
-			r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", perr)
+			r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 			if _, err := tx.ExecContext(dctx, d.Q.OutboxDead, msg, m.ID); err != nil {
 				return 0, fmt.Errorf("outbox: dead-letter %d: %w", m.ID, d.Classify(err))
 			}
 			continue
 		}
+		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 		if _, err := tx.ExecContext(dctx, d.Q.OutboxFailed, msg, r.backoff(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
 			return 0, fmt.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
@@ -255,6 +257,20 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
 	}
 	return len(msgs), nil
+}
+
+// storedError is a publish error as last_error keeps it: URL userinfo
+// removed, valid UTF-8, at most 2000 bytes.
+func storedError(err error) string {
+	msg := strings.ToValidUTF8(redact.Text(err.Error()), "?")
+	if len(msg) > 2000 {
+		cut := 2000
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut]
+	}
+	return msg
 }
 
 func (r *Relay) backoff(attempt int) time.Duration {

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
 // Version is set by the build (-ldflags "-X main.Version=...").
@@ -35,7 +36,10 @@ func main() {
 	root := newRoot()
 	err := root.ExecuteContext(ctx)
 	if err != nil {
-		msg := err.Error()
+		// Whatever failed, no secret of the DSN and no URL userinfo
+		// reaches the terminal.
+		flagDSN, _ := root.PersistentFlags().GetString("dsn")
+		msg := redact.Text(err.Error(), flagDSN, os.Getenv("SQLCOORD_DSN"))
 		if !strings.HasPrefix(msg, "sqlcoord:") {
 			msg = "sqlcoord: " + msg
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
@@ -35,6 +36,20 @@ func publisherFor(spec string, cmd *cobra.Command) (outbox.Publisher, func(), er
 		return p, closeFn, err
 	}
 	return nil, nil, usageError{fmt.Errorf("--publisher %q: want stdout, nats://host:4222, kafka://host:9092[,host2], or http(s)://…", spec)}
+}
+
+// loopbackDefault makes an address without a host (":9090") bind loopback
+// only: the endpoints have no authentication, so exposing them must be
+// asked for with an explicit host (0.0.0.0:9090).
+func loopbackDefault(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: %v (want host:port or :port)", addr, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 func newRelayCmd() *cobra.Command {
@@ -81,13 +96,20 @@ func newRelayCmd() *cobra.Command {
 				mux := http.NewServeMux()
 				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 				mux.HandleFunc("/healthz", func(w http.ResponseWriter, req *http.Request) {
+					// A status only: the error (user, database, address)
+					// goes to the operator's log, not to any caller.
 					if err := db.PingContext(req.Context()); err != nil {
-						http.Error(w, "database: "+err.Error(), http.StatusServiceUnavailable)
+						logger.Warn("healthz: database unreachable", "err", redact.Text(err.Error(), dsnFrom(cmd)))
+						http.Error(w, "unavailable", http.StatusServiceUnavailable)
 						return
 					}
 					fmt.Fprintln(w, "ok")
 				})
-				ln, err := net.Listen("tcp", listen)
+				addr, err := loopbackDefault(listen)
+				if err != nil {
+					return usageError{err}
+				}
+				ln, err := net.Listen("tcp", addr)
 				if err != nil {
 					return err
 				}
@@ -96,12 +118,12 @@ func newRelayCmd() *cobra.Command {
 				defer srv.Close()
 				logger.Info("health and metrics", "addr", ln.Addr().String())
 			}
-			logger.Info("relay running", "database", db.String(), "publisher", pubSpec)
+			logger.Info("relay running", "database", db.String(), "publisher", redact.URL(pubSpec))
 			return r.Run(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&pubSpec, "publisher", "stdout", "stdout, nats://host:4222, kafka://host:9092[,host2], http(s)://webhook")
-	cmd.Flags().StringVar(&listen, "listen", "", "address for /healthz and /metrics, e.g. :9090")
+	cmd.Flags().StringVar(&listen, "listen", "", "address for /healthz and /metrics, e.g. :9090 (a port alone binds 127.0.0.1; give 0.0.0.0:9090 to expose it, unauthenticated)")
 	cmd.Flags().IntVar(&batch, "batch", 100, "messages per claim")
 	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 10, "attempts before dead-lettering")
 	cmd.Flags().BoolVar(&ordered, "ordered", false, "publish messages of one key in order")
@@ -131,7 +153,7 @@ func newOutboxCmd() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tTOPIC\tKEY\tATTEMPTS\tCREATED\tLAST ERROR")
 			for _, d := range ds {
-				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.Topic, d.Key, d.Attempts, d.CreatedAt.UTC().Format(time.RFC3339), d.LastError)
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.Topic, d.Key, d.Attempts, d.CreatedAt.UTC().Format(time.RFC3339), redact.Text(d.LastError))
 			}
 			return w.Flush()
 		})}
