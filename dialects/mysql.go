@@ -126,14 +126,14 @@ VALUES (?, ?, ?, ?, 'rerun', '', 0)`,
 		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
 FROM coord_job_runs WHERE job = ? AND fire_time >= ? AND fire_time < ? ORDER BY fire_time, shard`,
 
-		OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, created_at, available_at)
-VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`,
+		OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, created_at, available_at, msg_id)
+VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`,
 		OutboxNotify: ``,
 		// SKIP LOCKED needs MariaDB 10.6+ / MySQL 8.0+.
-		OutboxClaim: `SELECT id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
+		OutboxClaim: `SELECT id, msg_id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
 WHERE state = 'pending' AND available_at <= UTC_TIMESTAMP(6)
 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
-		OutboxClaimOrdered: `SELECT id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o
+		OutboxClaimOrdered: `SELECT id, msg_id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o
 WHERE state = 'pending' AND available_at <= UTC_TIMESTAMP(6)
   AND (msg_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
@@ -146,7 +146,7 @@ ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
 WHERE id = ?`,
 		OutboxDead:    `UPDATE coord_outbox SET attempts = attempts + 1, last_error = ?, state = 'dead' WHERE id = ?`,
 		OutboxRequeue: `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = UTC_TIMESTAMP(6) WHERE state = 'dead' AND (? = 0 OR id = ?)`,
-		OutboxListDead: `SELECT id, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
+		OutboxListDead: `SELECT id, msg_id, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
 WHERE state = 'dead' ORDER BY id LIMIT ?`,
 		OutboxStats: `SELECT COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(state = 'published'), 0), COALESCE(SUM(state = 'dead'), 0),
   COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(state = 'pending', created_at, NULL)), UTC_TIMESTAMP(6)) / 1e6, 0)

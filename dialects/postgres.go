@@ -137,13 +137,13 @@ VALUES ($1, $2, $3, $4, 'rerun', '', 0) ON CONFLICT DO NOTHING`,
 		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
 FROM coord_job_runs WHERE job = $1 AND fire_time >= $2 AND fire_time < $3 ORDER BY fire_time, shard`,
 
-		OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at)
-VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond')`,
+		OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at, msg_id)
+VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6)`,
 		OutboxNotify: `SELECT pg_notify('coord_outbox', '')`,
-		OutboxClaim: `SELECT id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
+		OutboxClaim: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
 WHERE state = 'pending' AND available_at <= clock_timestamp()
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-		OutboxClaimOrdered: `SELECT id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o
+		OutboxClaimOrdered: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o
 WHERE state = 'pending' AND available_at <= clock_timestamp()
   AND (msg_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
@@ -156,7 +156,7 @@ ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
 WHERE id = $4`,
 		OutboxDead:    `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1, state = 'dead' WHERE id = $2`,
 		OutboxRequeue: `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = clock_timestamp() WHERE state = 'dead' AND ($1 = 0 OR id = $2)`,
-		OutboxListDead: `SELECT id, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
+		OutboxListDead: `SELECT id, msg_id::text, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
 WHERE state = 'dead' ORDER BY id LIMIT $1`,
 		OutboxStats: `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'published'),
   count(*) FILTER (WHERE state = 'dead'),

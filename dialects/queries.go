@@ -195,14 +195,14 @@ type Queries struct {
 	// --- outbox (coord_outbox, coord_inbox) ---
 
 	// OutboxInsert enqueues one message. Args: topic, key (NULL ok),
-	// payload, headers, delay µs.
+	// payload, headers, delay µs, msg_id (UUID text).
 	OutboxInsert string
 	// OutboxNotify wakes listening relays when the transaction commits
 	// (PostgreSQL NOTIFY); empty on MySQL, which polls.
 	OutboxNotify string
 	// OutboxClaim locks up to N due pending rows, oldest first, skipping
-	// rows other relays hold. Args: N. Columns: id, topic, msg_key,
-	// payload, headers, created_at, attempts.
+	// rows other relays hold. Args: N. Columns: id, msg_id, topic,
+	// msg_key, payload, headers, created_at, attempts.
 	OutboxClaim string
 	// OutboxClaimOrdered is OutboxClaim that only takes a keyed message when
 	// no older message with the same key is pending.
@@ -218,7 +218,7 @@ type Queries struct {
 	OutboxDead string
 	// OutboxRequeue makes dead rows pending again. Args: id, id (0: all dead).
 	OutboxRequeue string
-	// OutboxListDead lists dead rows. Args: N. Columns: id, topic, msg_key,
+	// OutboxListDead lists dead rows. Args: N. Columns: id, msg_id, topic, msg_key,
 	// attempts, last_error, created_at.
 	OutboxListDead string
 	// OutboxStats counts rows per state and the age of the oldest pending

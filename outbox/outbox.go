@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -29,7 +31,14 @@ var ErrInvalid = errors.New("outbox: invalid")
 
 // Message is an outbox row as a publisher sees it.
 type Message struct {
-	ID        int64
+	// ID orders messages within one outbox table only: it restarts after
+	// migrate down/up, repeats across services and databases, and a
+	// failover that loses the tail of the sequence can hand it to another
+	// message. Never use it to identify a message outside this table.
+	ID int64
+	// UUID is the message's globally unique id (a UUIDv7 written by
+	// Enqueue), stored with the row; MessageID returns it.
+	UUID      string
 	Topic     string
 	Key       string // "" when none
 	Payload   []byte
@@ -38,8 +47,15 @@ type Message struct {
 	Attempt   int // 1 for the first publish attempt
 }
 
-// MessageID is the id publishers give brokers and consumers for dedup.
-func (m Message) MessageID() string { return "outbox-" + strconv.FormatInt(m.ID, 10) }
+// MessageID is the id publishers give brokers and consumers for dedup
+// (Nats-Msg-Id, the webhook's Idempotency-Key, the Inbox key): the
+// message's UUID, unique across services, schema reinstalls and failovers.
+func (m Message) MessageID() string {
+	if m.UUID != "" {
+		return m.UUID
+	}
+	return "outbox-" + strconv.FormatInt(m.ID, 10) // a Message built by hand
+}
 
 // New describes a message to enqueue.
 type New struct {
@@ -89,7 +105,11 @@ func (o *Outbox) Enqueue(ctx context.Context, tx sqlcoord.Querier, msgs ...New) 
 			h = string(b)
 		}
 		key := sql.NullString{String: m.Key, Valid: m.Key != ""}
-		if _, err := tx.ExecContext(ctx, q.OutboxInsert, m.Topic, key, m.Payload, h, m.Delay.Microseconds()); err != nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("outbox: message id: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, q.OutboxInsert, m.Topic, key, m.Payload, h, m.Delay.Microseconds(), id.String()); err != nil {
 			return fmt.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect.Classify(err))
 		}
 	}
@@ -122,6 +142,7 @@ func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 // DeadMessage is a dead-lettered message.
 type DeadMessage struct {
 	ID        int64
+	UUID      string // the message's global id (Message.MessageID)
 	Topic     string
 	Key       string
 	Attempts  int
@@ -139,7 +160,7 @@ func (o *Outbox) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
 	var out []DeadMessage
 	for rows.Next() {
 		var d DeadMessage
-		if err := rows.Scan(&d.ID, &d.Topic, &d.Key, &d.Attempts, &d.LastError, &d.CreatedAt); err != nil {
+		if err := rows.Scan(&d.ID, &d.UUID, &d.Topic, &d.Key, &d.Attempts, &d.LastError, &d.CreatedAt); err != nil {
 			return nil, err
 		}
 		out = append(out, d)

@@ -292,7 +292,7 @@ func claim(ctx context.Context, tx *sql.Tx, q string, n int) ([]Message, error) 
 		var m Message
 		var key sql.NullString
 		var headers string
-		if err := rows.Scan(&m.ID, &m.Topic, &key, &m.Payload, &headers, &m.CreatedAt, &m.Attempt); err != nil {
+		if err := rows.Scan(&m.ID, &m.UUID, &m.Topic, &key, &m.Payload, &headers, &m.CreatedAt, &m.Attempt); err != nil {
 			return nil, err
 		}
 		m.Key = key.String
