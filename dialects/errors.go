@@ -36,6 +36,11 @@ var (
 	ErrConnLost = errors.New("sqlcoord: connection lost")
 	// ErrNoSchema: a coord_ table does not exist in this database.
 	ErrNoSchema = errors.New("sqlcoord: schema not installed; run `sqlcoord migrate up`")
+	// ErrReadOnly: the server (a hot standby, a read-only replica) or the
+	// transaction refuses writes. Not retryable on this server.
+	ErrReadOnly = errors.New("sqlcoord: server is read-only")
+	// ErrAccessDenied: authentication failed or the user lacks a privilege.
+	ErrAccessDenied = errors.New("sqlcoord: access denied")
 	// ErrNoSuchSession: a KILL named a session that had already ended.
 	ErrNoSuchSession = errors.New("sqlcoord: no such session")
 	// ErrQueryCanceled: the server canceled the statement (context
@@ -60,6 +65,13 @@ func (e *Error) Error() string {
 
 // Unwrap exposes both the sentinel and the driver error to errors.Is/As.
 func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// Fatal reports whether err is a condition that retrying on the same
+// server cannot fix: the schema is missing, the server is read-only, or
+// access is denied. Long-running loops (schedulers, relays) stop on it.
+func Fatal(err error) bool {
+	return errors.Is(err, ErrNoSchema) || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrAccessDenied)
+}
 
 // Retryable reports whether err is a failure after which running the whole
 // transaction again is safe and may succeed: deadlock, serialization failure

@@ -110,7 +110,14 @@ VALUES (?, ?, ?, ?, ?, ?, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running'`,
 		JobFinish: `UPDATE coord_job_runs SET status = ?, error = ?, finished_at = UTC_TIMESTAMP(6)
 WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running'`,
-		JobStale: `SELECT fire_time, shard, shard_total, attempt FROM coord_job_runs
+		JobFence: `SELECT attempt FROM coord_job_runs
+WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running' FOR UPDATE`,
+		JobGet: `SELECT status, attempt FROM coord_job_runs WHERE job = ? AND fire_time = ? AND shard = ?`,
+		JobRegister: `INSERT INTO coord_jobs (name, schedule, tz, shards, updated_at) VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE schedule = VALUES(schedule), tz = VALUES(tz), shards = VALUES(shards), updated_at = VALUES(updated_at)`,
+		JobDef:   `SELECT schedule, tz, shards FROM coord_jobs WHERE name = ?`,
+		JobNames: `SELECT name, schedule, tz, shards, updated_at FROM coord_jobs ORDER BY name`,
+		JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
 WHERE job = ? AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))
 ORDER BY fire_time, shard LIMIT 100`,
 		JobTakeover: `UPDATE coord_job_runs SET attempt = attempt + 1, owner = ?, status = 'running', started_at = UTC_TIMESTAMP(6),
@@ -211,6 +218,12 @@ func classifyMySQL(err error) error {
 			}
 		case 1317, 3024, 1969: // query interrupted, max_execution_time, MariaDB max_statement_time
 			kind = ErrQueryCanceled
+		case 1290, 1836, 1792: // --read-only, read-only mode, read-only transaction
+			kind = ErrReadOnly
+		case 1045, 1044, 1142, 1227: // access denied: login, database, table, privilege
+			kind = ErrAccessDenied
+		case 1049: // ER_BAD_DB_ERROR: unknown database
+			kind = ErrNoSchema
 		case 1094: // ER_NO_SUCH_THREAD: KILL of a session that already ended
 			kind = ErrNoSuchSession
 		case 1927, 1053, 4031, 2006, 2013: // connection killed, shutdown, idle disconnect, gone away, lost

@@ -121,7 +121,14 @@ VALUES ($1, $2, $3, $4, $5, $6, 1, clock_timestamp(), clock_timestamp()) ON CONF
 WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running'`,
 		JobFinish: `UPDATE coord_job_runs SET status = $1, error = $2, finished_at = clock_timestamp()
 WHERE job = $3 AND fire_time = $4 AND shard = $5 AND attempt = $6 AND status = 'running'`,
-		JobStale: `SELECT fire_time, shard, shard_total, attempt FROM coord_job_runs
+		JobFence: `SELECT attempt FROM coord_job_runs
+WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running' FOR UPDATE`,
+		JobGet: `SELECT status, attempt FROM coord_job_runs WHERE job = $1 AND fire_time = $2 AND shard = $3`,
+		JobRegister: `INSERT INTO coord_jobs (name, schedule, tz, shards, updated_at) VALUES ($1, $2, $3, $4, clock_timestamp())
+ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, tz = EXCLUDED.tz, shards = EXCLUDED.shards, updated_at = EXCLUDED.updated_at`,
+		JobDef:   `SELECT schedule, tz, shards FROM coord_jobs WHERE name = $1`,
+		JobNames: `SELECT name, schedule, tz, shards, updated_at FROM coord_jobs ORDER BY name`,
+		JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
 WHERE job = $1 AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 microsecond'))
 ORDER BY fire_time, shard LIMIT 100`,
 		JobTakeover: `UPDATE coord_job_runs SET attempt = attempt + 1, owner = $1, status = 'running', started_at = clock_timestamp(),
@@ -218,6 +225,12 @@ func pgKind(pe *pgconn.PgError) error {
 		if strings.Contains(pe.Message, "coord_") {
 			return ErrNoSchema
 		}
+	case "25006": // read_only_sql_transaction (hot standby, read-only tx)
+		return ErrReadOnly
+	case "28000", "28P01", "42501": // invalid authorization, bad password, insufficient privilege
+		return ErrAccessDenied
+	case "3D000": // invalid_catalog_name: the database does not exist
+		return ErrNoSchema
 	case "57014": // query_canceled (statement_timeout, cancel request)
 		return ErrQueryCanceled
 	case "57P01", "57P02", "57P03", "25P03": // admin shutdown/terminate, idle-in-transaction timeout

@@ -173,8 +173,24 @@ type Queries struct {
 	// JobFinish records the result of a running attempt. Args: status,
 	// error, job, fire, shard, attempt.
 	JobFinish string
+	// JobFence locks a running attempt's row for the rest of the caller's
+	// transaction; no row when the attempt is no longer current. Args: job,
+	// fire, shard, attempt.
+	JobFence string
+	// JobGet reads a run's status and attempt. Args: job, fire, shard.
+	JobGet string
+	// JobRegister records a job's definition (upsert). Args: name,
+	// schedule, time zone, shards.
+	JobRegister string
+	// JobDef reads a registered job. Args: name. Columns: schedule, tz,
+	// shards.
+	JobDef string
+	// JobNames lists registered jobs. Columns: name, schedule, tz, shards,
+	// updated_at.
+	JobNames string
 	// JobStale lists runs of a job that may be taken over: running with a
-	// heartbeat older than the grace, or marked for rerun. Args: job, grace µs.
+	// heartbeat older than the grace, or marked for rerun. Args: job, grace
+	// µs. Columns: fire_time, shard, shard_total, attempt, status.
 	JobStale string
 	// JobTakeover bumps the attempt of a stale or rerun run seen at attempt.
 	// Args: owner, job, fire, shard, attempt, grace µs.

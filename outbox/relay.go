@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
@@ -98,7 +100,7 @@ func NewRelay(db *sqlcoord.DB, pub Publisher, opt RelayOptions) (*Relay, error) 
 	def(&opt.ShutdownTimeout, 10*time.Second)
 	l := opt.Logger
 	if l == nil {
-		l = slog.New(slog.DiscardHandler)
+		l = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	r := &Relay{db: db, pub: pub, opt: opt, log: l}
 	r.m = metrics{
@@ -118,9 +120,11 @@ func NewRelay(db *sqlcoord.DB, pub Publisher, opt RelayOptions) (*Relay, error) 
 	return r, nil
 }
 
-// Run relays until ctx ends. Database errors (a restart, a cut
-// connection) are logged and retried; the relay resumes when the database
-// is back.
+// Run relays until ctx ends (then it returns nil). Database errors (a
+// restart, a cut connection) are logged and retried; the relay resumes
+// when the database is back. Conditions retrying cannot fix end Run with
+// an error matching dialects.ErrNoSchema, dialects.ErrReadOnly or
+// dialects.ErrAccessDenied.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	if r.opt.Listen && r.db.Dialect.Family() == "postgres" {
@@ -133,6 +137,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		switch {
+		case err != nil && dialects.Fatal(err):
+			r.log.Error("relay stopping", "err", redact.Text(err.Error()))
+			return fmt.Errorf("outbox: relay stopped: %w", err)
 		case err != nil:
 			r.log.Warn("relay batch failed", "err", redact.Text(err.Error()))
 			interval = r.opt.PollMax

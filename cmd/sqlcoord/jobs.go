@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -22,16 +23,25 @@ func newJobsCmd() *cobra.Command {
 		return nil
 	}
 	list := &cobra.Command{
-		Use: "list", Short: "List runs of a job planned in the last --since", Args: cobra.NoArgs,
+		Use: "list", Short: "List registered jobs, or with --job the runs of one job planned in the last --since", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := need(); err != nil {
-				return err
-			}
 			db, err := openDB(cmd)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
+			if job == "" {
+				defs, err := jobs.NewRuns(db).Jobs(cmd.Context())
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "JOB\tSCHEDULE\tTIME ZONE\tSHARDS\tREGISTERED (UTC)")
+				for _, d := range defs {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", d.Name, d.Schedule, d.Location, d.Shards, d.UpdatedAt.UTC().Format(time.RFC3339))
+				}
+				return w.Flush()
+			}
 			now := time.Now()
 			recs, err := jobs.NewRuns(db).List(cmd.Context(), job, now.Add(-since), now.Add(24*time.Hour))
 			if err != nil {
@@ -67,10 +77,13 @@ func newJobsCmd() *cobra.Command {
 	list.Flags().IntVar(&shards, "shards", 1, "shards per slot, with --schedule")
 	list.Flags().DurationVar(&since, "since", 24*time.Hour, "how far back")
 	rerun := &cobra.Command{
-		Use: "rerun", Short: "Mark a slot to run again (any live scheduler of the job picks it up)", Args: cobra.NoArgs,
+		Use: "rerun", Short: "Mark a slot of a registered job to run again (any live scheduler of the job picks it up)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := need(); err != nil {
 				return err
+			}
+			if shards < 0 {
+				return usageError{fmt.Errorf("--shards %d: must be positive", shards)}
 			}
 			fire, err := time.Parse(time.RFC3339Nano, fireS)
 			if err != nil {
@@ -82,6 +95,9 @@ func newJobsCmd() *cobra.Command {
 			}
 			defer db.Close()
 			n, err := jobs.NewRuns(db).MarkRerun(cmd.Context(), job, fire, shards)
+			if errors.Is(err, jobs.ErrUnknownJob) || errors.Is(err, jobs.ErrNotOnSchedule) || errors.Is(err, jobs.ErrInvalid) {
+				return usageError{err}
+			}
 			if err != nil {
 				return err
 			}
@@ -90,7 +106,7 @@ func newJobsCmd() *cobra.Command {
 		},
 	}
 	rerun.Flags().StringVar(&fireS, "fire", "", "planned fire time of the slot (RFC 3339)")
-	rerun.Flags().IntVar(&shards, "shards", 1, "shards of the slot")
+	rerun.Flags().IntVar(&shards, "shards", 0, "shards of the slot (default: as registered)")
 	cmd.PersistentFlags().StringVar(&job, "job", "", "job name")
 	cmd.AddCommand(list, rerun)
 	return cmd

@@ -30,6 +30,9 @@ var Version = "dev"
 // usageError marks errors that should exit with status 2.
 type usageError struct{ error }
 
+// Unwrap exposes the cause to errors.Is/As.
+func (u usageError) Unwrap() error { return u.error }
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

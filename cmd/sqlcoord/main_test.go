@@ -104,7 +104,14 @@ func TestJobsCLI(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		runs := jobs.NewRuns(env.DB)
-		fire := time.Now().UTC().Add(-time.Hour).Truncate(time.Minute)
+		fire := time.Now().UTC().Add(-time.Hour).Truncate(time.Hour)
+		sched, err := jobs.ParseSchedule("0 * * * *", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runs.Register(ctx, "report", sched, 1); err != nil {
+			t.Fatal(err)
+		}
 		run, err := runs.Claim(ctx, "report", fire, 0, 1, "me")
 		if err != nil {
 			t.Fatal(err)
@@ -126,6 +133,25 @@ func TestJobsCLI(t *testing.T) {
 		}
 		if _, err := runCLI(t, "jobs", "rerun", "--job", "report", "--fire", "yesterday", "--dsn", env.DSN); err == nil {
 			t.Fatal("bad --fire accepted")
+		}
+		// issue 11.5: a job nobody registered, and a time the schedule
+		// does not produce, are refused as usage errors and mark nothing
+		var ue usageError
+		_, err = runCLI(t, "jobs", "rerun", "--job", "nope", "--fire", fire.Format(time.RFC3339Nano), "--dsn", env.DSN)
+		if !errors.Is(err, jobs.ErrUnknownJob) || !errors.As(err, &ue) {
+			t.Errorf("rerun of an unknown job: %v", err)
+		}
+		off := fire.Add(7 * time.Minute)
+		_, err = runCLI(t, "jobs", "rerun", "--job", "report", "--fire", off.Format(time.RFC3339Nano), "--dsn", env.DSN)
+		if !errors.Is(err, jobs.ErrNotOnSchedule) || !errors.As(err, &ue) {
+			t.Errorf("rerun off the schedule: %v", err)
+		}
+		if n := dbtest.Count(t, env.DB, `SELECT count(*) FROM coord_job_runs WHERE job <> 'report' OR fire_time <> `+env.DB.Dialect.Placeholder(1), fire); n != 0 {
+			t.Errorf("refused reruns left %d rows", n)
+		}
+		out, err = runCLI(t, "jobs", "list", "--dsn", env.DSN)
+		if err != nil || !strings.Contains(out, "report") || !strings.Contains(out, "0 * * * *") {
+			t.Errorf("jobs list without --job: %v\n%s", err, out)
 		}
 	})
 }

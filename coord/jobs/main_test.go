@@ -20,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	h := map[string]dbtest.HelperFunc{}
-	for _, name := range []string{"effects", "slow", "shard"} {
+	for _, name := range []string{"effects", "slow", "shard", "fenced"} {
 		h[name] = func(ctx context.Context, db *sqlcoord.DB) error { return runScheduler(ctx, db, name) }
 	}
 	dbtest.MainWithHelpers(m, h)
@@ -72,6 +72,8 @@ func jobForHelper(db *sqlcoord.DB, name string) jobs.Job {
 			_, err := db.ExecContext(context.Background(), `INSERT INTO effects (fire_time, owner, attempt) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, in.FireTime, owner, in.Attempt)
 			return err
 		}
+	case "fenced":
+		j.Run = fencedJob(db)
 	case "shard":
 		j.Shards = 2
 		j.Run = shardJob(db, os.Getenv("MODE"), atoi(os.Getenv("CRASH_AFTER")))

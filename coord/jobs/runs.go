@@ -10,9 +10,19 @@
 // attempt. attempt is the run's fencing token: the superseded runner's
 // heartbeats and completion are refused and its context is cancelled.
 //
-// Not covered: effects of a superseded runner that did not check its
-// context or fence its writes. Make job effects idempotent per item (see
-// the sharded example) so a retried slot does no double work.
+// A job's effects in the same database are fenced by the database, not
+// only by its context: inside the transaction that writes the effect, call
+// Info.Fence (locks the run row at this attempt; a superseded attempt gets
+// ErrSuperseded) and Info.Complete (marks the run succeeded in that same
+// transaction). Effect and completion then commit together, or not at
+// all: a runner frozen past its grace and taken over has its write refused
+// when it resumes, and a runner killed after committing its effect is not
+// taken over, because the run is already succeeded.
+//
+// Not covered: effects outside this database (an HTTP call, an email) of a
+// superseded runner, and effects written without Fence/Complete. Make those
+// idempotent per item (see the sharded example) so a retried slot does no
+// double work.
 package jobs
 
 import (
@@ -34,6 +44,10 @@ var (
 	ErrSuperseded = errors.New("jobs: run superseded by a newer attempt")
 	// ErrInvalid: invalid job definition or argument.
 	ErrInvalid = errors.New("jobs: invalid")
+	// ErrUnknownJob: no scheduler has registered a job of that name.
+	ErrUnknownJob = errors.New("jobs: unknown job")
+	// ErrNotOnSchedule: a fire time the job's schedule does not produce.
+	ErrNotOnSchedule = errors.New("jobs: not a slot of the job's schedule")
 )
 
 // Status of a run.
@@ -135,14 +149,70 @@ func (r *Runs) Finish(ctx context.Context, run Run, runErr error) error {
 		return fmt.Errorf("jobs: finish: %w", r.db.Dialect.Classify(err))
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
+		if done, err := r.completed(ctx, run); err != nil || done {
+			return err // completed in the job's own transaction
+		}
 		return ErrSuperseded
 	}
 	return nil
 }
 
+// Fence locks run's row in tx at run's attempt, until tx ends, or returns
+// ErrSuperseded when that attempt is no longer the current running one
+// (taken over, or already finished). A takeover waits for tx: if tx also
+// calls Complete, the takeover then finds the run succeeded and does not
+// happen. Call it in the transaction that writes the job's effect, before
+// the effect.
+func (r *Runs) Fence(ctx context.Context, tx sqlcoord.Querier, run Run) error {
+	var a int
+	err := tx.QueryRowContext(ctx, r.db.Dialect.Q.JobFence, run.Job, run.FireTime, run.Shard, run.Attempt).Scan(&a)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("jobs: fence %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
+	}
+	if err != nil {
+		return fmt.Errorf("jobs: fence: %w", r.db.Dialect.Classify(err))
+	}
+	return nil
+}
+
+// Complete marks run succeeded in tx, the transaction of the job's effect,
+// so that effect and completion commit together; ErrSuperseded when the
+// attempt is no longer the current running one (then roll tx back).
+func (r *Runs) Complete(ctx context.Context, tx sqlcoord.Querier, run Run) error {
+	res, err := tx.ExecContext(ctx, r.db.Dialect.Q.JobFinish, Succeeded, sql.NullString{}, run.Job, run.FireTime, run.Shard, run.Attempt)
+	if err != nil {
+		return fmt.Errorf("jobs: complete: %w", r.db.Dialect.Classify(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("jobs: complete %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
+	}
+	return nil
+}
+
+// completed reports whether run's attempt already succeeded (by Complete
+// in the job's own transaction).
+func (r *Runs) completed(ctx context.Context, run Run) (bool, error) {
+	var status string
+	var attempt int
+	err := r.db.QueryRowContext(ctx, r.db.Dialect.Q.JobGet, run.Job, run.FireTime, run.Shard).Scan(&status, &attempt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("jobs: read run: %w", r.db.Dialect.Classify(err))
+	}
+	return status == Succeeded && attempt == run.Attempt, nil
+}
+
 // TakeOver claims runs of job that are dead (heartbeat older than grace)
 // or marked for rerun, each with its attempt bumped, for owner.
 func (r *Runs) TakeOver(ctx context.Context, job string, grace time.Duration, owner string) ([]Run, error) {
+	return r.takeOver(ctx, job, grace, owner, nil)
+}
+
+// takeOver is TakeOver that only tries the candidates accept allows
+// (status is the run's status: running or rerun).
+func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, owner string, accept func(c Run, status string) bool) ([]Run, error) {
 	q := r.db.Dialect.Q
 	rows, err := r.db.QueryContext(ctx, q.JobStale, job, grace.Microseconds())
 	if err != nil {
@@ -151,12 +221,15 @@ func (r *Runs) TakeOver(ctx context.Context, job string, grace time.Duration, ow
 	var cands []Run
 	for rows.Next() {
 		c := Run{Job: job, Owner: owner}
-		if err := rows.Scan(&c.FireTime, &c.Shard, &c.ShardTotal, &c.Attempt); err != nil {
+		var status string
+		if err := rows.Scan(&c.FireTime, &c.Shard, &c.ShardTotal, &c.Attempt, &status); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		c.FireTime = norm(c.FireTime)
-		cands = append(cands, c)
+		if accept == nil || accept(c, status) {
+			cands = append(cands, c)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -176,12 +249,90 @@ func (r *Runs) TakeOver(ctx context.Context, job string, grace time.Duration, ow
 	return won, nil
 }
 
+// Definition is a job as a scheduler registered it in coord_jobs.
+type Definition struct {
+	Name      string
+	Schedule  string
+	Location  string
+	Shards    int
+	UpdatedAt time.Time // when a scheduler last registered it
+}
+
+// Register records a job's definition in coord_jobs (Scheduler.Run does
+// it for every registered job), so that MarkRerun can check slots.
+func (r *Runs) Register(ctx context.Context, name string, s *Schedule, shards int) error {
+	if err := validJob(name); err != nil {
+		return err
+	}
+	if _, err := r.db.ExecContext(ctx, r.db.Dialect.Q.JobRegister, name, s.expr, s.loc.String(), max(shards, 1)); err != nil {
+		return fmt.Errorf("jobs: register %s: %w", name, r.db.Dialect.Classify(err))
+	}
+	return nil
+}
+
+// Definition returns a registered job; ErrUnknownJob when no scheduler
+// registered it.
+func (r *Runs) Definition(ctx context.Context, name string) (Definition, *Schedule, error) {
+	if err := validJob(name); err != nil {
+		return Definition{}, nil, err
+	}
+	d := Definition{Name: name}
+	err := r.db.QueryRowContext(ctx, r.db.Dialect.Q.JobDef, name).Scan(&d.Schedule, &d.Location, &d.Shards)
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, nil, fmt.Errorf("jobs: %q: %w (no scheduler has registered it)", name, ErrUnknownJob)
+	}
+	if err != nil {
+		return d, nil, fmt.Errorf("jobs: definition: %w", r.db.Dialect.Classify(err))
+	}
+	loc, err := time.LoadLocation(d.Location)
+	if err != nil {
+		return d, nil, fmt.Errorf("jobs: %q: time zone %q: %w", name, d.Location, err)
+	}
+	s, err := ParseSchedule(d.Schedule, loc)
+	return d, s, err
+}
+
+// Jobs lists the registered jobs.
+func (r *Runs) Jobs(ctx context.Context) ([]Definition, error) {
+	rows, err := r.db.QueryContext(ctx, r.db.Dialect.Q.JobNames)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: list jobs: %w", r.db.Dialect.Classify(err))
+	}
+	defer rows.Close()
+	var out []Definition
+	for rows.Next() {
+		var d Definition
+		if err := rows.Scan(&d.Name, &d.Schedule, &d.Location, &d.Shards, &d.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// OnSchedule reports whether fire is a slot that s produces.
+func (s *Schedule) OnSchedule(fire time.Time) bool {
+	fire = norm(fire)
+	return norm(s.Next(fire.Add(-time.Microsecond))).Equal(fire)
+}
+
 // MarkRerun asks for a slot to run again: finished shards are marked
 // 'rerun' and shards that never ran get a 'rerun' row; the next scheduler
-// tick of any instance runs them. It returns how many shards were marked.
+// tick of any instance running the job runs them. The job must be
+// registered (ErrUnknownJob) and fire must be a slot of its schedule
+// (ErrNotOnSchedule); total <= 0 takes the registered shard count. It
+// returns how many shards were marked.
 func (r *Runs) MarkRerun(ctx context.Context, job string, fire time.Time, total int) (int64, error) {
+	def, sched, err := r.Definition(ctx, job)
+	if err != nil {
+		return 0, err
+	}
+	if !sched.OnSchedule(fire) {
+		return 0, fmt.Errorf("jobs: %s at %s: %w %s (next slot after it: %s)", job, fire.UTC().Format(time.RFC3339Nano),
+			ErrNotOnSchedule, sched, sched.Next(fire).Format(time.RFC3339Nano))
+	}
 	if total <= 0 {
-		total = 1
+		total = def.Shards
 	}
 	q := r.db.Dialect.Q
 	fire = norm(fire)

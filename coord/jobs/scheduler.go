@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 )
 
 // Missed says what a scheduler does on start with slots planned while no
@@ -44,6 +46,34 @@ type Info struct {
 	Shard      int
 	ShardTotal int
 	Attempt    int // > 1 when this is a takeover or a rerun
+
+	runs *Runs
+}
+
+// Run returns the attempt this Info describes.
+func (i Info) Run() Run {
+	return Run{Job: i.Job, FireTime: i.FireTime, Shard: i.Shard, ShardTotal: i.ShardTotal, Attempt: i.Attempt}
+}
+
+// Fence makes tx's writes conditional on this attempt still being the
+// current one: it locks the run's row in tx (see Runs.Fence) or returns
+// ErrSuperseded. Call it first in the transaction that writes the job's
+// effect, and Complete last, then commit.
+func (i Info) Fence(ctx context.Context, tx sqlcoord.Querier) error {
+	if i.runs == nil {
+		return fmt.Errorf("%w: Info not from a Scheduler", ErrInvalid)
+	}
+	return i.runs.Fence(ctx, tx, i.Run())
+}
+
+// Complete marks this attempt succeeded inside tx, so the effect written
+// in tx and the run's completion are one commit (see Runs.Complete). The
+// scheduler's own completion after Run returns then finds it done.
+func (i Info) Complete(ctx context.Context, tx sqlcoord.Querier) error {
+	if i.runs == nil {
+		return fmt.Errorf("%w: Info not from a Scheduler", ErrInvalid)
+	}
+	return i.runs.Complete(ctx, tx, i.Run())
 }
 
 // Job is a scheduled job.
@@ -77,18 +107,21 @@ type Options struct {
 	// Clock is this instance's clock; default time.Now. The fire times
 	// come from the schedule, so a skewed clock only changes when an
 	// instance tries, never how many runs a slot gets.
-	Clock  func() time.Time
+	Clock func() time.Time
+	// Logger receives warnings (failed claims, refused completions) and,
+	// at Info, takeovers. Default: warnings and errors to stderr.
 	Logger *slog.Logger
 }
 
 // Scheduler runs registered jobs. Start one per process; any number of
 // processes may run the same jobs.
 type Scheduler struct {
-	runs *Runs
-	opt  Options
-	jobs []*Job
-	wg   sync.WaitGroup
-	log  *slog.Logger
+	runs  *Runs
+	opt   Options
+	jobs  []*Job
+	wg    sync.WaitGroup
+	log   *slog.Logger
+	fatal func(error) // stops Run on a fatal error
 }
 
 // NewScheduler returns a scheduler on db.
@@ -104,7 +137,7 @@ func NewScheduler(db *sqlcoord.DB, opt Options) *Scheduler {
 	}
 	l := opt.Logger
 	if l == nil {
-		l = slog.New(slog.DiscardHandler)
+		l = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	return &Scheduler{runs: NewRuns(db), opt: opt, log: l}
 }
@@ -138,16 +171,43 @@ func (s *Scheduler) Register(j Job) error {
 // Runs exposes the low-level run table API.
 func (s *Scheduler) Runs() *Runs { return s.runs }
 
-// Run schedules until ctx ends, then waits for running jobs (whose
-// contexts are cancelled) to return.
+// Run schedules until ctx ends (then it returns nil) or a fatal condition
+// stops it, then waits for running jobs (whose contexts are cancelled) to
+// return. It first records every job in coord_jobs; that, and any later
+// statement, failing because the schema is missing (dialects.ErrNoSchema),
+// the server is read-only (dialects.ErrReadOnly) or access is denied
+// (dialects.ErrAccessDenied) ends Run with that error: retrying cannot fix
+// it. Other failures (a lost connection) are logged and retried.
 func (s *Scheduler) Run(ctx context.Context) error {
-	defer s.wg.Wait()
+	rctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	s.fatal = func(err error) {
+		if dialects.Fatal(err) {
+			s.log.Error("scheduler stopping", "err", err)
+			stop(err)
+		}
+	}
+	err := s.loop(rctx)
+	s.wg.Wait()
+	if c := context.Cause(rctx); c != nil && ctx.Err() == nil && !errors.Is(c, context.Canceled) {
+		return fmt.Errorf("jobs: scheduler stopped: %w", c)
+	}
+	return err
+}
+
+func (s *Scheduler) loop(ctx context.Context) error {
+	for _, j := range s.jobs {
+		if err := s.runs.Register(ctx, j.Name, j.sched, j.Shards); err != nil {
+			return err
+		}
+	}
 	next := make([]time.Time, len(s.jobs))
 	now := s.opt.Clock()
 	for i, j := range s.jobs {
 		next[i] = j.sched.Next(now)
 		if err := s.startupMissed(ctx, j, now); err != nil {
 			s.log.Warn("missed slots", "job", j.Name, "err", err)
+			s.fatal(err)
 		}
 	}
 	lastScan := time.Time{}
@@ -224,6 +284,7 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 		}
 		if err != nil {
 			s.log.Warn("claim", "job", j.Name, "fire", fire, "err", err)
+			s.fatal(err)
 			continue
 		}
 		if status == Skipped {
@@ -234,9 +295,16 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 }
 
 func (s *Scheduler) takeOver(ctx context.Context, j *Job) {
-	won, err := s.runs.TakeOver(ctx, j.Name, j.Grace, s.opt.Owner)
+	won, err := s.runs.takeOver(ctx, j.Name, j.Grace, s.opt.Owner, func(c Run, status string) bool {
+		if status == Rerun && !j.sched.OnSchedule(c.FireTime) {
+			s.log.Warn("rerun refused: not a slot of the schedule", "job", j.Name, "fire", c.FireTime, "schedule", j.sched.String())
+			return false
+		}
+		return true
+	})
 	if err != nil {
 		s.log.Warn("take over", "job", j.Name, "err", err)
+		s.fatal(err)
 	}
 	for _, run := range won {
 		s.log.Info("took over run", "job", j.Name, "fire", run.FireTime, "shard", run.Shard, "attempt", run.Attempt)
@@ -273,7 +341,7 @@ func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
 				}
 			}
 		}()
-		err := safeRun(rctx, j, run)
+		err := safeRun(rctx, s.runs, j, run)
 		if errors.Is(context.Cause(rctx), ErrSuperseded) {
 			err = ErrSuperseded
 		}
@@ -291,11 +359,11 @@ func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
 	}()
 }
 
-func safeRun(ctx context.Context, j *Job, run Run) (err error) {
+func safeRun(ctx context.Context, runs *Runs, j *Job, run Run) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("jobs: %s panicked: %v", j.Name, p)
 		}
 	}()
-	return j.Run(ctx, Info{Job: run.Job, FireTime: run.FireTime, Shard: run.Shard, ShardTotal: run.ShardTotal, Attempt: run.Attempt})
+	return j.Run(ctx, Info{Job: run.Job, FireTime: run.FireTime, Shard: run.Shard, ShardTotal: run.ShardTotal, Attempt: run.Attempt, runs: runs})
 }
