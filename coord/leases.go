@@ -66,13 +66,15 @@ func (c *Client) Acquire(ctx context.Context, name, owner string, ttl time.Durat
 		}
 		return l, nil
 	}
-	err := c.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, c.q.LeaseAcquire, name, owner, ttl.Microseconds()); err != nil {
-			return err
-		}
-		return tx.QueryRowContext(ctx, c.q.LeaseRead, name).Scan(&gotOwner, &l.Token, &l.ExpiresAt)
-	})
-	if err != nil {
+	// Two autocommit statements, never one transaction around both: a
+	// holder frozen between them must not keep the row locked. The
+	// conditional upsert decides; the read tells who it chose. Between the
+	// two only an expiry can change the owner, and then we report the lease
+	// held, which is what it is by then.
+	if _, err := c.db.ExecContext(ctx, c.q.LeaseAcquire, name, owner, ttl.Microseconds()); err != nil {
+		return Lease{}, c.wrap("acquire lease", name, err)
+	}
+	if err := c.db.QueryRowContext(ctx, c.q.LeaseRead, name).Scan(&gotOwner, &l.Token, &l.ExpiresAt); err != nil {
 		return Lease{}, c.wrap("acquire lease", name, err)
 	}
 	if gotOwner != owner {
@@ -101,23 +103,20 @@ func (c *Client) Renew(ctx context.Context, l Lease) (Lease, error) {
 		}
 		return l, c.wrap("renew lease", l.Name, err)
 	}
-	lost := false
-	err := c.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.q.LeaseRenew, l.TTL.Microseconds(), l.Name, l.Owner, l.Token)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			lost = true
-			return nil
-		}
-		return tx.QueryRowContext(ctx, c.q.LeaseExpiry, l.Name).Scan(&l.ExpiresAt)
-	})
+	// Autocommit update, then a non-locking read (see Acquire).
+	res, err := c.db.ExecContext(ctx, c.q.LeaseRenew, l.TTL.Microseconds(), l.Name, l.Owner, l.Token)
 	if err != nil {
 		return l, c.wrap("renew lease", l.Name, err)
 	}
-	if lost {
+	if n, _ := res.RowsAffected(); n == 0 {
 		return l, fmt.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
+	}
+	err = c.db.QueryRowContext(ctx, c.q.LeaseExpiry, l.Name, l.Owner, l.Token).Scan(&l.ExpiresAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return l, fmt.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
+	}
+	if err != nil {
+		return l, c.wrap("renew lease", l.Name, err)
 	}
 	return l, nil
 }
@@ -149,20 +148,4 @@ func (c *Client) LeaseInfo(ctx context.Context, name string) (LeaseState, error)
 	}
 	s.Live = s.ExpiresAt.After(s.Now)
 	return s, nil
-}
-
-// inTx runs fn in a short transaction owned by the Client.
-func (c *Client) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := c.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return c.d.ClassifyCommit(err)
-	}
-	return nil
 }

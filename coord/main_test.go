@@ -10,5 +10,6 @@ func TestMain(m *testing.M) {
 	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{
 		"lock-holder":  helperLockHolder,
 		"lease-worker": helperLeaseWorker,
+		"lease-renewer": helperRenewer,
 	})
 }

@@ -45,10 +45,14 @@ ON DUPLICATE KEY UPDATE
 		// ON DUPLICATE KEY UPDATE assigns left to right and later
 		// expressions see earlier results: token and acquired_at are decided
 		// before owner changes, expiry after (owner = ours means we won).
-		LeaseRead: `SELECT owner, token, expires_at FROM coord_leases WHERE name = ? FOR UPDATE`,
+		// Non-locking reads after the autocommit statement: the upsert or
+		// update is the only statement that locks the row, and its lock ends
+		// with it, so a holder frozen between round trips blocks nobody.
+		// An autocommit read sees the latest committed row.
+		LeaseRead: `SELECT owner, token, expires_at FROM coord_leases WHERE name = ?`,
 		LeaseRenew: `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, renewed_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
-		LeaseExpiry: `SELECT expires_at FROM coord_leases WHERE name = ? FOR UPDATE`,
+		LeaseExpiry: `SELECT expires_at FROM coord_leases WHERE name = ? AND owner = ? AND token = ?`,
 		LeaseRelease: `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
 		LeaseGet: `SELECT owner, token, expires_at, UTC_TIMESTAMP(6) FROM coord_leases WHERE name = ?`,

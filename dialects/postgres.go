@@ -53,7 +53,7 @@ ON CONFLICT (name) DO UPDATE SET
 WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
 RETURNING owner, token, expires_at`,
 		LeaseAcquireReturns: true,
-		LeaseRead:           `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1 FOR UPDATE`,
+		LeaseRead:           `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1`,
 		LeaseRenew: `UPDATE coord_leases SET expires_at = clock_timestamp() + $1 * interval '1 microsecond', renewed_at = clock_timestamp()
 WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp()
 RETURNING expires_at`,

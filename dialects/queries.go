@@ -40,20 +40,21 @@ type Queries struct {
 
 	// --- leases (coord_leases) ---
 
-	// LeaseAcquire takes the lease when free, expired or already ours.
-	// Args: name, owner, ttl in microseconds. PostgreSQL returns the row on
-	// success and nothing otherwise; MySQL needs LeaseRead afterwards in the
-	// same transaction.
+	// LeaseAcquire takes the lease when free, expired or already ours, in
+	// one autocommit statement. Args: name, owner, ttl in microseconds.
+	// PostgreSQL returns the row on success and nothing otherwise; MySQL
+	// reads the row with LeaseRead afterwards.
 	LeaseAcquire string
-	// LeaseRead reads the current row under lock (MySQL follow-up to
-	// LeaseAcquire). Args: name.
+	// LeaseRead reads the current row without locking it (MySQL follow-up
+	// to LeaseAcquire, as a separate autocommit statement: no lock is held
+	// across round trips). Args: name.
 	LeaseRead string
 	// LeaseAcquireReturns is true when LeaseAcquire itself returns the row.
 	LeaseAcquireReturns bool
-	// LeaseRenew extends a live lease held by owner with token. Args: ttl
-	// µs, name, owner, token. Affects one row or none; PostgreSQL returns
-	// the new expiry, MySQL reads it with LeaseExpiry in the same
-	// transaction.
+	// LeaseRenew extends a live lease held by owner with token, in one
+	// autocommit statement. Args: ttl µs, name, owner, token. Affects one
+	// row or none; PostgreSQL returns the new expiry, MySQL reads it with
+	// LeaseExpiry (args: name, owner, token) afterwards, without a lock.
 	LeaseRenew        string
 	LeaseRenewReturns bool
 	LeaseExpiry       string
