@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 )
 
 // KeepAliveOptions tune KeepAlive.
@@ -22,46 +24,75 @@ type KeepAliveOptions struct {
 }
 
 // Keeper renews a lease in the background. Its Context is cancelled — with
-// cause ErrLeaseLost (see context.Cause) — the moment the lease is known
-// lost, or when renewal has failed for so long that the lease may have
-// expired. Do the lease's work under that context, and fence its writes:
-// cancellation is prompt but advisory, the fence is the guarantee.
+// a cause matching ErrLeaseLost (see context.Cause) — the moment the lease
+// is known lost, or when renewal has failed for so long that the lease may
+// have expired. Do the lease's work under that context, and fence its
+// writes: cancellation is prompt but advisory, the fence is the guarantee.
+//
+// Validity is counted from when the request that granted it was sent
+// (Acquire's or the last successful Renew's), never from when the keeper
+// started or a reply arrived: Context cannot outlive the lease by a round
+// trip. Valid reads the clock itself, so a process resumed after a freeze
+// sees an expired lease as expired before any timer runs.
 type Keeper struct {
-	c      *Client
-	opt    KeepAliveOptions
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	c    *Client
+	loop *keepalive.Loop
 
 	mu    sync.Mutex
 	lease Lease
 }
 
 // KeepAlive starts renewing l until Stop, ctx's end, or loss of the lease.
+// l should come from Acquire or Renew; a Lease built by hand is renewed
+// once, synchronously, to learn when its validity starts.
 func (c *Client) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptions) (*Keeper, error) {
 	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
 		return nil, err
 	}
-	if opt.Interval <= 0 {
-		opt.Interval = l.TTL / 3
+	if opt.Interval < 0 || opt.Margin < 0 {
+		return nil, fmt.Errorf("%w: negative keep-alive interval %v or margin %v", ErrInvalidTTL, opt.Interval, opt.Margin)
 	}
-	if opt.Margin <= 0 {
-		opt.Margin = l.TTL / 10
+	k := &Keeper{c: c}
+	o := keepalive.Options{TTL: l.TTL, Interval: opt.Interval, Margin: opt.Margin, OnError: opt.OnError,
+		Renew: func(ctx context.Context) error {
+			nl, err := c.Renew(ctx, k.Lease())
+			if err == nil {
+				k.mu.Lock()
+				k.lease = nl
+				k.mu.Unlock()
+			}
+			return err
+		},
+		Lost: func(err error) bool { return errors.Is(err, ErrLeaseLost) },
+		Expired: func(last error) error {
+			return fmt.Errorf("%w: renewal failing until the lease may have expired: %v", ErrLeaseLost, last)
+		},
 	}
-	if opt.Interval >= l.TTL-opt.Margin {
-		return nil, fmt.Errorf("%w: keep-alive interval %v leaves no time to renew a %v lease", ErrInvalidTTL, opt.Interval, l.TTL)
+	if err := keepalive.Check(&o); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidTTL, err)
 	}
-	k := &Keeper{c: c, opt: opt, lease: l, stop: make(chan struct{}), done: make(chan struct{})}
-	k.ctx, k.cancel = context.WithCancelCause(ctx)
-	go k.run(time.Now())
+	if l.sentAt.IsZero() {
+		var err error
+		if l, err = c.Renew(ctx, l); err != nil {
+			return nil, err
+		}
+	}
+	k.lease = l
+	loop, err := keepalive.Start(ctx, l.sentAt, o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidTTL, err)
+	}
+	k.loop = loop
 	return k, nil
 }
 
 // Context is cancelled when the lease is lost (cause ErrLeaseLost), when
 // the parent context ends, or after Stop.
-func (k *Keeper) Context() context.Context { return k.ctx }
+func (k *Keeper) Context() context.Context { return k.loop.Context() }
+
+// Valid reports whether the lease is certainly still held by this process
+// now, by the local clock (see Keeper).
+func (k *Keeper) Valid() bool { return k.loop.Valid() }
 
 // Lease returns the lease with its latest expiry.
 func (k *Keeper) Lease() Lease {
@@ -71,59 +102,7 @@ func (k *Keeper) Lease() Lease {
 }
 
 // Stop ends renewal (it does not release the lease) and cancels Context.
-func (k *Keeper) Stop() {
-	k.once.Do(func() { close(k.stop) })
-	<-k.done
-}
+func (k *Keeper) Stop() { k.loop.Stop() }
 
 // Done is closed when the keeper has stopped for any reason.
-func (k *Keeper) Done() <-chan struct{} { return k.done }
-
-func (k *Keeper) run(acquiredAt time.Time) {
-	defer close(k.done)
-	// validUntil is a local, monotonic, conservative bound: the lease was
-	// granted for TTL measured from no earlier than the moment we sent the
-	// request, so it certainly lasts until sentAt + TTL by our clock only if
-	// clocks run at the same rate; Margin covers drift.
-	validUntil := acquiredAt.Add(k.lease.TTL - k.opt.Margin)
-	t := time.NewTimer(k.opt.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-k.stop:
-			k.cancel(context.Canceled)
-			return
-		case <-k.ctx.Done():
-			return
-		case <-t.C:
-		}
-		sent := time.Now()
-		rctx, cancel := context.WithDeadline(k.ctx, validUntil)
-		l, err := k.c.Renew(rctx, k.Lease())
-		cancel()
-		switch {
-		case err == nil:
-			k.mu.Lock()
-			k.lease = l
-			k.mu.Unlock()
-			validUntil = sent.Add(l.TTL - k.opt.Margin)
-			t.Reset(k.opt.Interval)
-		case errors.Is(err, ErrLeaseLost):
-			k.cancel(err)
-			return
-		default:
-			if k.opt.OnError != nil {
-				k.opt.OnError(err)
-			}
-			if !time.Now().Before(validUntil) {
-				k.cancel(fmt.Errorf("%w: renewal failing until the lease may have expired: %v", ErrLeaseLost, err))
-				return
-			}
-			retry := k.opt.Interval / 4
-			if left := time.Until(validUntil); retry > left {
-				retry = left
-			}
-			t.Reset(retry)
-		}
-	}
-}
+func (k *Keeper) Done() <-chan struct{} { return k.loop.Done() }

@@ -18,6 +18,10 @@ type Lease struct {
 	Token     int64
 	ExpiresAt time.Time // database time (UTC on MySQL)
 	TTL       time.Duration
+
+	// sentAt is when the request that granted ExpiresAt was sent (local
+	// monotonic clock): KeepAlive counts validity from it.
+	sentAt time.Time
 }
 
 // LeaseState is a lease row as the database sees it now.
@@ -54,7 +58,7 @@ func (c *Client) Acquire(ctx context.Context, name, owner string, ttl time.Durat
 	} else if err := validName("owner", owner); err != nil {
 		return Lease{}, err
 	}
-	l := Lease{Name: name, Owner: owner, TTL: ttl}
+	l := Lease{Name: name, Owner: owner, TTL: ttl, sentAt: time.Now()}
 	var gotOwner string
 	if c.q.LeaseAcquireReturns {
 		err := c.db.QueryRowContext(ctx, c.q.LeaseAcquire, name, owner, ttl.Microseconds()).Scan(&gotOwner, &l.Token, &l.ExpiresAt)
@@ -96,6 +100,10 @@ func (c *Client) Renew(ctx context.Context, l Lease) (Lease, error) {
 	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
 		return l, err
 	}
+	if err := validName("lease", l.Name); err != nil {
+		return l, err
+	}
+	l.sentAt = time.Now()
 	if c.q.LeaseRenewReturns {
 		err := c.db.QueryRowContext(ctx, c.q.LeaseRenew, l.TTL.Microseconds(), l.Name, l.Owner, l.Token).Scan(&l.ExpiresAt)
 		if errors.Is(err, sql.ErrNoRows) {

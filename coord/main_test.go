@@ -8,8 +8,8 @@ import (
 
 func TestMain(m *testing.M) {
 	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{
-		"lock-holder":  helperLockHolder,
-		"lease-worker": helperLeaseWorker,
+		"lock-holder":   helperLockHolder,
+		"lease-worker":  helperLeaseWorker,
 		"lease-renewer": helperRenewer,
 	})
 }

@@ -18,8 +18,9 @@ import (
 
 func TestMain(m *testing.M) {
 	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{
-		"segment-drawer": helperSegmentDrawer,
-		"worker-holder":  helperWorkerHolder,
+		"segment-drawer":   helperSegmentDrawer,
+		"worker-holder":    helperWorkerHolder,
+		"frozen-generator": helperFrozenGenerator,
 	})
 }
 

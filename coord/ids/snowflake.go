@@ -11,6 +11,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
@@ -90,6 +91,9 @@ type Snowflake struct {
 	seqMask int64
 	maxMs   int64
 	stopped error
+	// valid, when set (leased worker ids), must report true for Next to
+	// issue an id: the worker-id lease is certainly still held.
+	valid func() bool
 }
 
 // NewSnowflake returns a generator for a worker id you assign yourself (for
@@ -148,6 +152,7 @@ func (s *Snowflake) Next() (int64, error) {
 	if s.stopped != nil {
 		return 0, s.stopped
 	}
+
 	now := s.now()
 	if now < s.lastMs {
 		if s.lastMs-now > s.maxRB {
@@ -171,6 +176,13 @@ func (s *Snowflake) Next() (int64, error) {
 	}
 	if now > s.maxMs {
 		return 0, fmt.Errorf("%w: time bits exhausted (epoch %v)", ErrInvalid, s.l.Epoch)
+	}
+	// Checked on every id, after the clock was read for it: if the lease
+	// is valid now, it was when the id's timestamp was taken, so even a
+	// freeze right after this check cannot yield an id stamped at a time
+	// when another node may hold this worker id.
+	if s.valid != nil && !s.valid() {
+		return 0, fmt.Errorf("%w: lease validity passed", ErrWorkerLost)
 	}
 	s.lastMs = now
 	return now<<(s.l.WorkerBits+s.l.SeqBits) | s.worker<<s.l.SeqBits | s.seq, nil
@@ -204,12 +216,11 @@ type WorkerOptions struct {
 // fail, so that a reused worker id never overlaps a live one.
 type Worker struct {
 	*Snowflake
-	db     *sqlcoord.DB
-	id     int64
-	owner  string
-	opt    WorkerOptions
-	cancel context.CancelFunc
-	done   chan struct{}
+	db    *sqlcoord.DB
+	id    int64
+	owner string
+	opt   WorkerOptions
+	loop  *keepalive.Loop
 }
 
 // LeaseWorker leases a free worker id from coord_id_workers (one that was
@@ -291,42 +302,40 @@ func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Work
 		db.ExecContext(context.Background(), q.WorkerRelease, 0, id, opt.Owner)
 		return nil, err
 	}
-	hctx, cancel := context.WithCancel(context.Background())
-	w := &Worker{Snowflake: sf, db: db, id: id, owner: opt.Owner, opt: opt, cancel: cancel, done: make(chan struct{})}
-	go w.heartbeat(hctx, leasedAt)
-	return w, nil
-}
-
-func (w *Worker) heartbeat(ctx context.Context, leasedAt time.Time) {
-	defer close(w.done)
-	q := w.db.Dialect.Q
-	// the generator stops before the lease could have expired by our clock
-	validUntil := leasedAt.Add(w.opt.TTL - w.opt.TTL/10)
-	t := time.NewTicker(w.opt.TTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		sent := time.Now()
-		rctx, cancel := context.WithDeadline(ctx, validUntil)
-		res, err := w.db.ExecContext(rctx, q.WorkerHeartbeat, w.opt.TTL.Microseconds(), w.LastMs(), w.id, w.owner)
-		cancel()
-		if err == nil {
-			if n, _ := res.RowsAffected(); n == 0 {
-				w.stop(ErrWorkerLost)
-				return
+	w := &Worker{Snowflake: sf, db: db, id: id, owner: opt.Owner, opt: opt}
+	// One keep-alive (internal/keepalive), validity counted from when the
+	// lease transaction began; heartbeats record last_ms so that the next
+	// owner of this id stays above every id issued here.
+	loop, err := keepalive.Start(context.Background(), leasedAt, keepalive.Options{
+		TTL: opt.TTL,
+		Renew: func(ctx context.Context) error {
+			res, err := db.ExecContext(ctx, q.WorkerHeartbeat, opt.TTL.Microseconds(), w.LastMs(), id, opt.Owner)
+			if err != nil {
+				return err
 			}
-			validUntil = sent.Add(w.opt.TTL - w.opt.TTL/10)
-			continue
-		}
-		if !time.Now().Before(validUntil) {
-			w.stop(fmt.Errorf("%w: heartbeats failing: %v", ErrWorkerLost, err))
-			return
-		}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return ErrWorkerLost
+			}
+			return nil
+		},
+		Lost: func(err error) bool { return errors.Is(err, ErrWorkerLost) },
+		Expired: func(last error) error {
+			return fmt.Errorf("%w: heartbeats failing: %v", ErrWorkerLost, last)
+		},
+	})
+	if err != nil {
+		db.ExecContext(context.Background(), q.WorkerRelease, 0, id, opt.Owner)
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	w.loop = loop
+	sf.valid = loop.Valid
+	go func() {
+		<-loop.Done()
+		if c := context.Cause(loop.Context()); c != nil && !errors.Is(c, context.Canceled) {
+			sf.stop(c)
+		}
+	}()
+	return w, nil
 }
 
 // ID is the leased worker id.
@@ -335,8 +344,7 @@ func (w *Worker) ID() int64 { return w.id }
 // Close stops heartbeats and releases the worker id, recording the last
 // issued timestamp so the next owner stays above it.
 func (w *Worker) Close(ctx context.Context) error {
-	w.cancel()
-	<-w.done
+	w.loop.Stop()
 	last := w.LastMs()
 	w.stop(errors.New("ids: worker closed"))
 	_, err := w.db.ExecContext(ctx, w.db.Dialect.Q.WorkerRelease, last, w.id, w.owner)

@@ -67,6 +67,10 @@ type Run struct {
 	ShardTotal int
 	Attempt    int // fencing token of this attempt
 	Owner      string
+
+	// sent is when the claim or takeover that started this attempt was
+	// sent: the run's heartbeat validity counts from it.
+	sent time.Time
 }
 
 // Record is a row of coord_job_runs.
@@ -108,7 +112,7 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 	if shard < 0 || total <= shard {
 		return Run{}, fmt.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
 	}
-	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Attempt: 1, Owner: owner}
+	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Attempt: 1, Owner: owner, sent: time.Now()}
 	res, err := r.db.ExecContext(ctx, r.db.Dialect.Q.JobClaim, job, run.FireTime, shard, total, status, owner)
 	if err != nil {
 		return Run{}, fmt.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect.Classify(err))
@@ -237,6 +241,7 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 	}
 	var won []Run
 	for _, c := range cands {
+		c.sent = time.Now()
 		res, err := r.db.ExecContext(ctx, q.JobTakeover, owner, c.Job, c.FireTime, c.Shard, c.Attempt, grace.Microseconds())
 		if err != nil {
 			return won, fmt.Errorf("jobs: take over: %w", r.db.Dialect.Classify(err))

@@ -12,6 +12,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 )
 
 // Missed says what a scheduler does on start with slots planned while no
@@ -317,36 +318,39 @@ func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		rctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
+		// One keep-alive (internal/keepalive): heartbeats every Grace/3;
+		// the run's context ends when one is refused (taken over) or when
+		// none has succeeded for Grace counted from the send time of the
+		// last good one — from then on another instance may take over.
+		sent := run.sent
+		if sent.IsZero() {
+			sent = time.Now()
+		}
+		loop, lerr := keepalive.Start(ctx, sent, keepalive.Options{
+			TTL:      j.Grace,
+			Interval: j.Grace / 3,
+			Renew:    func(hctx context.Context) error { return s.runs.Heartbeat(hctx, run) },
+			Lost:     func(err error) bool { return errors.Is(err, ErrSuperseded) },
+			Expired: func(last error) error {
+				return fmt.Errorf("%w: no heartbeat succeeded within the grace (%v): %v", ErrSuperseded, j.Grace, last)
+			},
+		})
+		if lerr != nil {
+			s.log.Error("run not started", "job", j.Name, "err", lerr)
+			return
+		}
+		defer loop.Stop()
+		rctx := loop.Context()
 		if j.Timeout > 0 {
 			var c context.CancelFunc
 			rctx, c = context.WithTimeout(rctx, j.Timeout)
 			defer c()
 		}
-		hbDone := make(chan struct{})
-		go func() {
-			defer close(hbDone)
-			t := time.NewTicker(j.Grace / 3)
-			defer t.Stop()
-			for {
-				select {
-				case <-rctx.Done():
-					return
-				case <-t.C:
-				}
-				if err := s.runs.Heartbeat(context.WithoutCancel(rctx), run); errors.Is(err, ErrSuperseded) {
-					cancel(ErrSuperseded)
-					return
-				}
-			}
-		}()
 		err := safeRun(rctx, s.runs, j, run)
-		if errors.Is(context.Cause(rctx), ErrSuperseded) {
-			err = ErrSuperseded
+		if c := context.Cause(loop.Context()); errors.Is(c, ErrSuperseded) {
+			err = c
 		}
-		cancel(nil)
-		<-hbDone
+		loop.Stop()
 		if errors.Is(err, ErrSuperseded) {
 			s.log.Warn("run superseded", "job", j.Name, "fire", run.FireTime, "attempt", run.Attempt)
 			return

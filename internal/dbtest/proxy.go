@@ -25,6 +25,7 @@ type Proxy struct {
 	arm   *commitCut
 	down  bool
 	rand  *randomCut
+	delay atomic.Int64 // ns added before each server -> client write
 }
 
 // randomCut cuts a share of all COMMITs, each in one of three ways chosen
@@ -88,7 +89,7 @@ func (p *Proxy) accept() {
 		p.mu.Unlock()
 		var muted atomic.Bool
 		go p.pipeUp(c, s, &muted)
-		go pipeDown(c, s, &muted)
+		go p.pipeDown(c, s, &muted)
 	}
 }
 
@@ -103,7 +104,7 @@ func isCommit(chunk []byte) bool {
 
 // pipeUp copies client -> server, watching for an armed COMMIT cut.
 // pipeDown copies server -> client until the connection is muted.
-func pipeDown(c, s net.Conn, muted *atomic.Bool) {
+func (p *Proxy) pipeDown(c, s net.Conn, muted *atomic.Bool) {
 	defer c.Close()
 	defer s.Close()
 	buf := make([]byte, 64<<10)
@@ -112,6 +113,9 @@ func pipeDown(c, s net.Conn, muted *atomic.Bool) {
 		if n > 0 {
 			if muted.Load() {
 				return
+			}
+			if d := p.delay.Load(); d > 0 {
+				time.Sleep(time.Duration(d))
 			}
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				return
@@ -216,6 +220,10 @@ func (p *Proxy) CutCommits(rate float64, maxDelay time.Duration) func() int64 {
 	p.rand = rc
 	return rc.cuts.Load
 }
+
+// SetReplyDelay delays every server -> client write by d (0: none), as a
+// slow network or an overloaded server's replies would be.
+func (p *Proxy) SetReplyDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // SetDown makes the network "fail": existing connections are cut and new
 // ones closed at once, until SetDown(false).
