@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
@@ -154,12 +153,7 @@ func TestKeepAlive(t *testing.T) {
 func TestKeepAliveNetworkDown(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		proxy := dbtest.ProxyFor(t, env)
-		db, err := sqlcoord.Open(ctx, proxy.Via(env))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+		proxy, db := dbtest.OpenVia(t, env)
 		c := coord.New(db)
 		ttl := 800 * time.Millisecond
 		l, err := c.Acquire(ctx, "net", "", ttl)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
@@ -20,12 +19,7 @@ func TestKeeperValidityCountsFromAcquireSend(t *testing.T) {
 	const ttl = time.Second
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		proxy := dbtest.ProxyFor(t, env)
-		via, err := sqlcoord.Open(ctx, proxy.Via(env))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer via.Close()
+		proxy, via := dbtest.OpenVia(t, env)
 		c := coord.New(via)
 		// MySQL's Acquire makes about four round trips (prepare, execute,
 		// close, read), PostgreSQL's one or two: keep Acquire well under TTL

@@ -118,12 +118,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		dbtest.Exec(t, env.DB, `CREATE TABLE orders (id VARCHAR(40) PRIMARY KEY)`)
-		proxy := dbtest.ProxyFor(t, env)
-		viaDB, err := sqlcoord.Open(ctx, proxy.Via(env))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer viaDB.Close()
+		proxy, viaDB := dbtest.OpenVia(t, env)
 		ph := viaDB.Dialect.Placeholder
 		n := 0
 		for _, tc := range []struct {
@@ -198,12 +193,7 @@ func TestDoVerifyCommitInFlight(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		dbtest.Exec(t, env.DB, `CREATE TABLE flight (id VARCHAR(40) NOT NULL)`)
-		proxy := dbtest.ProxyFor(t, env)
-		viaDB, err := sqlcoord.Open(ctx, proxy.Via(env), sqlcoord.Options{MaxOpenConns: 32})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer viaDB.Close()
+		proxy, viaDB := dbtest.OpenVia(t, env, sqlcoord.Options{MaxOpenConns: 32})
 		ph := viaDB.Dialect.Placeholder
 		cuts := proxy.CutCommits(0.33, 80*time.Millisecond)
 		var (

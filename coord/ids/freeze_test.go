@@ -2,7 +2,6 @@ package ids_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -76,6 +75,3 @@ func TestFrozenGeneratorIssuesNothing(t *testing.T) {
 		}
 	})
 }
-
-
-var _ = errors.Is

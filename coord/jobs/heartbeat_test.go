@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
@@ -19,16 +18,11 @@ func TestRunContextEndsWhenHeartbeatsFail(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		proxy := dbtest.ProxyFor(t, env)
-		via, err := sqlcoord.Open(ctx, proxy.Via(env))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer via.Close()
+		proxy, via := dbtest.OpenVia(t, env)
 		started := make(chan time.Time, 1)
 		ended := make(chan error, 1)
 		s := jobs.NewScheduler(via, jobs.Options{Tick: 10 * time.Millisecond})
-		err = s.Register(jobs.Job{Name: "hb", Schedule: "* * * * * *", Grace: grace, Run: func(ctx context.Context, in jobs.Info) error {
+		err := s.Register(jobs.Job{Name: "hb", Schedule: "* * * * * *", Grace: grace, Run: func(ctx context.Context, in jobs.Info) error {
 			select {
 			case started <- time.Now():
 			default:

@@ -2,6 +2,7 @@ package dbtest
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord"
 )
 
 // Proxy is a small TCP proxy on loopback between a client and a database
@@ -244,4 +247,17 @@ func (p *Proxy) CutAll() {
 		c.Close()
 		s.Close()
 	}
+}
+
+// OpenVia starts a proxy in front of env's server and opens a pool through
+// it (closed at the end of the test).
+func OpenVia(t testing.TB, env *Env, opts ...sqlcoord.Options) (*Proxy, *sqlcoord.DB) {
+	t.Helper()
+	p := ProxyFor(t, env)
+	db, err := sqlcoord.Open(context.Background(), p.Via(env), opts...)
+	if err != nil {
+		t.Fatalf("open through the proxy: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return p, db
 }

@@ -50,8 +50,12 @@ func DSN(dsn string) string {
 	if strings.Contains(s, "@tcp(") || strings.Contains(s, "@unix(") || strings.Contains(s, "@/") {
 		return mysqlForm(s)
 	}
+	s = credPair.ReplaceAllString(s, "${1}:"+Mask+"@")
 	return kvPassword.ReplaceAllString(s, "${1}="+Mask)
 }
+
+// credPair matches user:secret@ in a string of unknown shape.
+var credPair = regexp.MustCompile(`([^\s:/@]*):[^\s@]+@`)
 
 // mysqlForm masks the password of user:pass@proto(addr)/db?params and any
 // secret parameter.
