@@ -2,16 +2,20 @@ package sqlcoord_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/txn"
 )
 
 // readOnlyDSN returns env's DSN with every session read-only.
@@ -87,4 +91,53 @@ func TestFatalConditionsEndRun(t *testing.T) {
 			}
 		})
 	}, dbtest.NoMigrate())
+}
+
+// Bad input gets a typed error, never a silent default: negative durations
+// in every options struct that takes one.
+func TestNegativeDurationsRefused(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		db := env.DB
+		noop := func(context.Context, *sql.Tx) error { return nil }
+		for name, o := range map[string]txn.Options{"MaxAttempts": {MaxAttempts: -1}, "BaseBackoff": {BaseBackoff: -time.Second},
+			"MaxBackoff": {MaxBackoff: -time.Second}, "VerifyTimeout": {VerifyTimeout: -time.Second}} {
+			if err := txn.Do(ctx, db, o, noop); !errors.Is(err, txn.ErrInvalidOptions) {
+				t.Errorf("Do with negative %s: %v", name, err)
+			}
+		}
+		k := txn.NewKeys(db, txn.KeysOptions{LockFor: -time.Minute})
+		if _, err := k.Start(ctx, "s", "k", nil); !errors.Is(err, txn.ErrInvalidOptions) {
+			t.Errorf("Keys with negative LockFor: %v", err)
+		}
+		pub := outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil })
+		for name, o := range map[string]outbox.RelayOptions{"PollMin": {PollMin: -1}, "PollMax": {PollMax: -1}, "BaseBackoff": {BaseBackoff: -1},
+			"PublishTimeout": {PublishTimeout: -1}, "ShutdownTimeout": {ShutdownTimeout: -1}} {
+			if _, err := outbox.NewRelay(db, pub, o); !errors.Is(err, outbox.ErrInvalid) {
+				t.Errorf("NewRelay with negative %s: %v", name, err)
+			}
+		}
+		if _, err := ids.NewSegments(db, "t", ids.SegmentOptions{MaxWait: -time.Second, AutoCreate: true}); !errors.Is(err, ids.ErrInvalid) {
+			t.Errorf("NewSegments with negative MaxWait: %v", err)
+		}
+		s := jobs.NewScheduler(db, jobs.Options{})
+		if err := s.Register(jobs.Job{Name: "j", Schedule: "* * * * *", Grace: -time.Second, Run: func(context.Context, jobs.Info) error { return nil }}); !errors.Is(err, jobs.ErrInvalid) {
+			t.Errorf("Register with negative Grace: %v", err)
+		}
+		c := coord.New(db)
+		if _, err := c.Acquire(ctx, "l", "", -time.Second); !errors.Is(err, coord.ErrInvalidTTL) {
+			t.Errorf("Acquire with negative TTL: %v", err)
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if err := c.Lock(ctx, tx, "l", -time.Second); !errors.Is(err, coord.ErrInvalidTTL) {
+			t.Errorf("Lock with negative wait: %v", err)
+		}
+		if _, err := txn.NewKeys(db, txn.KeysOptions{}).Cleanup(ctx, -time.Hour, 10); err == nil {
+			t.Error("Cleanup with a negative age accepted")
+		}
+	})
 }

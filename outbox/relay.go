@@ -87,8 +87,14 @@ func NewRelay(db *sqlcoord.DB, pub Publisher, opt RelayOptions) (*Relay, error) 
 	if opt.MaxAttempts == 0 {
 		opt.MaxAttempts = 10
 	}
+	for name, d := range map[string]time.Duration{"BaseBackoff": opt.BaseBackoff, "MaxBackoff": opt.MaxBackoff,
+		"PollMin": opt.PollMin, "PollMax": opt.PollMax, "PublishTimeout": opt.PublishTimeout, "ShutdownTimeout": opt.ShutdownTimeout} {
+		if d < 0 {
+			return nil, fmt.Errorf("%w: negative %s %v", ErrInvalid, name, d)
+		}
+	}
 	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
+		if *d == 0 {
 			*d = v
 		}
 	}

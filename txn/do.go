@@ -32,6 +32,10 @@ import (
 // left to retry it.
 var ErrNotCommitted = errors.New("txn: transaction did not commit")
 
+// ErrInvalidOptions: a negative count or duration in Options or
+// KeysOptions.
+var ErrInvalidOptions = errors.New("txn: invalid options")
+
 // ErrInvalidMarker: a CommitMarker that is over 255 bytes, not UTF-8 or
 // contains NUL.
 var ErrInvalidMarker = errors.New("txn: invalid commit marker")
@@ -91,7 +95,11 @@ type Options struct {
 // proven gone within VerifyTimeout, Do returns ErrCommitUnknown rather
 // than risk running fn twice.
 func Do(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	if opts.MaxAttempts <= 0 {
+	if opts.MaxAttempts < 0 || opts.BaseBackoff < 0 || opts.MaxBackoff < 0 || opts.VerifyTimeout < 0 {
+		return fmt.Errorf("%w: negative MaxAttempts %d, BaseBackoff %v, MaxBackoff %v or VerifyTimeout %v",
+			ErrInvalidOptions, opts.MaxAttempts, opts.BaseBackoff, opts.MaxBackoff, opts.VerifyTimeout)
+	}
+	if opts.MaxAttempts == 0 {
 		opts.MaxAttempts = 5
 	}
 	if opts.BaseBackoff <= 0 {

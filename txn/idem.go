@@ -58,7 +58,7 @@ type Keys struct {
 
 // NewKeys returns a Keys for db.
 func NewKeys(db *sqlcoord.DB, opt KeysOptions) *Keys {
-	if opt.LockFor <= 0 {
+	if opt.LockFor == 0 {
 		opt.LockFor = 5 * time.Minute
 	}
 	return &Keys{db: db, q: db.Dialect.Q, opt: opt}
@@ -98,6 +98,9 @@ func Fingerprint(parts ...[]byte) []byte {
 func (k *Keys) Begin(ctx context.Context, tx sqlcoord.Querier, scope, key string, fingerprint []byte) (Claim, error) {
 	if err := validKey(scope, key); err != nil {
 		return Claim{}, err
+	}
+	if k.opt.LockFor < 0 {
+		return Claim{}, fmt.Errorf("%w: negative KeysOptions.LockFor %v", ErrInvalidOptions, k.opt.LockFor)
 	}
 	if len(fingerprint) > 64 {
 		return Claim{}, fmt.Errorf("%w: fingerprint over 64 bytes (use Fingerprint)", ErrInvalidKey)

@@ -101,7 +101,10 @@ func NewSegments(db *sqlcoord.DB, tag string, opt SegmentOptions) (*Segments, er
 	if opt.Step < 1 || opt.MinStep < 1 || opt.MaxStep < opt.MinStep || opt.Step < opt.MinStep || opt.Step > opt.MaxStep || opt.MaxStep > 1<<30 {
 		return nil, fmt.Errorf("%w: steps must satisfy 1 <= MinStep <= Step <= MaxStep <= 2^30 (got %d, %d, %d)", ErrInvalid, opt.MinStep, opt.Step, opt.MaxStep)
 	}
-	if opt.Target <= 0 {
+	if opt.Target < 0 || opt.MaxWait < 0 || opt.Prefetch < 0 {
+		return nil, fmt.Errorf("%w: negative Target %v, MaxWait %v or Prefetch %v", ErrInvalid, opt.Target, opt.MaxWait, opt.Prefetch)
+	}
+	if opt.Target == 0 {
 		opt.Target = 15 * time.Minute
 	}
 	if opt.Prefetch <= 0 || opt.Prefetch >= 1 {

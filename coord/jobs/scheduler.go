@@ -158,7 +158,10 @@ func (s *Scheduler) Register(j Job) error {
 	if j.Shards <= 0 {
 		j.Shards = 1
 	}
-	if j.Grace <= 0 {
+	if j.Grace < 0 {
+		return fmt.Errorf("%w: job %q: negative grace %v", ErrInvalid, j.Name, j.Grace)
+	}
+	if j.Grace == 0 {
 		j.Grace = 30 * time.Second
 	}
 	if j.Timeout < 0 || j.CatchUpMax < 0 {
