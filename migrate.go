@@ -89,7 +89,7 @@ func Migrate(ctx context.Context, db *DB, target Target) error {
 		return fmt.Errorf("%w at version %d", ErrDirty, de.Version)
 	}
 	if err != nil {
-		return fmt.Errorf("sqlcoord: migrate: %w", db.Dialect.Classify(err))
+		return fmt.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))
 	}
 	return ctx.Err()
 }
@@ -140,7 +140,7 @@ func (db *DB) schemaVersion(ctx context.Context) (uint, bool, error) {
 		return 0, false, nil
 	}
 	if err != nil {
-		cerr := db.Dialect.Classify(err)
+		cerr := db.Dialect().Classify(err)
 		if errors.Is(cerr, dialects.ErrNoSchema) {
 			return 0, false, nil
 		}
@@ -200,13 +200,13 @@ func (db *DB) migrator(ctx context.Context) (*migrate.Migrate, error) {
 		cfg.MultiStatements = true
 		dsn = cfg.FormatDSN()
 	}
-	sdb, err := sql.Open(db.Dialect.DriverName(), dsn)
+	sdb, err := sql.Open(db.Dialect().DriverName(), dsn)
 	if err != nil {
 		return nil, err
 	}
 	if err := sdb.PingContext(ctx); err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("%w to %s: %v", ErrUnreachable, db.shown, db.Dialect.Classify(err))
+		return nil, fmt.Errorf("%w to %s: %v", ErrUnreachable, db.shown, db.Dialect().Classify(err))
 	}
 	var drv database.Driver
 	if db.family == "mysql" {

@@ -37,12 +37,12 @@ var ErrUnreachable = errors.New("sqlcoord: cannot connect")
 // is also a *sql.DB for everything database/sql offers.
 type DB struct {
 	*sqlx.DB
-	// Dialect is Postgres, MySQL or MariaDB (detected from the server).
-	Dialect *dialects.Dialect
 
-	dsn    string // driver DSN with every option sqlcoord needs
-	shown  string // DSN with the password replaced, for messages
-	family string
+	dialect *dialects.Dialect // detected from the server
+	dsn     string            // driver DSN with every option sqlcoord needs ("" when wrapped)
+	shown   string            // DSN with the password replaced, for messages
+	family  string
+	wrapped bool // an application's pool (WrapDB): never closed by sqlcoord
 }
 
 // Options tune Open. The zero value is sensible.
@@ -99,7 +99,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 			d = dialects.MySQL
 		}
 	}
-	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), Dialect: d, dsn: driverDSN, shown: shown, family: family}, nil
+	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, dsn: driverDSN, shown: shown, family: family}, nil
 }
 
 func setPool(db *sql.DB, o Options) {

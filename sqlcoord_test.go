@@ -26,7 +26,7 @@ func tableExists(t *testing.T, db *sqlcoord.DB, name string) bool {
 	t.Helper()
 	var n int
 	q := `SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1`
-	if db.Dialect.Family() == "mysql" {
+	if db.Dialect().Family() == "mysql" {
 		q = `SELECT count(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`
 	}
 	if err := db.QueryRowContext(context.Background(), q, name).Scan(&n); err != nil {
@@ -51,7 +51,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 			t.Fatalf("CheckSchema on empty db: %v", err)
 		}
 		_, err = db.ExecContext(ctx, "SELECT name FROM coord_locks")
-		if err = db.Dialect.Classify(err); !errors.Is(err, dialects.ErrNoSchema) {
+		if err = db.Dialect().Classify(err); !errors.Is(err, dialects.ErrNoSchema) {
 			t.Fatalf("query without schema: %v", err)
 		}
 
@@ -103,7 +103,7 @@ func TestMigrateBesideApplicationMigrations(t *testing.T) {
 			"1_app.up.sql":   {Data: []byte("CREATE TABLE app_orders (id INT PRIMARY KEY)")},
 			"1_app.down.sql": {Data: []byte("DROP TABLE app_orders")},
 		}
-		drvDB, err := sql.Open(env.DB.Dialect.DriverName(), env.DSN)
+		drvDB, err := sql.Open(env.DB.Dialect().DriverName(), env.DSN)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestErrorClassification(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
-		d := db.Dialect
+		d := db.Dialect()
 		q := func(pg, my string) string {
 			if d.Family() == "mysql" {
 				return my
@@ -304,8 +304,8 @@ func TestOpenErrors(t *testing.T) {
 func TestOpenDetectsDialect(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		want := map[string]string{"postgres": "postgres", "mysql": "mariadb"}[env.Family]
-		if env.DB.Dialect.Name() != want {
-			t.Fatalf("dialect %s, want %s", env.DB.Dialect.Name(), want)
+		if env.DB.Dialect().Name() != want {
+			t.Fatalf("dialect %s, want %s", env.DB.Dialect().Name(), want)
 		}
 		// mysql:// URL form and the go-sql-driver form open the same database
 		if env.Family == "mysql" {

@@ -101,7 +101,7 @@ type suite struct {
 
 func (s *suite) run(ctx context.Context, name, baseline string, clients int, op Op) {
 	r := Measure(ctx, clients, s.cfg.Duration, op)
-	r.Dialect, r.Group, r.Case, r.Baseline = s.db.Dialect.Name(), s.group, name, baseline
+	r.Dialect, r.Group, r.Case, r.Baseline = s.db.Dialect().Name(), s.group, name, baseline
 	for _, b := range s.out {
 		if b.Case == baseline && b.Clients == clients && b.OpsPerS > 0 {
 			r.Ratio = r.OpsPerS / b.OpsPerS

@@ -60,7 +60,7 @@ func Strategies(db *sqlcoord.DB) []Strategy {
 		return "BINARY(16)"
 	}
 	uuidVal := func(u uuid.UUID) any {
-		if db.Dialect.Family() == "postgres" {
+		if db.Dialect().Family() == "postgres" {
 			return u.String()
 		}
 		b := u
@@ -130,7 +130,7 @@ func Inserts(ctx context.Context, db *sqlcoord.DB, cfg InsertConfig) ([]InsertRe
 	if cfg.Rows <= 0 || cfg.Batch <= 0 || cfg.Clients <= 0 {
 		return nil, fmt.Errorf("bench: rows, batch and clients must be positive")
 	}
-	fam := db.Dialect.Family()
+	fam := db.Dialect().Family()
 	db.SetMaxOpenConns(cfg.Clients + 4)
 	var out []InsertResult
 	sts := Strategies(db)
@@ -236,7 +236,7 @@ func insertOne(ctx context.Context, db *sqlcoord.DB, fam, table string, st Strat
 					return
 				}
 				if _, err := db.ExecContext(ctx, q, args...); err != nil {
-					errCh <- fmt.Errorf("bench: insert %s: %w", st.Name, db.Dialect.Classify(err))
+					errCh <- fmt.Errorf("bench: insert %s: %w", st.Name, db.Dialect().Classify(err))
 					return
 				}
 				if add != nil {
@@ -257,7 +257,7 @@ func insertOne(ctx context.Context, db *sqlcoord.DB, fam, table string, st Strat
 	if err := ctx.Err(); err != nil {
 		return InsertResult{}, err
 	}
-	r := InsertResult{Dialect: db.Dialect.Name(), Strategy: st.Name, KeyType: kt, Rows: cfg.Rows, Elapsed: el, RowsPerS: float64(cfg.Rows) / el.Seconds()}
+	r := InsertResult{Dialect: db.Dialect().Name(), Strategy: st.Name, KeyType: kt, Rows: cfg.Rows, Elapsed: el, RowsPerS: float64(cfg.Rows) / el.Seconds()}
 	err := sizes(ctx, db, fam, table, &r)
 	return r, err
 }

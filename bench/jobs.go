@@ -39,7 +39,7 @@ func Jobs(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 			}
 			return err
 		})
-		r.Dialect, r.Group, r.Case = db.Dialect.Name(), s.group, fmt.Sprintf("slots claimed/s (%d instances; p50/p99 per attempt)", n)
+		r.Dialect, r.Group, r.Case = db.Dialect().Name(), s.group, fmt.Sprintf("slots claimed/s (%d instances; p50/p99 per attempt)", n)
 		r.OpsPerS = float64(won.Load()) / r.Elapsed.Seconds()
 		r.Ops = won.Load()
 		s.out = append(s.out, r)
@@ -69,7 +69,7 @@ func Jobs(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 	}
 	wg.Wait()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r := Result{Dialect: db.Dialect.Name(), Group: s.group, Case: "planned fire time → start (2 schedulers, tick 10ms)", Clients: 2, Ops: int64(len(lat)), Elapsed: dur}
+	r := Result{Dialect: db.Dialect().Name(), Group: s.group, Case: "planned fire time → start (2 schedulers, tick 10ms)", Clients: 2, Ops: int64(len(lat)), Elapsed: dur}
 	if len(lat) > 0 {
 		r.P50, r.P99 = lat[len(lat)/2], lat[len(lat)*99/100]
 		r.OpsPerS = float64(len(lat)) / dur.Seconds()

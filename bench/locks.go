@@ -18,7 +18,7 @@ func Locks(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 	cfg.defaults()
 	c := coord.New(db)
 	s := &suite{db: db, cfg: cfg, group: "locks"}
-	pg := db.Dialect.Family() == "postgres"
+	pg := db.Dialect().Family() == "postgres"
 	name := func(kind string, w int) string { return fmt.Sprintf("bench-%s-%d", kind, w) }
 	for _, n := range cfg.Clients {
 		db.SetMaxOpenConns(n + 4)

@@ -26,7 +26,7 @@ func Outbox(ctx context.Context, db *sqlcoord.DB, cfg Config, pub outbox.Publish
 	}
 	defer db.ExecContext(context.Background(), `DROP TABLE bench_orders2`)
 	ob := outbox.NewOutbox(db)
-	ins := `INSERT INTO bench_orders2 (id) VALUES (` + db.Dialect.Placeholder(1) + `)`
+	ins := `INSERT INTO bench_orders2 (id) VALUES (` + db.Dialect().Placeholder(1) + `)`
 	var mu sync.Mutex
 	seq := int64(0)
 	next := func() int64 { mu.Lock(); defer mu.Unlock(); seq++; return seq }
@@ -76,7 +76,7 @@ func Outbox(ctx context.Context, db *sqlcoord.DB, cfg Config, pub outbox.Publish
 			if err != nil {
 				return s.out, err
 			}
-			r := Result{Dialect: db.Dialect.Name(), Group: s.group, Case: fmt.Sprintf("relay batch %d → NATS (drain msgs/s; commit→ack at 1000 msgs/s)", batch),
+			r := Result{Dialect: db.Dialect().Name(), Group: s.group, Case: fmt.Sprintf("relay batch %d → NATS (drain msgs/s; commit→ack at 1000 msgs/s)", batch),
 				Clients: relays, Ops: int64(total), Elapsed: thr.el, OpsPerS: float64(total) / thr.el.Seconds(), P50: lat.p50, P99: lat.p99}
 			s.out = append(s.out, r)
 			if cfg.Progress != nil {

@@ -20,7 +20,7 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 		return nil, err
 	}
 	defer db.ExecContext(context.Background(), `DROP TABLE bench_orders`)
-	ins := fmt.Sprintf(`INSERT INTO bench_orders (id, body) VALUES (%s, %s)`, db.Dialect.Placeholder(1), db.Dialect.Placeholder(2))
+	ins := fmt.Sprintf(`INSERT INTO bench_orders (id, body) VALUES (%s, %s)`, db.Dialect().Placeholder(1), db.Dialect().Placeholder(2))
 	keys := txn.NewKeys(db, txn.KeysOptions{})
 	var seq atomic.Int64
 	s := &suite{db: db, cfg: cfg, group: "idempotency"}

@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -55,21 +54,25 @@ var (
 // MaxNameLen is the longest lock, lease or resource name, in bytes.
 const MaxNameLen = 255
 
-// Client runs coord's statements for one database. It is safe for
-// concurrent use.
-type Client struct {
-	db    *sqlcoord.DB
-	d     *dialects.Dialect
-	q     *dialects.Queries
-	known sync.Map // lock names whose coord_locks row is known to exist
-	nKnow int64
-	mu    sync.Mutex
+// Client runs coord's statements for one database through the
+// application's stack: TTx is the stack's transaction type (*sql.Tx for a
+// *sqlcoord.DB, *sqlx.Tx for sqlcoord.WrapSQLX, pgx.Tx for
+// sqlcoord.WrapPgxPool), and the helpers that must run inside the caller's
+// transaction (TryLock, Lock, Fence, Update, SetIdleTimeout) take only
+// that — a pool there does not compile. It is safe for concurrent use.
+type Client[TTx any] struct {
+	drv sqlcoord.Driver[TTx]
+	d   *dialects.Dialect
+	q   *dialects.Queries
 }
 
-// New returns a Client for db.
-func New(db *sqlcoord.DB) *Client {
-	return &Client{db: db, d: db.Dialect, q: db.Dialect.Q}
+// New returns a Client for the driver (e.g. a *sqlcoord.DB).
+func New[TTx any](drv sqlcoord.Driver[TTx]) *Client[TTx] {
+	return &Client[TTx]{drv: drv, d: drv.Dialect(), q: drv.Dialect().Q}
 }
+
+// pool runs autocommit statements.
+func (c *Client[TTx]) pool() sqlcoord.Executor { return c.drv.Executor() }
 
 // validName refuses names that are empty, over MaxNameLen bytes, not
 // UTF-8 or contain NUL. Names are compared byte for byte on both dialects.
@@ -112,7 +115,7 @@ func NewOwnerID() string {
 }
 
 // wrap classifies a driver error and names the operation.
-func (c *Client) wrap(op, name string, err error) error {
+func (c *Client[TTx]) wrap(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -2,12 +2,8 @@ package coord
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"sort"
-
-	"github.com/sqlcoord/sqlcoord"
 )
 
 // StaleTokenError reports a fenced write that the database refused.
@@ -34,28 +30,18 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 // Use it as the first statement of the transaction that the lease
 // protects. Whatever tx does to resource without calling Fence is not
 // fenced.
-func (c *Client) Fence(ctx context.Context, tx sqlcoord.Querier, resource string, token int64) error {
+func (c *Client[TTx]) Fence(ctx context.Context, tx TTx, resource string, token int64) error {
 	if err := validName("resource", resource); err != nil {
 		return err
 	}
 	if token <= 0 {
 		return fmt.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, token)
 	}
-	var fence int64
-	if c.q.FenceAdvanceReturns {
-		err := tx.QueryRowContext(ctx, c.q.FenceAdvance, resource, token).Scan(&fence)
-		if errors.Is(err, sql.ErrNoRows) {
-			return &StaleTokenError{Resource: resource, Token: token}
-		}
+	ok, err := c.d.FenceAdvance(ctx, c.drv.TxExecutor(tx), resource, token)
+	if err != nil {
 		return c.wrap("fence", resource, err)
 	}
-	if _, err := tx.ExecContext(ctx, c.q.FenceAdvance, resource, token); err != nil {
-		return c.wrap("fence", resource, err)
-	}
-	if err := tx.QueryRowContext(ctx, c.q.FenceRead, resource).Scan(&fence); err != nil {
-		return c.wrap("fence", resource, err)
-	}
-	if fence != token {
+	if !ok {
 		return &StaleTokenError{Resource: resource, Token: token}
 	}
 	return nil
@@ -78,10 +64,10 @@ type FencedUpdate struct {
 //	UPDATE table SET fence = token, col = val, … WHERE key = ? AND fence <= token
 //
 // in tx and returns a *StaleTokenError when no row matched: the row's fence
-// is newer than Token (or no row has that key). On MySQL this relies on
-// clientFoundRows=true (sqlcoord.Open sets it), so an update that changes no
-// value still counts its row.
-func (c *Client) Update(ctx context.Context, tx sqlcoord.Querier, u FencedUpdate) error {
+// is newer than Token (or no row has that key). An update that changes no
+// value is accepted on every driver setting (on MySQL a 0-row result is
+// checked with a locking read of the fence; clientFoundRows is not needed).
+func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) error {
 	if u.Token <= 0 {
 		return fmt.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, u.Token)
 	}
@@ -94,19 +80,11 @@ func (c *Client) Update(ctx context.Context, tx sqlcoord.Querier, u FencedUpdate
 	for i, k := range cols {
 		vals[i] = u.Set[k]
 	}
-	q, args, err := c.d.FencedUpdate(u.Table, u.KeyColumn, u.FenceColumn, cols, u.Token, u.Key, vals)
-	if err != nil {
-		return err
-	}
-	res, err := tx.ExecContext(ctx, q, args...)
+	ok, err := c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), u.Table, u.KeyColumn, u.FenceColumn, cols, u.Token, u.Key, vals)
 	if err != nil {
 		return c.wrap("fenced update", u.Table, err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return c.wrap("fenced update", u.Table, err)
-	}
-	if n == 0 {
+	if !ok {
 		return &StaleTokenError{Resource: fmt.Sprintf("%s[%v]", u.Table, u.Key), Token: u.Token}
 	}
 	return nil

@@ -35,8 +35,8 @@ type KeepAliveOptions struct {
 // trip. Valid reads the clock itself, so a process resumed after a freeze
 // sees an expired lease as expired before any timer runs.
 type Keeper struct {
-	c    *Client
-	loop *keepalive.Loop
+	renew func(context.Context, Lease) (Lease, error)
+	loop  *keepalive.Loop
 
 	mu    sync.Mutex
 	lease Lease
@@ -45,17 +45,17 @@ type Keeper struct {
 // KeepAlive starts renewing l until Stop, ctx's end, or loss of the lease.
 // l should come from Acquire or Renew; a Lease built by hand is renewed
 // once, synchronously, to learn when its validity starts.
-func (c *Client) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptions) (*Keeper, error) {
+func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptions) (*Keeper, error) {
 	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
 		return nil, err
 	}
 	if opt.Interval < 0 || opt.Margin < 0 {
 		return nil, fmt.Errorf("%w: negative keep-alive interval %v or margin %v", ErrInvalidTTL, opt.Interval, opt.Margin)
 	}
-	k := &Keeper{c: c}
+	k := &Keeper{renew: c.Renew}
 	o := keepalive.Options{TTL: l.TTL, Interval: opt.Interval, Margin: opt.Margin, OnError: opt.OnError,
 		Renew: func(ctx context.Context) error {
-			nl, err := c.Renew(ctx, k.Lease())
+			nl, err := k.renew(ctx, k.Lease())
 			if err == nil {
 				k.mu.Lock()
 				k.lease = nl

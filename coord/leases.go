@@ -2,8 +2,6 @@ package coord
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -46,7 +44,7 @@ const MinTTL = time.Millisecond
 //
 // owner "" means a fresh NewOwnerID(). Reusing one owner id in several
 // processes makes them one holder: don't.
-func (c *Client) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error) {
+func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error) {
 	if err := validName("lease", name); err != nil {
 		return Lease{}, err
 	}
@@ -59,31 +57,14 @@ func (c *Client) Acquire(ctx context.Context, name, owner string, ttl time.Durat
 		return Lease{}, err
 	}
 	l := Lease{Name: name, Owner: owner, TTL: ttl, sentAt: time.Now()}
-	var gotOwner string
-	if c.q.LeaseAcquireReturns {
-		err := c.db.QueryRowContext(ctx, c.q.LeaseAcquire, name, owner, ttl.Microseconds()).Scan(&gotOwner, &l.Token, &l.ExpiresAt)
-		if errors.Is(err, sql.ErrNoRows) {
-			return Lease{}, heldError(name)
-		}
-		if err != nil {
-			return Lease{}, c.wrap("acquire lease", name, err)
-		}
-		return l, nil
-	}
-	// Two autocommit statements, never one transaction around both: a
-	// holder frozen between them must not keep the row locked. The
-	// conditional upsert decides; the read tells who it chose. Between the
-	// two only an expiry can change the owner, and then we report the lease
-	// held, which is what it is by then.
-	if _, err := c.db.ExecContext(ctx, c.q.LeaseAcquire, name, owner, ttl.Microseconds()); err != nil {
+	row, err := c.d.LeaseAcquire(ctx, c.pool(), name, owner, ttl.Microseconds())
+	if err != nil {
 		return Lease{}, c.wrap("acquire lease", name, err)
 	}
-	if err := c.db.QueryRowContext(ctx, c.q.LeaseRead, name).Scan(&gotOwner, &l.Token, &l.ExpiresAt); err != nil {
-		return Lease{}, c.wrap("acquire lease", name, err)
-	}
-	if gotOwner != owner {
+	if row.Owner != owner {
 		return Lease{}, heldError(name)
 	}
+	l.Token, l.ExpiresAt = row.Token, row.ExpiresAt
 	return l, nil
 }
 
@@ -96,7 +77,7 @@ func heldError(name string) error {
 // released, or now belongs to another owner or token — even if the expired
 // lease is still free, because a writer with this token may already have
 // been overtaken; call Acquire for a new token instead.
-func (c *Client) Renew(ctx context.Context, l Lease) (Lease, error) {
+func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (Lease, error) {
 	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
 		return l, err
 	}
@@ -104,40 +85,26 @@ func (c *Client) Renew(ctx context.Context, l Lease) (Lease, error) {
 		return l, err
 	}
 	l.sentAt = time.Now()
-	if c.q.LeaseRenewReturns {
-		err := c.db.QueryRowContext(ctx, c.q.LeaseRenew, l.TTL.Microseconds(), l.Name, l.Owner, l.Token).Scan(&l.ExpiresAt)
-		if errors.Is(err, sql.ErrNoRows) {
-			return l, fmt.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
-		}
-		return l, c.wrap("renew lease", l.Name, err)
-	}
-	// Autocommit update, then a non-locking read (see Acquire).
-	res, err := c.db.ExecContext(ctx, c.q.LeaseRenew, l.TTL.Microseconds(), l.Name, l.Owner, l.Token)
+	exp, ok, err := c.d.LeaseRenew(ctx, c.pool(), l.Name, l.Owner, l.Token, l.TTL.Microseconds())
 	if err != nil {
 		return l, c.wrap("renew lease", l.Name, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !ok {
 		return l, fmt.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
 	}
-	err = c.db.QueryRowContext(ctx, c.q.LeaseExpiry, l.Name, l.Owner, l.Token).Scan(&l.ExpiresAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return l, fmt.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
-	}
-	if err != nil {
-		return l, c.wrap("renew lease", l.Name, err)
-	}
+	l.ExpiresAt = exp
 	return l, nil
 }
 
 // Release ends a lease the caller holds, keeping its row so the next
 // owner's token is larger. Releasing a lease that is no longer ours
 // (expired or taken over) returns ErrLeaseLost and changes nothing.
-func (c *Client) Release(ctx context.Context, l Lease) error {
-	res, err := c.db.ExecContext(ctx, c.q.LeaseRelease, l.Name, l.Owner, l.Token)
+func (c *Client[TTx]) Release(ctx context.Context, l Lease) error {
+	n, err := c.pool().Exec(ctx, c.q.LeaseRelease, l.Name, l.Owner, l.Token)
 	if err != nil {
 		return c.wrap("release lease", l.Name, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return fmt.Errorf("coord: release lease %q: %w", truncate(l.Name), ErrLeaseLost)
 	}
 	return nil
@@ -145,12 +112,12 @@ func (c *Client) Release(ctx context.Context, l Lease) error {
 
 // LeaseInfo reads a lease's row; sql.ErrNoRows (wrapped) when it never
 // existed.
-func (c *Client) LeaseInfo(ctx context.Context, name string) (LeaseState, error) {
+func (c *Client[TTx]) LeaseInfo(ctx context.Context, name string) (LeaseState, error) {
 	var s LeaseState
 	if err := validName("lease", name); err != nil {
 		return s, err
 	}
-	err := c.db.QueryRowContext(ctx, c.q.LeaseGet, name).Scan(&s.Owner, &s.Token, &s.ExpiresAt, &s.Now)
+	err := c.pool().QueryRow(ctx, c.q.LeaseGet, name).Scan(&s.Owner, &s.Token, &s.ExpiresAt, &s.Now)
 	if err != nil {
 		return s, c.wrap("read lease", name, err)
 	}

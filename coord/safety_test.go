@@ -2,6 +2,7 @@ package coord_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -83,7 +84,7 @@ func helperLeaseWorker(ctx context.Context, db *sqlcoord.DB) error {
 	return nil
 }
 
-func fencedIncrement(ctx context.Context, db *sqlcoord.DB, c *coord.Client, token int64, worker string) error {
+func fencedIncrement(ctx context.Context, db *sqlcoord.DB, c *coord.Client[*sql.Tx], token int64, worker string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -92,18 +93,18 @@ func fencedIncrement(ctx context.Context, db *sqlcoord.DB, c *coord.Client, toke
 	if err := c.Fence(ctx, tx, safetyResource, token); err != nil {
 		return err
 	}
-	ph := func(n int) string { return db.Dialect.Placeholder(n) }
+	ph := func(n int) string { return db.Dialect().Placeholder(n) }
 	if _, err := tx.ExecContext(ctx, `UPDATE safety_counter SET n = n + 1 WHERE id = 1`); err != nil {
-		return db.Dialect.Classify(err)
+		return db.Dialect().Classify(err)
 	}
 	var n int64
 	if err := tx.QueryRowContext(ctx, `SELECT n FROM safety_counter WHERE id = 1`).Scan(&n); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO safety_log (n, token, worker) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, n, token, worker); err != nil {
-		return db.Dialect.Classify(err)
+		return db.Dialect().Classify(err)
 	}
-	return db.Dialect.ClassifyCommit(tx.Commit())
+	return db.Dialect().ClassifyCommit(tx.Commit())
 }
 
 // Lease safety under real concurrency: 3 OS processes x 8 goroutines.

@@ -18,6 +18,7 @@ type Dialect struct {
 	quote    string
 	numbered bool // placeholders are $1, $2 (PostgreSQL) rather than ?
 	classify func(error) error
+	ops      operations
 
 	// Q holds the text of every statement sqlcoord sends to this dialect.
 	Q *Queries

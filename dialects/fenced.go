@@ -57,3 +57,21 @@ func (d *Dialect) quoteColumn(name string) (string, error) {
 	}
 	return d.QuoteIdent(name)
 }
+
+// fenceCheck is a locking read of a fenced row's fence column (MySQL's
+// follow-up when an update reported no row changed).
+func (d *Dialect) fenceCheck(table, keyCol, fenceCol string) (string, error) {
+	t, err := d.QuoteIdent(table)
+	if err != nil {
+		return "", err
+	}
+	k, err := d.quoteColumn(keyCol)
+	if err != nil {
+		return "", err
+	}
+	f, err := d.quoteColumn(fenceCol)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s FOR UPDATE", f, t, k, d.Placeholder(1)), nil
+}

@@ -24,6 +24,10 @@ func mysqlQueries() Queries {
 		// would wait for the holder: callers run LockExists (a plain
 		// consistent read) first and LockCreate only for missing rows.
 		LockCreate: `INSERT IGNORE INTO coord_locks (name) VALUES (?)`,
+		// Creating a lock row inside the caller's transaction, waiting at
+		// most 1 s (MySQL's minimum) / %d s for a transaction creating it.
+		LockCreateNowait: `INSERT /*+ SET_VAR(innodb_lock_wait_timeout = 1) */ IGNORE INTO coord_locks (name) VALUES (?)`,
+		LockCreateWait:   `INSERT /*+ SET_VAR(innodb_lock_wait_timeout = %d) */ IGNORE INTO coord_locks (name) VALUES (?)`,
 		// MariaDB reports a NOWAIT failure as 1205 (like a timeout), MySQL 8
 		// as 3572; callers that asked for NOWAIT map both to ErrLocked.
 		LockNowait: `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE NOWAIT`,
@@ -187,7 +191,7 @@ func newMySQL(name string, patch func(*Queries)) *Dialect {
 	if patch != nil {
 		patch(&q)
 	}
-	return &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q}
+	return &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q, ops: mysqlOps{q: &q}}
 }
 
 // MySQL is MySQL 8.0+ through go-sql-driver/mysql. Not exercised by the test
@@ -199,11 +203,16 @@ var MySQL = newMySQL("mysql", nil)
 var MariaDB = newMySQL("mariadb", func(q *Queries) {
 	q.LockWait = `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE WAIT %d`
 	q.LockCreate = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO coord_locks (name) VALUES (?)`
+	q.LockCreateNowait = q.LockCreate
+	q.LockCreateWait = `SET STATEMENT innodb_lock_wait_timeout = %d FOR INSERT IGNORE INTO coord_locks (name) VALUES (?)`
 	q.IdemInsertNowait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + q.IdemInsert
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 })
 
 func classifyMySQL(err error) error {
+	if err == nil {
+		return nil
+	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
 		var kind error

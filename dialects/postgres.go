@@ -15,34 +15,39 @@ import (
 
 // Postgres is PostgreSQL (tested on 15), through pgx's database/sql driver.
 // Every statement sqlcoord sends to PostgreSQL is in this file.
-var Postgres = &Dialect{
-	name:     "postgres",
-	family:   "postgres",
-	driver:   "pgx",
-	quote:    `"`,
-	numbered: true,
-	classify: classifyPostgres,
-	Q: &Queries{
-		Version: `SELECT version()`,
-		Now:     `SELECT clock_timestamp()`,
+var Postgres = newPostgres()
 
-		LockExists: `SELECT 1 FROM coord_locks WHERE name = $1`,
-		LockCreate: `INSERT INTO coord_locks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`,
-		// SKIP LOCKED, not NOWAIT: an error would abort the caller's
-		// transaction; an empty result leaves it usable.
-		LockNowait: `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE SKIP LOCKED`,
-		LockWait:   `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE`,
-		// set_config(..., true) is SET LOCAL: it ends with the transaction
-		// even if LockWaitEnd never runs (the lock statement failed).
-		LockWaitBegin:    `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1::text || 'ms', true)`,
-		LockWaitEnd:      `SELECT set_config('lock_timeout', $1, true)`,
-		IdleTxTimeoutSet: `SELECT set_config('idle_in_transaction_session_timeout', $1::text || 'ms', true)`,
+func newPostgres() *Dialect {
+	d := &Dialect{
+		name:     "postgres",
+		family:   "postgres",
+		driver:   "pgx",
+		quote:    `"`,
+		numbered: true,
+		classify: classifyPostgres,
+		Q: &Queries{
+			Version: `SELECT version()`,
+			Now:     `SELECT clock_timestamp()`,
 
-		// One statement: the row lock taken by ON CONFLICT serialises
-		// competing acquirers. The token grows whenever the previous
-		// ownership ended (expired or released) or the owner changes; a
-		// live lease re-acquired by its owner keeps its token.
-		LeaseAcquire: `INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
+			LockExists: `SELECT 1 FROM coord_locks WHERE name = $1`,
+			// Run inside the caller's transaction, under a savepoint and a
+			// lock_timeout (a concurrent creator must not make us wait long).
+			LockCreate: `INSERT INTO coord_locks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING name`,
+			// SKIP LOCKED, not NOWAIT: an error would abort the caller's
+			// transaction; an empty result leaves it usable.
+			LockNowait: `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE SKIP LOCKED`,
+			LockWait:   `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE`,
+			// set_config(..., true) is SET LOCAL: it ends with the transaction
+			// even if LockWaitEnd never runs (the lock statement failed).
+			LockWaitBegin:    `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1::text || 'ms', true)`,
+			LockWaitEnd:      `SELECT set_config('lock_timeout', $1, true)`,
+			IdleTxTimeoutSet: `SELECT set_config('idle_in_transaction_session_timeout', $1::text || 'ms', true)`,
+
+			// One statement: the row lock taken by ON CONFLICT serialises
+			// competing acquirers. The token grows whenever the previous
+			// ownership ended (expired or released) or the owner changes; a
+			// live lease re-acquired by its owner keeps its token.
+			LeaseAcquire: `INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
 VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
 ON CONFLICT (name) DO UPDATE SET
   token       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token ELSE l.token + 1 END,
@@ -52,148 +57,154 @@ ON CONFLICT (name) DO UPDATE SET
   renewed_at  = EXCLUDED.renewed_at
 WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
 RETURNING owner, token, expires_at`,
-		LeaseAcquireReturns: true,
-		LeaseRead:           `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1`,
-		LeaseRenew: `UPDATE coord_leases SET expires_at = clock_timestamp() + $1 * interval '1 microsecond', renewed_at = clock_timestamp()
+			LeaseAcquireReturns: true,
+			LeaseRead:           `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1`,
+			LeaseRenew: `UPDATE coord_leases SET expires_at = clock_timestamp() + $1 * interval '1 microsecond', renewed_at = clock_timestamp()
 WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp()
 RETURNING expires_at`,
-		LeaseRenewReturns: true,
-		LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
+			LeaseRenewReturns: true,
+			LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`,
-		LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
+			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
-		FenceAdvance: `INSERT INTO coord_fences AS f (resource, fence, updated_at) VALUES ($1, $2, clock_timestamp())
+			FenceAdvance: `INSERT INTO coord_fences AS f (resource, fence, updated_at) VALUES ($1, $2, clock_timestamp())
 ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at
 WHERE f.fence <= EXCLUDED.fence
 RETURNING fence`,
-		FenceAdvanceReturns: true,
-		FenceRead:           `SELECT fence FROM coord_fences WHERE resource = $1 FOR UPDATE`,
+			FenceAdvanceReturns: true,
+			FenceRead:           `SELECT fence FROM coord_fences WHERE resource = $1 FOR UPDATE`,
 
-		IdemInsert: `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
+			IdemInsert: `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
 VALUES ($1, $2, $3, 'pending', clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
 ON CONFLICT (scope, idem_key) DO NOTHING`,
-		IdemInsertNowait: `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
+			IdemInsertNowait: `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
 VALUES ($1, $2, $3, 'pending', clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
 ON CONFLICT (scope, idem_key) DO NOTHING`,
-		IdemRead: `SELECT fingerprint, state, response, locked_until > clock_timestamp() FROM coord_idempotency WHERE scope = $1 AND idem_key = $2`,
-		IdemTakeover: `UPDATE coord_idempotency SET locked_until = clock_timestamp() + $1 * interval '1 microsecond', fingerprint = $2, updated_at = clock_timestamp()
+			IdemRead: `SELECT fingerprint, state, response, locked_until > clock_timestamp() FROM coord_idempotency WHERE scope = $1 AND idem_key = $2`,
+			IdemTakeover: `UPDATE coord_idempotency SET locked_until = clock_timestamp() + $1 * interval '1 microsecond', fingerprint = $2, updated_at = clock_timestamp()
 WHERE scope = $3 AND idem_key = $4 AND state = 'pending' AND locked_until <= clock_timestamp()`,
-		IdemComplete: `UPDATE coord_idempotency SET state = 'done', response = $1, updated_at = clock_timestamp()
+			IdemComplete: `UPDATE coord_idempotency SET state = 'done', response = $1, updated_at = clock_timestamp()
 WHERE scope = $2 AND idem_key = $3 AND state = 'pending'`,
-		IdemAbandon: `DELETE FROM coord_idempotency WHERE scope = $1 AND idem_key = $2 AND state = 'pending'`,
-		// SKIP LOCKED: cleanup never waits on (or blocks) live requests.
-		IdemCleanup: `DELETE FROM coord_idempotency WHERE (scope, idem_key) IN (
+			IdemAbandon: `DELETE FROM coord_idempotency WHERE scope = $1 AND idem_key = $2 AND state = 'pending'`,
+			// SKIP LOCKED: cleanup never waits on (or blocks) live requests.
+			IdemCleanup: `DELETE FROM coord_idempotency WHERE (scope, idem_key) IN (
   SELECT scope, idem_key FROM coord_idempotency
   WHERE state = 'done' AND created_at < clock_timestamp() - $1 * interval '1 microsecond'
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 
-		BarrierInsert: `INSERT INTO coord_txn_barrier (gid, branch_id, op, reason, created_at) VALUES ($1, $2, $3, $4, clock_timestamp())
+			BarrierInsert: `INSERT INTO coord_txn_barrier (gid, branch_id, op, reason, created_at) VALUES ($1, $2, $3, $4, clock_timestamp())
 ON CONFLICT DO NOTHING`,
-		BarrierCleanup: `DELETE FROM coord_txn_barrier WHERE (gid, branch_id, op) IN (
+			BarrierCleanup: `DELETE FROM coord_txn_barrier WHERE (gid, branch_id, op) IN (
   SELECT gid, branch_id, op FROM coord_txn_barrier WHERE created_at < clock_timestamp() - $1 * interval '1 microsecond'
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 
-		SegmentCreate: `INSERT INTO coord_id_segments (biz_tag, max_id, step, updated_at) VALUES ($1, $2, $3, clock_timestamp())
+			SegmentCreate: `INSERT INTO coord_id_segments (biz_tag, max_id, step, updated_at) VALUES ($1, $2, $3, clock_timestamp())
 ON CONFLICT (biz_tag) DO NOTHING`,
-		SegmentAdvance: `UPDATE coord_id_segments SET max_id = max_id + $1, step = $2, updated_at = clock_timestamp()
+			SegmentAdvance: `UPDATE coord_id_segments SET max_id = max_id + $1, step = $2, updated_at = clock_timestamp()
 WHERE biz_tag = $3 RETURNING max_id`,
-		SegmentAdvanceReturns: true,
-		SegmentRead:           `SELECT max_id FROM coord_id_segments WHERE biz_tag = $1`,
+			SegmentAdvanceReturns: true,
+			SegmentRead:           `SELECT max_id FROM coord_id_segments WHERE biz_tag = $1`,
 
-		WorkerFree: `SELECT worker_id, last_ms, released FROM coord_id_workers
+			WorkerFree: `SELECT worker_id, last_ms, released FROM coord_id_workers
 WHERE released OR expires_at < clock_timestamp() - $1 * interval '1 microsecond'
 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-		WorkerMax: `SELECT MAX(worker_id) FROM coord_id_workers`,
-		WorkerInsert: `INSERT INTO coord_id_workers (worker_id, owner, expires_at, last_ms, released, heartbeat_at)
+			WorkerMax: `SELECT MAX(worker_id) FROM coord_id_workers`,
+			WorkerInsert: `INSERT INTO coord_id_workers (worker_id, owner, expires_at, last_ms, released, heartbeat_at)
 VALUES ($1, $2, clock_timestamp() + $3 * interval '1 microsecond', 0, false, clock_timestamp())`,
-		WorkerTake: `UPDATE coord_id_workers SET owner = $1, expires_at = clock_timestamp() + $2 * interval '1 microsecond',
+			WorkerTake: `UPDATE coord_id_workers SET owner = $1, expires_at = clock_timestamp() + $2 * interval '1 microsecond',
   released = false, heartbeat_at = clock_timestamp()
 WHERE worker_id = $3 AND (released OR expires_at < clock_timestamp() - $4 * interval '1 microsecond')`,
-		WorkerHeartbeat: `UPDATE coord_id_workers SET expires_at = clock_timestamp() + $1 * interval '1 microsecond',
+			WorkerHeartbeat: `UPDATE coord_id_workers SET expires_at = clock_timestamp() + $1 * interval '1 microsecond',
   last_ms = GREATEST(last_ms, $2), heartbeat_at = clock_timestamp()
 WHERE worker_id = $3 AND owner = $4 AND NOT released AND expires_at > clock_timestamp()`,
-		WorkerRelease: `UPDATE coord_id_workers SET last_ms = GREATEST(last_ms, $1), released = true, expires_at = clock_timestamp()
+			WorkerRelease: `UPDATE coord_id_workers SET last_ms = GREATEST(last_ms, $1), released = true, expires_at = clock_timestamp()
 WHERE worker_id = $2 AND owner = $3 AND NOT released AND expires_at > clock_timestamp()`,
 
-		JobClaim: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
+			JobClaim: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
 VALUES ($1, $2, $3, $4, $5, $6, 1, clock_timestamp(), clock_timestamp()) ON CONFLICT DO NOTHING`,
-		JobHeartbeat: `UPDATE coord_job_runs SET heartbeat_at = clock_timestamp()
+			JobHeartbeat: `UPDATE coord_job_runs SET heartbeat_at = clock_timestamp()
 WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running'`,
-		JobFinish: `UPDATE coord_job_runs SET status = $1, error = $2, finished_at = clock_timestamp()
+			JobFinish: `UPDATE coord_job_runs SET status = $1, error = $2, finished_at = clock_timestamp()
 WHERE job = $3 AND fire_time = $4 AND shard = $5 AND attempt = $6 AND status = 'running'`,
-		JobFence: `SELECT attempt FROM coord_job_runs
+			JobFence: `SELECT attempt FROM coord_job_runs
 WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running' FOR UPDATE`,
-		JobGet: `SELECT status, attempt FROM coord_job_runs WHERE job = $1 AND fire_time = $2 AND shard = $3`,
-		JobRegister: `INSERT INTO coord_jobs (name, schedule, tz, shards, updated_at) VALUES ($1, $2, $3, $4, clock_timestamp())
+			JobGet: `SELECT status, attempt FROM coord_job_runs WHERE job = $1 AND fire_time = $2 AND shard = $3`,
+			JobRegister: `INSERT INTO coord_jobs (name, schedule, tz, shards, updated_at) VALUES ($1, $2, $3, $4, clock_timestamp())
 ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, tz = EXCLUDED.tz, shards = EXCLUDED.shards, updated_at = EXCLUDED.updated_at`,
-		JobDef:   `SELECT schedule, tz, shards FROM coord_jobs WHERE name = $1`,
-		JobNames: `SELECT name, schedule, tz, shards, updated_at FROM coord_jobs ORDER BY name`,
-		JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
+			JobDef:   `SELECT schedule, tz, shards FROM coord_jobs WHERE name = $1`,
+			JobNames: `SELECT name, schedule, tz, shards, updated_at FROM coord_jobs ORDER BY name`,
+			JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
 WHERE job = $1 AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 microsecond'))
 ORDER BY fire_time, shard LIMIT 100`,
-		JobTakeover: `UPDATE coord_job_runs SET attempt = attempt + 1, owner = $1, status = 'running', started_at = clock_timestamp(),
+			JobTakeover: `UPDATE coord_job_runs SET attempt = attempt + 1, owner = $1, status = 'running', started_at = clock_timestamp(),
   heartbeat_at = clock_timestamp(), finished_at = NULL, error = NULL
 WHERE job = $2 AND fire_time = $3 AND shard = $4 AND attempt = $5
   AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $6 * interval '1 microsecond'))`,
-		JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun' WHERE job = $1 AND fire_time = $2 AND status IN ('succeeded', 'failed', 'skipped')`,
-		JobRerunInsert: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt)
+			JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun' WHERE job = $1 AND fire_time = $2 AND status IN ('succeeded', 'failed', 'skipped')`,
+			JobRerunInsert: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt)
 VALUES ($1, $2, $3, $4, 'rerun', '', 0) ON CONFLICT DO NOTHING`,
-		JobOverlap: `SELECT count(*) FROM coord_job_runs WHERE job = $1 AND fire_time < $2 AND status = 'running'
+			JobOverlap: `SELECT count(*) FROM coord_job_runs WHERE job = $1 AND fire_time < $2 AND status = 'running'
   AND heartbeat_at >= clock_timestamp() - $3 * interval '1 microsecond'`,
-		JobLastFire: `SELECT MAX(fire_time) FROM coord_job_runs WHERE job = $1`,
-		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
+			JobLastFire: `SELECT MAX(fire_time) FROM coord_job_runs WHERE job = $1`,
+			JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
 FROM coord_job_runs WHERE job = $1 AND fire_time >= $2 AND fire_time < $3 ORDER BY fire_time, shard`,
 
-		OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at, msg_id)
+			OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at, msg_id)
 VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6)`,
-		OutboxNotify: `SELECT pg_notify('coord_outbox', '')`,
-		OutboxClaim: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
+			OutboxNotify: `SELECT pg_notify('coord_outbox', '')`,
+			OutboxClaim: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
 WHERE state = 'pending' AND available_at <= clock_timestamp()
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-		OutboxClaimOrdered: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o
+			OutboxClaimOrdered: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o
 WHERE state = 'pending' AND available_at <= clock_timestamp()
   AND (msg_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-		OutboxPublished: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1 WHERE id = $1`,
-		OutboxDelete:    `DELETE FROM coord_outbox WHERE id = $1`,
-		OutboxFailed: `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1,
+			OutboxPublished: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1 WHERE id = $1`,
+			OutboxDelete:    `DELETE FROM coord_outbox WHERE id = $1`,
+			OutboxFailed: `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1,
   available_at = clock_timestamp() + $2 * interval '1 microsecond',
   state = CASE WHEN attempts + 1 >= $3 THEN 'dead' ELSE 'pending' END
 WHERE id = $4`,
-		OutboxDead:    `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1, state = 'dead' WHERE id = $2`,
-		OutboxRequeue: `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = clock_timestamp() WHERE state = 'dead' AND ($1 = 0 OR id = $2)`,
-		OutboxListDead: `SELECT id, msg_id::text, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
+			OutboxDead:    `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1, state = 'dead' WHERE id = $2`,
+			OutboxRequeue: `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = clock_timestamp() WHERE state = 'dead' AND ($1 = 0 OR id = $2)`,
+			OutboxListDead: `SELECT id, msg_id::text, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
 WHERE state = 'dead' ORDER BY id LIMIT $1`,
-		OutboxStats: `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'published'),
+			OutboxStats: `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'published'),
   count(*) FILTER (WHERE state = 'dead'),
   COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at) FILTER (WHERE state = 'pending')), 0)::float8
 FROM coord_outbox`,
-		OutboxCleanup: `DELETE FROM coord_outbox WHERE id IN (
+			OutboxCleanup: `DELETE FROM coord_outbox WHERE id IN (
   SELECT id FROM coord_outbox WHERE state = 'published' AND published_at < clock_timestamp() - $1 * interval '1 microsecond'
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
-		InboxInsert: `INSERT INTO coord_inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-		InboxCleanup: `DELETE FROM coord_inbox WHERE (consumer, message_id) IN (
+			InboxInsert: `INSERT INTO coord_inbox (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			InboxCleanup: `DELETE FROM coord_inbox WHERE (consumer, message_id) IN (
   SELECT consumer, message_id FROM coord_inbox WHERE received_at < clock_timestamp() - $1 * interval '1 microsecond'
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 
-		// backend_start tells a reused pid apart from the session we saw.
-		SessionID: `SELECT pg_backend_pid()::bigint, (extract(epoch FROM backend_start) * 1000000)::bigint
+			// backend_start tells a reused pid apart from the session we saw.
+			SessionID: `SELECT pg_backend_pid()::bigint, (extract(epoch FROM backend_start) * 1000000)::bigint
 FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
-		SessionEnd: `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			SessionEnd: `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 WHERE pid = $1 AND (extract(epoch FROM backend_start) * 1000000)::bigint = $2`,
-		SessionAlive: `SELECT count(*) FROM pg_stat_activity
+			SessionAlive: `SELECT count(*) FROM pg_stat_activity
 WHERE pid = $1 AND (extract(epoch FROM backend_start) * 1000000)::bigint = $2`,
 
-		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES ($1, clock_timestamp())`,
-		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = $1`,
-		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (
+			CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES ($1, clock_timestamp())`,
+			CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = $1`,
+			CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (
   SELECT id FROM coord_txn_commits WHERE created_at < clock_timestamp() - $1 * interval '1 microsecond'
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
-	},
+		},
+	}
+	d.ops = pgOps{q: d.Q}
+	return d
 }
 
 func classifyPostgres(err error) error {
+	if err == nil {
+		return nil
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		kind := pgKind(pe)

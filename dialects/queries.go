@@ -16,6 +16,10 @@ type Queries struct {
 	// LockCreate creates the lock row if missing, without waiting on or
 	// failing because of a concurrent creator. Runs in autocommit.
 	LockCreate string
+	// LockCreateNowait / LockCreateWait (MySQL family) create the lock row
+	// inside the caller's transaction with a lock wait of at most about a
+	// second / %d seconds (template).
+	LockCreateNowait, LockCreateWait string
 	// LockNowait locks the row for the rest of the transaction, or fails
 	// at once without spoiling the transaction: either a NOWAIT error that
 	// rolls back only the statement (MySQL/MariaDB), or no row at all

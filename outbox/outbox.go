@@ -85,7 +85,7 @@ func NewOutbox(db *sqlcoord.DB) *Outbox { return &Outbox{db: db} }
 // become visible to relays when, and only if, tx commits. On PostgreSQL it
 // also queues a NOTIFY (delivered at commit) so listening relays wake up.
 func (o *Outbox) Enqueue(ctx context.Context, tx sqlcoord.Querier, msgs ...New) error {
-	q := o.db.Dialect.Q
+	q := o.db.Dialect().Q
 	for _, m := range msgs {
 		if err := valid.Text("topic", m.Topic, 255); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -110,13 +110,13 @@ func (o *Outbox) Enqueue(ctx context.Context, tx sqlcoord.Querier, msgs ...New) 
 			return fmt.Errorf("outbox: message id: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, q.OutboxInsert, m.Topic, key, m.Payload, h, m.Delay.Microseconds(), id.String()); err != nil {
-			return fmt.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect.Classify(err))
+			return fmt.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect().Classify(err))
 		}
 	}
 	if q.OutboxNotify != "" && len(msgs) > 0 {
 		var s string
 		if err := tx.QueryRowContext(ctx, q.OutboxNotify).Scan(&s); err != nil {
-			return fmt.Errorf("outbox: notify: %w", o.db.Dialect.Classify(err))
+			return fmt.Errorf("outbox: notify: %w", o.db.Dialect().Classify(err))
 		}
 	}
 	return nil
@@ -132,8 +132,8 @@ type Stats struct {
 func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	var lag float64
-	if err := o.db.QueryRowContext(ctx, o.db.Dialect.Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag); err != nil {
-		return s, fmt.Errorf("outbox: stats: %w", o.db.Dialect.Classify(err))
+	if err := o.db.QueryRowContext(ctx, o.db.Dialect().Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag); err != nil {
+		return s, fmt.Errorf("outbox: stats: %w", o.db.Dialect().Classify(err))
 	}
 	s.Lag = time.Duration(lag * float64(time.Second))
 	return s, nil
@@ -152,9 +152,9 @@ type DeadMessage struct {
 
 // Dead lists up to n dead-lettered messages, oldest first.
 func (o *Outbox) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
-	rows, err := o.db.QueryContext(ctx, o.db.Dialect.Q.OutboxListDead, n)
+	rows, err := o.db.QueryContext(ctx, o.db.Dialect().Q.OutboxListDead, n)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: dead: %w", o.db.Dialect.Classify(err))
+		return nil, fmt.Errorf("outbox: dead: %w", o.db.Dialect().Classify(err))
 	}
 	defer rows.Close()
 	var out []DeadMessage
@@ -171,9 +171,9 @@ func (o *Outbox) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
 // Requeue makes a dead message (id > 0) or all dead messages (id == 0)
 // pending again with a fresh attempt budget.
 func (o *Outbox) Requeue(ctx context.Context, id int64) (int64, error) {
-	res, err := o.db.ExecContext(ctx, o.db.Dialect.Q.OutboxRequeue, id, id)
+	res, err := o.db.ExecContext(ctx, o.db.Dialect().Q.OutboxRequeue, id, id)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: requeue: %w", o.db.Dialect.Classify(err))
+		return 0, fmt.Errorf("outbox: requeue: %w", o.db.Dialect().Classify(err))
 	}
 	return res.RowsAffected()
 }
@@ -182,7 +182,7 @@ func (o *Outbox) Requeue(ctx context.Context, id int64) (int64, error) {
 // statement (SKIP LOCKED / small LIMITed deletes), so it never blocks
 // producers or relays.
 func (o *Outbox) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	return cleanup(ctx, o.db, o.db.Dialect.Q.OutboxCleanup, age, batch)
+	return cleanup(ctx, o.db, o.db.Dialect().Q.OutboxCleanup, age, batch)
 }
 
 func cleanup(ctx context.Context, db *sqlcoord.DB, q string, age time.Duration, batch int) (int64, error) {
@@ -212,9 +212,9 @@ func (in *Inbox) Receive(ctx context.Context, tx sqlcoord.Querier, messageID str
 	if err := valid.Text("message id", messageID, 255); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	res, err := tx.ExecContext(ctx, in.db.Dialect.Q.InboxInsert, in.consumer, messageID)
+	res, err := tx.ExecContext(ctx, in.db.Dialect().Q.InboxInsert, in.consumer, messageID)
 	if err != nil {
-		return false, fmt.Errorf("outbox: inbox: %w", in.db.Dialect.Classify(err))
+		return false, fmt.Errorf("outbox: inbox: %w", in.db.Dialect().Classify(err))
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
@@ -223,5 +223,5 @@ func (in *Inbox) Receive(ctx context.Context, tx sqlcoord.Querier, messageID str
 // Cleanup deletes inbox rows older than age in batches. Keep age above the
 // longest redelivery horizon of your brokers.
 func (in *Inbox) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	return cleanup(ctx, in.db, in.db.Dialect.Q.InboxCleanup, age, batch)
+	return cleanup(ctx, in.db, in.db.Dialect().Q.InboxCleanup, age, batch)
 }

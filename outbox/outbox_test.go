@@ -25,7 +25,7 @@ import (
 // placeOrder writes an order and its message in one transaction and
 // commits or rolls back.
 func placeOrder(ctx context.Context, db *sqlcoord.DB, ob *outbox.Outbox, id int, commit bool) error {
-	ph := db.Dialect.Placeholder
+	ph := db.Dialect().Placeholder
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -86,7 +86,7 @@ func TestRelayCrashSafety(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
-		ph := db.Dialect.Placeholder
+		ph := db.Dialect().Placeholder
 		dbtest.Exec(t, db, `CREATE TABLE orders (id INT PRIMARY KEY)`)
 		dbtest.Exec(t, db, `CREATE TABLE points (order_id INT NOT NULL)`) // raw: doubles would show
 		inbox, _ := outbox.NewInbox(db, "points")

@@ -133,7 +133,7 @@ func NewRelay(db *sqlcoord.DB, pub Publisher, opt RelayOptions) (*Relay, error) 
 // dialects.ErrAccessDenied.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
-	if r.opt.Listen && r.db.Dialect.Family() == "postgres" {
+	if r.opt.Listen && r.db.Dialect().Family() == "postgres" {
 		go r.listen(ctx, wake)
 	}
 	interval := r.opt.PollMin
@@ -210,7 +210,7 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(r.opt.ShutdownTimeout, cancel) })
 	defer stop()
 
-	d := r.db.Dialect
+	d := r.db.Dialect()
 	q := d.Q.OutboxClaim
 	if r.opt.Ordered {
 		q = d.Q.OutboxClaimOrdered

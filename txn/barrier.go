@@ -76,11 +76,11 @@ func (b *Barrier) CallTx(ctx context.Context, tx *sql.Tx, gid, branch string, op
 	default:
 		return false, fmt.Errorf("%w: op %q", ErrInvalidBranch, op)
 	}
-	q := b.db.Dialect.Q.BarrierInsert
+	q := b.db.Dialect().Q.BarrierInsert
 	insert := func(o Op) (int64, error) {
 		res, err := tx.ExecContext(ctx, q, gid, branch, string(o), string(op))
 		if err != nil {
-			return 0, b.db.Dialect.Classify(err)
+			return 0, b.db.Dialect().Classify(err)
 		}
 		return res.RowsAffected()
 	}
@@ -134,5 +134,5 @@ func (b *Barrier) Compensate(ctx context.Context, gid, branch string, fn func(co
 // of global transactions that can no longer receive messages: a Try that
 // arrives after its Cancel's rows are gone would run.
 func (b *Barrier) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	return cleanup(ctx, b.db, b.db.Dialect.Q.BarrierCleanup, age, batch)
+	return cleanup(ctx, b.db, b.db.Dialect().Q.BarrierCleanup, age, batch)
 }

@@ -19,7 +19,7 @@ func TestBarrierDeliveries(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
-		ph := db.Dialect.Placeholder
+		ph := db.Dialect().Placeholder
 		dbtest.Exec(t, db, `CREATE TABLE accounts (gid VARCHAR(40) PRIMARY KEY, balance INT NOT NULL, frozen INT NOT NULL)`)
 		b := txn.NewBarrier(db)
 		upd := func(dBal, dFro int, gid string) func(context.Context, *sql.Tx) error {

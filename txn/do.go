@@ -116,7 +116,7 @@ func Do(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.
 	if opts.MaxBackoff < opts.BaseBackoff {
 		opts.MaxBackoff = opts.BaseBackoff
 	}
-	d := db.Dialect
+	d := db.Dialect()
 	var last error
 	for attempt := 1; attempt <= opts.MaxAttempts; attempt++ {
 		if attempt > 1 {
@@ -167,7 +167,7 @@ type session struct {
 func verifying(opts Options) bool { return opts.CommitMarker != "" || opts.Verify != nil }
 
 func once(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.Context, tx *sql.Tx) error) (sess session, err error) {
-	d := db.Dialect
+	d := db.Dialect()
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: opts.Isolation, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		return sess, fmt.Errorf("txn: begin: %w", d.Classify(err))
@@ -237,7 +237,7 @@ func verify(ctx context.Context, db *sqlcoord.DB, opts Options, sess session) (b
 			ok, err = opts.Verify(vctx, db)
 		} else {
 			var one int
-			err = db.QueryRowContext(vctx, db.Dialect.Q.CommitMarkerExists, opts.CommitMarker).Scan(&one)
+			err = db.QueryRowContext(vctx, db.Dialect().Q.CommitMarkerExists, opts.CommitMarker).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return false, nil
 			}
@@ -255,20 +255,20 @@ func verify(ctx context.Context, db *sqlcoord.DB, opts Options, sess session) (b
 // endSession ends the session sess and returns nil once the server no
 // longer lists it.
 func endSession(ctx context.Context, db *sqlcoord.DB, sess session) error {
-	q := db.Dialect.Q
+	q := db.Dialect().Q
 	var err error
 	if q.SessionEndTemplate {
 		_, err = db.ExecContext(ctx, fmt.Sprintf(q.SessionEnd, sess.id))
 	} else {
 		_, err = db.ExecContext(ctx, q.SessionEnd, sess.id, sess.start)
 	}
-	if err = db.Dialect.Classify(err); err != nil && !errors.Is(err, dialects.ErrNoSuchSession) {
+	if err = db.Dialect().Classify(err); err != nil && !errors.Is(err, dialects.ErrNoSuchSession) {
 		return fmt.Errorf("end session: %w", err)
 	}
 	for i := 0; ; i++ {
 		var n int
 		if err := db.QueryRowContext(ctx, q.SessionAlive, sess.id, sess.start).Scan(&n); err != nil {
-			return fmt.Errorf("session check: %w", db.Dialect.Classify(err))
+			return fmt.Errorf("session check: %w", db.Dialect().Classify(err))
 		}
 		if n == 0 {
 			return nil
@@ -304,7 +304,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // statement, until none are left; it never blocks concurrent inserts
 // (SKIP LOCKED on PostgreSQL, small LIMITed deletes on MySQL).
 func CleanupMarkers(ctx context.Context, db *sqlcoord.DB, age time.Duration, batch int) (int64, error) {
-	return cleanup(ctx, db, db.Dialect.Q.CommitMarkerCleanup, age, batch)
+	return cleanup(ctx, db, db.Dialect().Q.CommitMarkerCleanup, age, batch)
 }
 
 func cleanup(ctx context.Context, db *sqlcoord.DB, q string, age time.Duration, batch int) (int64, error) {

@@ -22,7 +22,7 @@ func TestDoRetriesDeadlock(t *testing.T) {
 		db := env.DB
 		dbtest.Exec(t, db, `CREATE TABLE acct (id INT PRIMARY KEY, v INT NOT NULL)`)
 		dbtest.Exec(t, db, `INSERT INTO acct VALUES (1, 0), (2, 0)`)
-		ph := db.Dialect.Placeholder
+		ph := db.Dialect().Placeholder
 		var both sync.WaitGroup
 		both.Add(2)
 		var retries atomic.Int64
@@ -119,7 +119,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		ctx := context.Background()
 		dbtest.Exec(t, env.DB, `CREATE TABLE orders (id VARCHAR(40) PRIMARY KEY)`)
 		proxy, viaDB := dbtest.OpenVia(t, env)
-		ph := viaDB.Dialect.Placeholder
+		ph := viaDB.Dialect().Placeholder
 		n := 0
 		for _, tc := range []struct {
 			name      string
@@ -171,7 +171,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 				}
 				// the truth, read directly from the server
 				time.Sleep(100 * time.Millisecond)
-				if got := dbtest.Count(t, env.DB, `SELECT count(*) FROM orders WHERE id = `+env.DB.Dialect.Placeholder(1), id); got != tc.wantCount {
+				if got := dbtest.Count(t, env.DB, `SELECT count(*) FROM orders WHERE id = `+env.DB.Dialect().Placeholder(1), id); got != tc.wantCount {
 					t.Fatalf("order rows %d, want %d (attempts %d, err %v)", got, tc.wantCount, attempts, err)
 				}
 			})
@@ -194,7 +194,7 @@ func TestDoVerifyCommitInFlight(t *testing.T) {
 		ctx := context.Background()
 		dbtest.Exec(t, env.DB, `CREATE TABLE flight (id VARCHAR(40) NOT NULL)`)
 		proxy, viaDB := dbtest.OpenVia(t, env, sqlcoord.Options{MaxOpenConns: 32})
-		ph := viaDB.Dialect.Placeholder
+		ph := viaDB.Dialect().Placeholder
 		cuts := proxy.CutCommits(0.33, 80*time.Millisecond)
 		var (
 			mu     sync.Mutex
@@ -238,7 +238,7 @@ func TestDoVerifyCommitInFlight(t *testing.T) {
 		wg.Wait()
 		proxy.CutCommits(0, 0)
 		// No unique index on flight: a second run of fn shows as a double.
-		p1 := env.DB.Dialect.Placeholder(1)
+		p1 := env.DB.Dialect().Placeholder(1)
 		rows := dbtest.Count(t, env.DB, `SELECT count(*) FROM flight WHERE id LIKE `+p1, prefix+"%")
 		doubles := dbtest.Count(t, env.DB, `SELECT count(*) FROM (SELECT id FROM flight WHERE id LIKE `+p1+` GROUP BY id HAVING count(*) > 1) d`, prefix+"%")
 		t.Logf("%d calls, %d COMMITs cut, %d rows, %d ids written twice, %d errors", calls, cuts(), rows, doubles, len(errs))

@@ -61,7 +61,7 @@ func NewKeys(db *sqlcoord.DB, opt KeysOptions) *Keys {
 	if opt.LockFor == 0 {
 		opt.LockFor = 5 * time.Minute
 	}
-	return &Keys{db: db, q: db.Dialect.Q, opt: opt}
+	return &Keys{db: db, q: db.Dialect().Q, opt: opt}
 }
 
 // Claim is the outcome of Begin or Start.
@@ -108,7 +108,7 @@ func (k *Keys) Begin(ctx context.Context, tx sqlcoord.Querier, scope, key string
 	if fingerprint == nil {
 		fingerprint = []byte{}
 	}
-	d := k.db.Dialect
+	d := k.db.Dialect()
 	lock := k.opt.LockFor.Microseconds()
 	var res sql.Result
 	var err error
@@ -181,7 +181,7 @@ func (k *Keys) Complete(ctx context.Context, tx sqlcoord.Querier, scope, key str
 	}
 	res, err := tx.ExecContext(ctx, k.q.IdemComplete, response, scope, key)
 	if err != nil {
-		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, k.db.Dialect.Classify(err))
+		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, ErrNotOwner)
@@ -218,7 +218,7 @@ func (k *Keys) Abandon(ctx context.Context, scope, key string) error {
 	}
 	res, err := k.db.ExecContext(ctx, k.q.IdemAbandon, scope, key)
 	if err != nil {
-		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, k.db.Dialect.Classify(err))
+		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, ErrNotOwner)

@@ -20,7 +20,7 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 		ctx := context.Background()
 		db := env.DB
 		dbtest.Exec(t, db, `CREATE TABLE orders (id INT PRIMARY KEY, request_id VARCHAR(40) NOT NULL)`)
-		ph := db.Dialect.Placeholder
+		ph := db.Dialect().Placeholder
 		keys := txn.NewKeys(db, txn.KeysOptions{})
 		var mu sync.Mutex
 		nextID := 0

@@ -235,7 +235,7 @@ func progressBar() func(total int) (func(int), func()) {
 func serverSettings(ctx context.Context, db *sqlcoord.DB) string {
 	var parts []string
 	var q []string
-	if db.Dialect.Family() == "postgres" {
+	if db.Dialect().Family() == "postgres" {
 		q = []string{"server_version", "fsync", "synchronous_commit", "full_page_writes", "shared_buffers"}
 		for _, name := range q {
 			var v string
@@ -252,7 +252,7 @@ func serverSettings(ctx context.Context, db *sqlcoord.DB) string {
 			}
 		}
 	}
-	return db.Dialect.Name() + ": " + strings.Join(parts, ", ")
+	return db.Dialect().Name() + ": " + strings.Join(parts, ", ")
 }
 
 func writeInsertsReport(cmd *cobra.Command, dir string, rs []bench.InsertResult, settings []string) error {

@@ -102,7 +102,7 @@ creates and drops demo_* tables there: use a scratch database.`,
 			self, _ := os.Executable()
 			env := &demoEnv{DB: db, Out: out, Self: self, Open: func(ctx context.Context) (*sqlcoord.DB, error) { return sqlcoord.Open(ctx, dsn) }}
 			st, _ := sqlcoord.MigrationStatus(ctx, db)
-			fmt.Fprintf(out, "database %s (%s), schema version %d\n", db, db.Dialect.Name(), st.Version)
+			fmt.Fprintf(out, "database %s (%s), schema version %d\n", db, db.Dialect().Name(), st.Version)
 			for _, name := range args {
 				s := scenarios[name]
 				fmt.Fprintf(out, "\n=== %s: %s ===\n", s.name, s.title)

@@ -16,7 +16,7 @@ func init() {
 
 func demoIdem(ctx context.Context, e *demoEnv) error {
 	db := e.DB
-	ph := db.Dialect.Placeholder
+	ph := db.Dialect().Placeholder
 	db.ExecContext(ctx, `DROP TABLE IF EXISTS demo_orders`)
 	if _, err := db.ExecContext(ctx, `CREATE TABLE demo_orders (id INT PRIMARY KEY, user_id INT NOT NULL, request_id VARCHAR(40) NOT NULL)`); err != nil {
 		return err

@@ -24,7 +24,7 @@ func exactSecondSpec(t time.Time) string {
 
 func demoJobs(ctx context.Context, e *demoEnv) error {
 	db := e.DB
-	ph := db.Dialect.Placeholder
+	ph := db.Dialect().Placeholder
 	exec := func(q string, args ...any) error { _, err := db.ExecContext(ctx, q, args...); return err }
 	for _, q := range []string{`DROP TABLE IF EXISTS demo_messages`, `DROP TABLE IF EXISTS demo_job_lock`} {
 		exec(q)
@@ -129,7 +129,7 @@ func demoJobs(ctx context.Context, e *demoEnv) error {
 // deliveries, B takes the dead shard runs over and finishes.
 func demoShards(ctx context.Context, e *demoEnv) error {
 	db := e.DB
-	ph := db.Dialect.Placeholder
+	ph := db.Dialect().Placeholder
 	db.ExecContext(ctx, `DROP TABLE IF EXISTS demo_sends`)
 	if _, err := db.ExecContext(ctx, `CREATE TABLE demo_sends (item_id INT NOT NULL, shard INT NOT NULL, attempt INT NOT NULL)`); err != nil {
 		return err

@@ -24,7 +24,7 @@ func init() {
 
 func demoOutbox(ctx context.Context, e *demoEnv) error {
 	db := e.DB
-	ph := db.Dialect.Placeholder
+	ph := db.Dialect().Placeholder
 	for _, q := range []string{`DROP TABLE IF EXISTS demo_orders2`, `DROP TABLE IF EXISTS demo_points`} {
 		db.ExecContext(ctx, q)
 	}

@@ -146,7 +146,7 @@ func TestJobsCLI(t *testing.T) {
 		if !errors.Is(err, jobs.ErrNotOnSchedule) || !errors.As(err, &ue) {
 			t.Errorf("rerun off the schedule: %v", err)
 		}
-		if n := dbtest.Count(t, env.DB, `SELECT count(*) FROM coord_job_runs WHERE job <> 'report' OR fire_time <> `+env.DB.Dialect.Placeholder(1), fire); n != 0 {
+		if n := dbtest.Count(t, env.DB, `SELECT count(*) FROM coord_job_runs WHERE job <> 'report' OR fire_time <> `+env.DB.Dialect().Placeholder(1), fire); n != 0 {
 			t.Errorf("refused reruns left %d rows", n)
 		}
 		out, err = runCLI(t, "jobs", "list", "--dsn", env.DSN)

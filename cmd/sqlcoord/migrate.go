@@ -83,7 +83,7 @@ func printStatus(cmd *cobra.Command, db *sqlcoord.DB) error {
 		return err
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "database: %s (%s)\n", db, db.Dialect.Name())
+	fmt.Fprintf(w, "database: %s (%s)\n", db, db.Dialect().Name())
 	fmt.Fprintf(w, "schema version: %d of %d", st.Version, st.Latest)
 	if st.Dirty {
 		fmt.Fprint(w, " (DIRTY: a migration failed half-way)")

@@ -244,7 +244,7 @@ func (s *Segments) advance(ctx context.Context, old *segment) error {
 
 // fetch advances max_id by step in one transaction and returns the range.
 func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
-	d := s.db.Dialect
+	d := s.db.Dialect()
 	q := d.Q
 	var max int64
 	for attempt := 0; ; attempt++ {
@@ -302,8 +302,8 @@ func CreateTag(ctx context.Context, db *sqlcoord.DB, tag string, start int64) er
 	if start < 0 {
 		return fmt.Errorf("%w: negative start %d", ErrInvalid, start)
 	}
-	if _, err := db.ExecContext(ctx, db.Dialect.Q.SegmentCreate, tag, start, 1); err != nil {
-		return fmt.Errorf("ids: create tag %q: %w", tag, db.Dialect.Classify(err))
+	if _, err := db.ExecContext(ctx, db.Dialect().Q.SegmentCreate, tag, start, 1); err != nil {
+		return fmt.Errorf("ids: create tag %q: %w", tag, db.Dialect().Classify(err))
 	}
 	return nil
 }

@@ -249,7 +249,7 @@ func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Work
 	if opt.Owner == "" {
 		opt.Owner = coord.NewOwnerID()
 	}
-	q := db.Dialect.Q
+	q := db.Dialect().Q
 	var id, lastMs int64
 	var released bool
 	leasedAt := time.Now()
@@ -283,7 +283,7 @@ func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Work
 		}
 		lastMs, released = 0, true
 		_, err = tx.ExecContext(ctx, q.WorkerInsert, id, opt.Owner, opt.TTL.Microseconds())
-		if errors.Is(db.Dialect.Classify(err), dialects.ErrDuplicate) {
+		if errors.Is(db.Dialect().Classify(err), dialects.ErrDuplicate) {
 			return &dialects.Error{Kind: dialects.ErrSerialization, Err: err} // lost the race for this id: retry
 		}
 		return err
@@ -347,6 +347,6 @@ func (w *Worker) Close(ctx context.Context) error {
 	w.loop.Stop()
 	last := w.LastMs()
 	w.stop(errors.New("ids: worker closed"))
-	_, err := w.db.ExecContext(ctx, w.db.Dialect.Q.WorkerRelease, last, w.id, w.owner)
+	_, err := w.db.ExecContext(ctx, w.db.Dialect().Q.WorkerRelease, last, w.id, w.owner)
 	return err
 }

@@ -22,7 +22,7 @@ import (
 // writeEffect is a job's effect the way the package doc asks for it: in one
 // transaction, Fence first, the effect, Complete last.
 func writeEffect(ctx context.Context, db *sqlcoord.DB, runs *jobs.Runs, run jobs.Run, owner string) error {
-	ph := db.Dialect.Placeholder
+	ph := db.Dialect().Placeholder
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -142,7 +142,7 @@ func TestFencedEffects(t *testing.T) {
 // With HANG_AFTER_COMMIT it stops after committing, before the scheduler
 // records completion (the SIGKILL window).
 func fencedJob(db *sqlcoord.DB) func(context.Context, jobs.Info) error {
-	ph := db.Dialect.Placeholder
+	ph := db.Dialect().Placeholder
 	owner := os.Getenv("OWNER")
 	return func(ctx context.Context, in jobs.Info) error {
 		fmt.Printf("RUNNING %d %d\n", in.FireTime.UnixMicro(), in.Attempt)
@@ -178,7 +178,7 @@ func fencedJob(db *sqlcoord.DB) func(context.Context, jobs.Info) error {
 }
 
 func effectsFor(t *testing.T, env *dbtest.Env, us int64) []string {
-	rows, err := env.DB.QueryContext(context.Background(), `SELECT owner, attempt FROM effects WHERE fire_time = `+env.DB.Dialect.Placeholder(1)+` ORDER BY attempt`, time.UnixMicro(us).UTC())
+	rows, err := env.DB.QueryContext(context.Background(), `SELECT owner, attempt FROM effects WHERE fire_time = `+env.DB.Dialect().Placeholder(1)+` ORDER BY attempt`, time.UnixMicro(us).UTC())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestFencedEffectsAcrossProcesses(t *testing.T) {
 			}
 			var status string
 			var attempt int
-			if err := env.DB.QueryRowContext(context.Background(), `SELECT status, attempt FROM coord_job_runs WHERE job = 'fenced' AND fire_time = `+env.DB.Dialect.Placeholder(1), time.UnixMicro(us).UTC()).Scan(&status, &attempt); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			if err := env.DB.QueryRowContext(context.Background(), `SELECT status, attempt FROM coord_job_runs WHERE job = 'fenced' AND fire_time = `+env.DB.Dialect().Placeholder(1), time.UnixMicro(us).UTC()).Scan(&status, &attempt); err != nil && !errors.Is(err, sql.ErrNoRows) {
 				t.Fatal(err)
 			}
 			if status != jobs.Succeeded || attempt != 1 {

@@ -176,7 +176,7 @@ func TestPausedRunnerRejected(t *testing.T) {
 			t.Fatalf("record %+v", recs)
 		}
 		var a1 int
-		env.DB.QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE owner = 'A' AND attempt = 1 AND fire_time = `+env.DB.Dialect.Placeholder(1), fire).Scan(&a1)
+		env.DB.QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE owner = 'A' AND attempt = 1 AND fire_time = `+env.DB.Dialect().Placeholder(1), fire).Scan(&a1)
 		if a1 != 0 {
 			t.Fatal("the superseded runner's effect was written after it was cancelled")
 		}

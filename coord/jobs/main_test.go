@@ -51,7 +51,7 @@ func runScheduler(ctx context.Context, db *sqlcoord.DB, name string) error {
 }
 
 func jobForHelper(db *sqlcoord.DB, name string) jobs.Job {
-	ph := db.Dialect.Placeholder
+	ph := db.Dialect().Placeholder
 	owner := os.Getenv("OWNER")
 	j := jobs.Job{Name: name, Schedule: os.Getenv("SPEC"), Grace: envDur("GRACE")}
 	switch name {
@@ -88,7 +88,7 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 // idempotency key (MODE=keys). Every delivery actually made appends a row
 // to sends (no unique key): doubles would show there.
 func shardJob(db *sqlcoord.DB, mode string, crashAfter int) func(context.Context, jobs.Info) error {
-	ph := db.Dialect.Placeholder
+	ph := db.Dialect().Placeholder
 	keys := txn.NewKeys(db, txn.KeysOptions{})
 	var done atomic.Int64
 	return func(ctx context.Context, in jobs.Info) error {
@@ -139,7 +139,7 @@ func shardJob(db *sqlcoord.DB, mode string, crashAfter int) func(context.Context
 }
 
 func insertIgnore(db *sqlcoord.DB, rest string) string {
-	if db.Dialect.Family() == "mysql" {
+	if db.Dialect().Family() == "mysql" {
 		return "INSERT IGNORE INTO " + rest
 	}
 	return "INSERT INTO " + rest + " ON CONFLICT DO NOTHING"

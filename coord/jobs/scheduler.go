@@ -277,7 +277,7 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 	status := Running
 	if j.Overlap == SkipOverlap {
 		var n int
-		if err := s.runs.db.QueryRowContext(ctx, s.runs.db.Dialect.Q.JobOverlap, j.Name, norm(fire), j.Grace.Microseconds()).Scan(&n); err == nil && n > 0 {
+		if err := s.runs.db.QueryRowContext(ctx, s.runs.db.Dialect().Q.JobOverlap, j.Name, norm(fire), j.Grace.Microseconds()).Scan(&n); err == nil && n > 0 {
 			status = Skipped
 		}
 	}

@@ -27,7 +27,7 @@ func DeleteInBatches(ctx context.Context, db *sqlcoord.DB, q string, age time.Du
 	for {
 		res, err := db.ExecContext(ctx, q, age.Microseconds(), batch)
 		if err != nil {
-			return total, fmt.Errorf("sqlcoord: cleanup: %w", db.Dialect.Classify(err))
+			return total, fmt.Errorf("sqlcoord: cleanup: %w", db.Dialect().Classify(err))
 		}
 		n, _ := res.RowsAffected()
 		total += n

@@ -1,0 +1,160 @@
+package dialects
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// mysqlOps: MySQL/MariaDB have no RETURNING on UPDATE or upsert, so a
+// statement is followed by a read; a failed statement rolls back only
+// itself, so no savepoints. MariaDB and MySQL 8 differ only in statement
+// text (wait bounds, idle timeout), kept in their Queries.
+type mysqlOps struct{ q *Queries }
+
+func secs(d time.Duration) int { return max(int(math.Ceil(d.Seconds())), 1) }
+
+// lockRow locks name's row in tx, creating it in tx when a consistent read
+// does not see it. createQ is an INSERT IGNORE with a bounded lock wait,
+// lockQ the locking read.
+func (o mysqlOps) lockRow(ctx context.Context, tx Executor, name, createQ, lockQ string) error {
+	var one int
+	err := tx.QueryRow(ctx, o.q.LockExists, name).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Not in our snapshot. INSERT IGNORE never takes a gap lock; it
+		// waits (boundedly) for a transaction creating or holding the row.
+		n, err := tx.Exec(ctx, createQ, name)
+		if err != nil {
+			return classifyMySQL(err)
+		}
+		if n == 1 {
+			return nil // we created it: nobody else can lock it before we commit
+		}
+	} else if err != nil {
+		return classifyMySQL(err)
+	}
+	var got string
+	if err := tx.QueryRow(ctx, lockQ, name).Scan(&got); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("lock row %q: %w", name, sql.ErrNoRows)
+		}
+		return classifyMySQL(err)
+	}
+	return nil
+}
+
+func (o mysqlOps) lockTry(ctx context.Context, tx Executor, name string) error {
+	err := o.lockRow(ctx, tx, name, o.q.LockCreateNowait, o.q.LockNowait)
+	if errors.Is(err, ErrLockTimeout) { // MariaDB reports NOWAIT (and the bounded insert) as 1205
+		var e *Error
+		errors.As(err, &e)
+		return &Error{Kind: ErrLocked, Code: e.Code, Err: e.Err}
+	}
+	return err
+}
+
+func (o mysqlOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
+	s := secs(wait)
+	return o.lockRow(ctx, tx, name, fmt.Sprintf(o.q.LockCreateWait, s), fmt.Sprintf(o.q.LockWait, s))
+}
+
+func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error {
+	_, err := tx.Exec(ctx, o.q.IdleTxTimeoutSet, ms)
+	return err
+}
+
+// Two autocommit statements, never one transaction around both: a holder
+// frozen between them must not keep the row locked. Between them only an
+// expiry can change the owner, and then the lease is reported held, which
+// is what it is by then.
+func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl int64) (LeaseRow, error) {
+	var r LeaseRow
+	if _, err := pool.Exec(ctx, o.q.LeaseAcquire, name, owner, ttl); err != nil {
+		return r, err
+	}
+	err := pool.QueryRow(ctx, o.q.LeaseRead, name).Scan(&r.Owner, &r.Token, &r.ExpiresAt)
+	return r, err
+}
+
+func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl int64) (time.Time, bool, error) {
+	var exp time.Time
+	// renewed_at changes on every renewal, so the count is the same with
+	// or without clientFoundRows
+	n, err := pool.Exec(ctx, o.q.LeaseRenew, ttl, name, owner, token)
+	if err != nil || n == 0 {
+		return exp, false, err
+	}
+	err = pool.QueryRow(ctx, o.q.LeaseExpiry, name, owner, token).Scan(&exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return exp, false, nil
+	}
+	return exp, err == nil, err
+}
+
+func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token int64) (bool, error) {
+	if _, err := tx.Exec(ctx, o.q.FenceAdvance, resource, token); err != nil {
+		return false, err
+	}
+	var fence int64
+	if err := tx.QueryRow(ctx, o.q.FenceRead, resource).Scan(&fence); err != nil {
+		return false, err
+	}
+	return fence == token, nil
+}
+
+// fencedUpdate does not rely on clientFoundRows: an update that changed
+// no value reports 0 rows, so 0 is checked with a locking read of the row's
+// fence (the update's lock is already held).
+func (o mysqlOps) fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error) {
+	n, err := tx.Exec(ctx, u.q, u.args...)
+	if err != nil || n > 0 {
+		return n > 0, err
+	}
+	var fence int64
+	err = tx.QueryRow(ctx, u.check, u.key).Scan(&fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil && fence == u.token, err
+}
+
+func (o mysqlOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
+	q := o.q.IdemInsert
+	if nowait {
+		q = o.q.IdemInsertNowait
+	}
+	n, err := tx.Exec(ctx, q, scope, key, fp, lock)
+	return n == 1, err
+}
+
+func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error) {
+	if _, err := tx.Exec(ctx, o.q.SegmentAdvance, step, step, tag); err != nil {
+		return 0, err
+	}
+	var maxID int64
+	err := tx.QueryRow(ctx, o.q.SegmentRead, tag).Scan(&maxID) // our own update is visible
+	return maxID, err
+}
+
+func (o mysqlOps) outboxWake(context.Context, Executor) error { return nil } // relays poll
+
+// KILL is not a preparable statement: the id, an integer read from the
+// server, is formatted into the text.
+func (o mysqlOps) endSession(ctx context.Context, pool Executor, id, _ int64) error {
+	_, err := pool.Exec(ctx, fmt.Sprintf(o.q.SessionEnd, id))
+	if errors.Is(classifyMySQL(err), ErrNoSuchSession) {
+		return nil
+	}
+	return err
+}
+
+// BINARY(16), bytes in order: byte order equals time order for UUIDv7.
+func (o mysqlOps) uuidValue(u [16]byte) any {
+	b := make([]byte, 16)
+	copy(b, u[:])
+	return b
+}
+func (o mysqlOps) uuidColumnType() string { return "BINARY(16)" }

@@ -1,0 +1,304 @@
+package sqlcoord
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sqlcoord/sqlcoord/dialects"
+)
+
+// ErrNotATransaction: a helper that must run inside the caller's
+// transaction was given something else (a pool, or another stack's
+// transaction).
+var ErrNotATransaction = errors.New("sqlcoord: not a transaction of this driver")
+
+// ErrDriverSetting: a wrapped pool's driver is configured in a way sqlcoord
+// cannot work with; the message names the setting.
+var ErrDriverSetting = errors.New("sqlcoord: driver setting")
+
+// Base is what every driver offers whatever its transaction type: the
+// dialect, autocommit statements on the pool, and transactions sqlcoord
+// owns (a lease acquire, a segment fetch, a relay batch).
+type Base interface {
+	Dialect() *dialects.Dialect
+	// Executor runs autocommit statements on the pool.
+	Executor() Executor
+	// BeginOwned starts a transaction that sqlcoord itself commits.
+	BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error)
+	// ExecutorFor returns the executor of tx when tx is a transaction of
+	// this driver's stack, and an error matching ErrNotATransaction
+	// otherwise (used where the transaction type cannot be a type
+	// parameter, e.g. jobs.Info.Fence).
+	ExecutorFor(tx any) (Executor, error)
+	// String describes the database without credentials.
+	String() string
+}
+
+// OwnedTx is a transaction sqlcoord began through BeginOwned.
+type OwnedTx interface {
+	Executor
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// Driver is one application stack: its pool and its transaction type TTx.
+// Helpers that must run inside the caller's transaction take a TTx, so a
+// pool where a transaction is required does not compile. The
+// implementations are *DB (database/sql, *sql.Tx), *SQLX (*sqlx.Tx) and
+// *Pgx (pgx-native, pgx.Tx). The interface may grow: implement it only by
+// embedding one of these.
+type Driver[TTx any] interface {
+	Base
+	// TxExecutor runs statements in the caller's transaction.
+	TxExecutor(tx TTx) Executor
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (TTx, error)
+	CommitTx(ctx context.Context, tx TTx) error
+	RollbackTx(ctx context.Context, tx TTx) error
+}
+
+var (
+	_ Driver[*sql.Tx]  = (*DB)(nil)
+	_ Driver[*sqlx.Tx] = (*SQLX)(nil)
+	_ Driver[pgx.Tx]   = (*Pgx)(nil)
+)
+
+// ---- database/sql: *DB ----
+
+// Dialect is the database's dialect (detected from the server).
+func (db *DB) Dialect() *dialects.Dialect { return db.dialect }
+
+// Executor runs autocommit statements on db's pool.
+func (db *DB) Executor() Executor { return SQLExecutor(db.DB.DB) }
+
+// TxExecutor runs statements in tx.
+func (db *DB) TxExecutor(tx *sql.Tx) Executor { return SQLExecutor(tx) }
+
+// CommitTx commits tx.
+func (db *DB) CommitTx(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
+
+// RollbackTx rolls tx back.
+func (db *DB) RollbackTx(_ context.Context, tx *sql.Tx) error { return tx.Rollback() }
+
+// BeginOwned starts a transaction sqlcoord commits itself.
+func (db *DB) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error) {
+	tx, err := db.DB.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return sqlOwned{sqlExec{tx}, tx}, nil
+}
+
+// ExecutorFor accepts a *sql.Tx (or a *sqlx.Tx).
+func (db *DB) ExecutorFor(tx any) (Executor, error) { return sqlTxExecutor(tx, "database/sql") }
+
+func sqlTxExecutor(tx any, stack string) (Executor, error) {
+	switch t := tx.(type) {
+	case *sql.Tx:
+		return SQLExecutor(t), nil
+	case *sqlx.Tx:
+		return SQLExecutor(t), nil
+	}
+	return nil, fmt.Errorf("%w: got %T, want the %s transaction (*sql.Tx or *sqlx.Tx)", ErrNotATransaction, tx, stack)
+}
+
+type sqlOwned struct {
+	sqlExec
+	tx *sql.Tx
+}
+
+func (t sqlOwned) Commit(context.Context) error   { return t.tx.Commit() }
+func (t sqlOwned) Rollback(context.Context) error { return t.tx.Rollback() }
+
+// WrapOptions tune the Wrap constructors.
+type WrapOptions struct {
+	// Dialect is "postgres", "mysql" or "mariadb"; "" detects it from the
+	// server's version string.
+	Dialect string
+}
+
+// WrapDB uses an application's own *sql.DB (pgx's stdlib driver, or
+// go-sql-driver/mysql). sqlcoord never closes it. For MySQL/MariaDB the
+// driver must parse DATETIME into time.Time in UTC (parseTime=true, and no
+// loc other than UTC); WrapDB checks that and names the setting if not.
+// clientFoundRows is not needed.
+func WrapDB(ctx context.Context, db *sql.DB, opts ...WrapOptions) (*DB, error) {
+	d, err := detect(ctx, SQLExecutor(db), opts)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, shown: "database/sql pool (" + d.Name() + ")", family: d.Family(), wrapped: true}, nil
+}
+
+// detect finds (or takes) the dialect and checks what sqlcoord needs of
+// the driver.
+func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dialect, error) {
+	var o WrapOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	var version string
+	if err := e.QueryRow(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	var d *dialects.Dialect
+	if o.Dialect != "" {
+		var err error
+		if d, err = dialects.ByFamily(o.Dialect); err != nil {
+			return nil, err
+		}
+	} else {
+		switch v := strings.ToLower(version); {
+		case strings.Contains(v, "postgres"):
+			d = dialects.Postgres
+		case strings.Contains(v, "mariadb"):
+			d = dialects.MariaDB
+		default:
+			d = dialects.MySQL
+		}
+	}
+	if d.Family() == "mysql" {
+		var now time.Time
+		if err := e.QueryRow(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(&now); err != nil {
+			return nil, fmt.Errorf("%w: the MySQL driver must return DATETIME as time.Time: add parseTime=true to the DSN (%v)", ErrDriverSetting, err)
+		}
+		if now.Location() != time.UTC {
+			return nil, fmt.Errorf("%w: the MySQL driver reads DATETIME in %v: use loc=UTC (the default) in the DSN", ErrDriverSetting, now.Location())
+		}
+	}
+	return d, nil
+}
+
+// ---- sqlx: *SQLX ----
+
+// SQLX is an application's own *sqlx.DB as a Driver[*sqlx.Tx]: helpers
+// take the application's *sqlx.Tx, and txn.Do hands one to its callback
+// (with the driver name kept, so NamedExec and Rebind work).
+type SQLX struct {
+	X       *sqlx.DB
+	dialect *dialects.Dialect
+}
+
+// WrapSQLX uses an application's own *sqlx.DB; see WrapDB for the checks.
+// sqlcoord never closes it.
+func WrapSQLX(ctx context.Context, x *sqlx.DB, opts ...WrapOptions) (*SQLX, error) {
+	d, err := detect(ctx, SQLExecutor(x), opts)
+	if err != nil {
+		return nil, err
+	}
+	return &SQLX{X: x, dialect: d}, nil
+}
+
+func (s *SQLX) Dialect() *dialects.Dialect                      { return s.dialect }
+func (s *SQLX) Executor() Executor                              { return SQLExecutor(s.X) }
+func (s *SQLX) TxExecutor(tx *sqlx.Tx) Executor                 { return SQLExecutor(tx) }
+func (s *SQLX) CommitTx(_ context.Context, tx *sqlx.Tx) error   { return tx.Commit() }
+func (s *SQLX) RollbackTx(_ context.Context, tx *sqlx.Tx) error { return tx.Rollback() }
+func (s *SQLX) ExecutorFor(tx any) (Executor, error)            { return sqlTxExecutor(tx, "sqlx") }
+func (s *SQLX) String() string                                  { return "sqlx pool (" + s.dialect.Name() + ")" }
+
+// BeginTx starts a *sqlx.Tx.
+func (s *SQLX) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sqlx.Tx, error) {
+	return s.X.BeginTxx(ctx, opts)
+}
+
+// BeginOwned starts a transaction sqlcoord commits itself.
+func (s *SQLX) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error) {
+	tx, err := s.X.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return sqlOwned{sqlExec{tx}, tx}, nil
+}
+
+// ---- pgx: *Pgx ----
+
+// Pgx is an application's *pgxpool.Pool as a Driver[pgx.Tx], pgx-native
+// (no database/sql in between): helpers take the application's pgx.Tx.
+// Statements run in pgx.QueryExecModeExec, which works behind PgBouncer in
+// transaction mode whatever the pool's default mode.
+type Pgx struct {
+	Pool *pgxpool.Pool
+}
+
+// WrapPgxPool uses an application's own pool; sqlcoord never closes it.
+func WrapPgxPool(ctx context.Context, pool *pgxpool.Pool) (*Pgx, error) {
+	p := &Pgx{Pool: pool}
+	if _, err := detect(ctx, p.Executor(), []WrapOptions{{Dialect: "postgres"}}); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Pgx) Dialect() *dialects.Dialect                      { return dialects.Postgres }
+func (p *Pgx) Executor() Executor                              { return PgxExecutor(p.Pool) }
+func (p *Pgx) TxExecutor(tx pgx.Tx) Executor                   { return PgxExecutor(tx) }
+func (p *Pgx) CommitTx(ctx context.Context, tx pgx.Tx) error   { return tx.Commit(ctx) }
+func (p *Pgx) RollbackTx(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) }
+
+func (p *Pgx) String() string {
+	c := p.Pool.Config().ConnConfig
+	return fmt.Sprintf("pgxpool %s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
+}
+
+// ExecutorFor accepts a pgx.Tx.
+func (p *Pgx) ExecutorFor(tx any) (Executor, error) {
+	if t, ok := tx.(pgx.Tx); ok {
+		return PgxExecutor(t), nil
+	}
+	return nil, fmt.Errorf("%w: got %T, want a pgx.Tx", ErrNotATransaction, tx)
+}
+
+// BeginTx starts a pgx.Tx with the given isolation and access mode.
+func (p *Pgx) BeginTx(ctx context.Context, opts *sql.TxOptions) (pgx.Tx, error) {
+	return p.Pool.BeginTx(ctx, pgxTxOptions(opts))
+}
+
+// BeginOwned starts a transaction sqlcoord commits itself.
+func (p *Pgx) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error) {
+	tx, err := p.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return pgxOwned{pgxExec{tx}, tx}, nil
+}
+
+// SQLDB returns a database/sql view of the pool (for migrations).
+func (p *Pgx) SQLDB() *sql.DB { return stdlib.OpenDBFromPool(p.Pool) }
+
+type pgxOwned struct {
+	pgxExec
+	tx pgx.Tx
+}
+
+func (t pgxOwned) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t pgxOwned) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+func pgxTxOptions(o *sql.TxOptions) pgx.TxOptions {
+	var t pgx.TxOptions
+	if o == nil {
+		return t
+	}
+	switch o.Isolation {
+	case sql.LevelReadUncommitted:
+		t.IsoLevel = pgx.ReadUncommitted
+	case sql.LevelReadCommitted:
+		t.IsoLevel = pgx.ReadCommitted
+	case sql.LevelRepeatableRead, sql.LevelSnapshot:
+		t.IsoLevel = pgx.RepeatableRead
+	case sql.LevelSerializable, sql.LevelLinearizable:
+		t.IsoLevel = pgx.Serializable
+	}
+	if o.ReadOnly {
+		t.AccessMode = pgx.ReadOnly
+	}
+	return t
+}
