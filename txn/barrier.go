@@ -2,7 +2,6 @@ package txn
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -40,10 +39,11 @@ var origin = map[Op]Op{OpCancel: OpTry, OpCompensate: OpAction}
 // Inserts are INSERT … ON CONFLICT DO NOTHING / INSERT IGNORE with rows
 // affected, never SELECT … FOR UPDATE then INSERT, which deadlocks on MySQL
 // gap locks.
-type Barrier struct{ db *sqlcoord.DB }
+type Barrier[TTx any] struct{ db sqlcoord.Driver[TTx] }
 
-// NewBarrier returns a Barrier for db.
-func NewBarrier(db *sqlcoord.DB) *Barrier { return &Barrier{db: db} }
+// NewBarrier returns a Barrier for the driver (e.g. a *sqlcoord.DB); the
+// branch functions receive the driver's transaction type.
+func NewBarrier[TTx any](db sqlcoord.Driver[TTx]) *Barrier[TTx] { return &Barrier[TTx]{db: db} }
 
 // ErrInvalidBranch: empty or over-long gid/branch, or an unknown op.
 var ErrInvalidBranch = errors.New("txn: invalid barrier gid, branch or op")
@@ -51,8 +51,8 @@ var ErrInvalidBranch = errors.New("txn: invalid barrier gid, branch or op")
 // Call runs fn for (gid, branch, op) in its own transaction (retried by
 // Do on deadlocks) unless the barrier says to skip it. ran reports
 // whether fn ran and committed.
-func (b *Barrier) Call(ctx context.Context, gid, branch string, op Op, fn func(ctx context.Context, tx *sql.Tx) error) (ran bool, err error) {
-	err = Do(ctx, b.db, Options{}, func(ctx context.Context, tx *sql.Tx) error {
+func (b *Barrier[TTx]) Call(ctx context.Context, gid, branch string, op Op, fn func(ctx context.Context, tx TTx) error) (ran bool, err error) {
+	err = Do(ctx, b.db, Options{}, func(ctx context.Context, tx TTx) error {
 		var err error
 		ran, err = b.CallTx(ctx, tx, gid, branch, op, fn)
 		return err
@@ -64,7 +64,7 @@ func (b *Barrier) Call(ctx context.Context, gid, branch string, op Op, fn func(c
 }
 
 // CallTx is Call inside the caller's transaction tx.
-func (b *Barrier) CallTx(ctx context.Context, tx *sql.Tx, gid, branch string, op Op, fn func(ctx context.Context, tx *sql.Tx) error) (bool, error) {
+func (b *Barrier[TTx]) CallTx(ctx context.Context, tx TTx, gid, branch string, op Op, fn func(ctx context.Context, tx TTx) error) (bool, error) {
 	if err := valid.Text("barrier gid", gid, 128); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalidBranch, err)
 	}
@@ -78,11 +78,8 @@ func (b *Barrier) CallTx(ctx context.Context, tx *sql.Tx, gid, branch string, op
 	}
 	q := b.db.Dialect().Q.BarrierInsert
 	insert := func(o Op) (int64, error) {
-		res, err := tx.ExecContext(ctx, q, gid, branch, string(o), string(op))
-		if err != nil {
-			return 0, b.db.Dialect().Classify(err)
-		}
-		return res.RowsAffected()
+		n, err := b.db.TxExecutor(tx).Exec(ctx, q, gid, branch, string(o), string(op))
+		return n, b.db.Dialect().Classify(err)
 	}
 	var originInserted int64
 	if o, ok := origin[op]; ok {
@@ -106,33 +103,33 @@ func (b *Barrier) CallTx(ctx context.Context, tx *sql.Tx, gid, branch string, op
 }
 
 // Try, Confirm and Cancel are Call with the TCC operations.
-func (b *Barrier) Try(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+func (b *Barrier[TTx]) Try(ctx context.Context, gid, branch string, fn func(context.Context, TTx) error) (bool, error) {
 	return b.Call(ctx, gid, branch, OpTry, fn)
 }
 
 // Confirm is Call with OpConfirm.
-func (b *Barrier) Confirm(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+func (b *Barrier[TTx]) Confirm(ctx context.Context, gid, branch string, fn func(context.Context, TTx) error) (bool, error) {
 	return b.Call(ctx, gid, branch, OpConfirm, fn)
 }
 
 // Cancel is Call with OpCancel.
-func (b *Barrier) Cancel(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+func (b *Barrier[TTx]) Cancel(ctx context.Context, gid, branch string, fn func(context.Context, TTx) error) (bool, error) {
 	return b.Call(ctx, gid, branch, OpCancel, fn)
 }
 
 // Action is Call with the saga forward operation.
-func (b *Barrier) Action(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+func (b *Barrier[TTx]) Action(ctx context.Context, gid, branch string, fn func(context.Context, TTx) error) (bool, error) {
 	return b.Call(ctx, gid, branch, OpAction, fn)
 }
 
 // Compensate is Call with the saga compensation.
-func (b *Barrier) Compensate(ctx context.Context, gid, branch string, fn func(context.Context, *sql.Tx) error) (bool, error) {
+func (b *Barrier[TTx]) Compensate(ctx context.Context, gid, branch string, fn func(context.Context, TTx) error) (bool, error) {
 	return b.Call(ctx, gid, branch, OpCompensate, fn)
 }
 
 // Cleanup deletes barrier rows older than age in batches. Only delete rows
 // of global transactions that can no longer receive messages: a Try that
 // arrives after its Cancel's rows are gone would run.
-func (b *Barrier) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+func (b *Barrier[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
 	return cleanup(ctx, b.db, b.db.Dialect().Q.BarrierCleanup, age, batch)
 }

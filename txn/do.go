@@ -62,7 +62,7 @@ type Options struct {
 	// Verify, if set, is called when COMMIT's outcome is unknown, after
 	// the old transaction's session is proven gone, and must report
 	// whether the transaction's effect is in the database.
-	Verify func(ctx context.Context, db *sqlcoord.DB) (committed bool, err error)
+	Verify func(ctx context.Context, db sqlcoord.Executor) (committed bool, err error)
 	// VerifyTimeout bounds how long Do tries to end the old session and
 	// verify (default 30s). When it runs out, Do returns an error matching
 	// dialects.ErrCommitUnknown: the outcome could not be proven.
@@ -94,7 +94,11 @@ type Options struct {
 // the same user, otherwise CONNECTION_ADMIN). If the session cannot be
 // proven gone within VerifyTimeout, Do returns ErrCommitUnknown rather
 // than risk running fn twice.
-func Do(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.Context, tx *sql.Tx) error) error {
+//
+// TTx is the application stack's transaction type: *sql.Tx with a
+// *sqlcoord.DB, *sqlx.Tx with sqlcoord.WrapSQLX, pgx.Tx with
+// sqlcoord.WrapPgxPool; fn receives that.
+func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn func(ctx context.Context, tx TTx) error) error {
 	if opts.MaxAttempts < 0 || opts.BaseBackoff < 0 || opts.MaxBackoff < 0 || opts.VerifyTimeout < 0 {
 		return fmt.Errorf("%w: negative MaxAttempts %d, BaseBackoff %v, MaxBackoff %v or VerifyTimeout %v",
 			ErrInvalidOptions, opts.MaxAttempts, opts.BaseBackoff, opts.MaxBackoff, opts.VerifyTimeout)
@@ -166,28 +170,30 @@ type session struct {
 
 func verifying(opts Options) bool { return opts.CommitMarker != "" || opts.Verify != nil }
 
-func once(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx context.Context, tx *sql.Tx) error) (sess session, err error) {
+func once[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn func(ctx context.Context, tx TTx) error) (sess session, err error) {
 	d := db.Dialect()
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: opts.Isolation, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		return sess, fmt.Errorf("txn: begin: %w", d.Classify(err))
 	}
+	rollback := func() { db.RollbackTx(context.WithoutCancel(ctx), tx) }
 	defer func() {
 		if p := recover(); p != nil {
-			tx.Rollback()
+			rollback()
 			panic(p)
 		}
 	}()
+	x := db.TxExecutor(tx)
 	if verifying(opts) {
-		if err := tx.QueryRowContext(ctx, d.Q.SessionID).Scan(&sess.id, &sess.start); err != nil {
-			tx.Rollback()
+		if err := x.QueryRow(ctx, d.Q.SessionID).Scan(&sess.id, &sess.start); err != nil {
+			rollback()
 			return sess, fmt.Errorf("txn: session id: %w", d.Classify(err))
 		}
 		sess.known = true
 	}
 	if opts.CommitMarker != "" {
-		if _, err := tx.ExecContext(ctx, d.Q.CommitMarkerInsert, opts.CommitMarker); err != nil {
-			tx.Rollback()
+		if _, err := x.Exec(ctx, d.Q.CommitMarkerInsert, opts.CommitMarker); err != nil {
+			rollback()
 			cerr := d.Classify(err)
 			if errors.Is(cerr, dialects.ErrDuplicate) {
 				// The insert waited for any transaction still holding the
@@ -198,10 +204,10 @@ func once(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx contex
 		}
 	}
 	if err := fn(ctx, tx); err != nil {
-		tx.Rollback()
+		rollback()
 		return sess, fmt.Errorf("txn: %w", d.Classify(err))
 	}
-	if err := tx.Commit(); err != nil {
+	if err := db.CommitTx(ctx, tx); err != nil {
 		return sess, fmt.Errorf("txn: commit: %w", d.ClassifyCommit(err))
 	}
 	return sess, nil
@@ -212,7 +218,7 @@ func once(ctx context.Context, db *sqlcoord.DB, opts Options, fn func(ctx contex
 // transaction has committed or never will), then checks the marker or
 // calls Verify. Each step is retried on a fresh connection, since the
 // path that lost the COMMIT may fail again, until VerifyTimeout.
-func verify(ctx context.Context, db *sqlcoord.DB, opts Options, sess session) (bool, error) {
+func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (bool, error) {
 	limit := opts.VerifyTimeout
 	if limit <= 0 {
 		limit = 30 * time.Second
@@ -234,10 +240,10 @@ func verify(ctx context.Context, db *sqlcoord.DB, opts Options, sess session) (b
 	for i := 0; ; i++ {
 		var ok bool
 		if opts.Verify != nil {
-			ok, err = opts.Verify(vctx, db)
+			ok, err = opts.Verify(vctx, db.Executor())
 		} else {
 			var one int
-			err = db.QueryRowContext(vctx, db.Dialect().Q.CommitMarkerExists, opts.CommitMarker).Scan(&one)
+			err = db.Executor().QueryRow(vctx, db.Dialect().Q.CommitMarkerExists, opts.CommitMarker).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return false, nil
 			}
@@ -254,21 +260,15 @@ func verify(ctx context.Context, db *sqlcoord.DB, opts Options, sess session) (b
 
 // endSession ends the session sess and returns nil once the server no
 // longer lists it.
-func endSession(ctx context.Context, db *sqlcoord.DB, sess session) error {
-	q := db.Dialect().Q
-	var err error
-	if q.SessionEndTemplate {
-		_, err = db.ExecContext(ctx, fmt.Sprintf(q.SessionEnd, sess.id))
-	} else {
-		_, err = db.ExecContext(ctx, q.SessionEnd, sess.id, sess.start)
-	}
-	if err = db.Dialect().Classify(err); err != nil && !errors.Is(err, dialects.ErrNoSuchSession) {
-		return fmt.Errorf("end session: %w", err)
+func endSession(ctx context.Context, db sqlcoord.Base, sess session) error {
+	d, pool := db.Dialect(), db.Executor()
+	if err := d.EndSession(ctx, pool, sess.id, sess.start); err != nil {
+		return fmt.Errorf("end session: %w", d.Classify(err))
 	}
 	for i := 0; ; i++ {
 		var n int
-		if err := db.QueryRowContext(ctx, q.SessionAlive, sess.id, sess.start).Scan(&n); err != nil {
-			return fmt.Errorf("session check: %w", db.Dialect().Classify(err))
+		if err := pool.QueryRow(ctx, d.Q.SessionAlive, sess.id, sess.start).Scan(&n); err != nil {
+			return fmt.Errorf("session check: %w", d.Classify(err))
 		}
 		if n == 0 {
 			return nil
@@ -303,10 +303,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 // CleanupMarkers deletes commit markers older than age, batch rows per
 // statement, until none are left; it never blocks concurrent inserts
 // (SKIP LOCKED on PostgreSQL, small LIMITed deletes on MySQL).
-func CleanupMarkers(ctx context.Context, db *sqlcoord.DB, age time.Duration, batch int) (int64, error) {
+func CleanupMarkers(ctx context.Context, db sqlcoord.Base, age time.Duration, batch int) (int64, error) {
 	return cleanup(ctx, db, db.Dialect().Q.CommitMarkerCleanup, age, batch)
 }
 
-func cleanup(ctx context.Context, db *sqlcoord.DB, q string, age time.Duration, batch int) (int64, error) {
+func cleanup(ctx context.Context, db sqlcoord.Base, q string, age time.Duration, batch int) (int64, error) {
 	return sqlutil.DeleteInBatches(ctx, db, q, age, batch)
 }

@@ -143,9 +143,9 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 				case "marker":
 					opts.CommitMarker = "commit-" + id
 				case "func":
-					opts.Verify = func(ctx context.Context, db *sqlcoord.DB) (bool, error) {
+					opts.Verify = func(ctx context.Context, db sqlcoord.Executor) (bool, error) {
 						var c int
-						err := db.QueryRowContext(ctx, `SELECT count(*) FROM orders WHERE id = `+ph(1), id).Scan(&c)
+						err := db.QueryRow(ctx, `SELECT count(*) FROM orders WHERE id = `+ph(1), id).Scan(&c)
 						return c == 1, err
 					}
 				}
@@ -217,9 +217,9 @@ func TestDoVerifyCommitInFlight(t *testing.T) {
 					if i%2 == 0 {
 						opts.CommitMarker = "m-" + id
 					} else {
-						opts.Verify = func(ctx context.Context, db *sqlcoord.DB) (bool, error) {
+						opts.Verify = func(ctx context.Context, db sqlcoord.Executor) (bool, error) {
 							var c int
-							err := db.QueryRowContext(ctx, `SELECT count(*) FROM flight WHERE id = `+ph(1), id).Scan(&c)
+							err := db.QueryRow(ctx, `SELECT count(*) FROM flight WHERE id = `+ph(1), id).Scan(&c)
 							return c == 1, err
 						}
 					}

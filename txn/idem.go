@@ -50,18 +50,19 @@ type KeysOptions struct {
 
 // Keys manages idempotency keys in coord_idempotency, unique on
 // (scope, key). A scope is a key space: per user, per tenant, per API.
-type Keys struct {
-	db  *sqlcoord.DB
+type Keys[TTx any] struct {
+	db  sqlcoord.Driver[TTx]
 	q   *dialects.Queries
 	opt KeysOptions
 }
 
-// NewKeys returns a Keys for db.
-func NewKeys(db *sqlcoord.DB, opt KeysOptions) *Keys {
+// NewKeys returns a Keys for the driver (e.g. a *sqlcoord.DB); Begin and
+// Complete take the driver's transaction type.
+func NewKeys[TTx any](db sqlcoord.Driver[TTx], opt KeysOptions) *Keys[TTx] {
 	if opt.LockFor == 0 {
 		opt.LockFor = 5 * time.Minute
 	}
-	return &Keys{db: db, q: db.Dialect().Q, opt: opt}
+	return &Keys[TTx]{db: db, q: db.Dialect().Q, opt: opt}
 }
 
 // Claim is the outcome of Begin or Start.
@@ -95,7 +96,7 @@ func Fingerprint(parts ...[]byte) []byte {
 // fingerprint returns ErrKeyReused.
 //
 // On PostgreSQL, an error aborts tx; roll it back.
-func (k *Keys) Begin(ctx context.Context, tx sqlcoord.Querier, scope, key string, fingerprint []byte) (Claim, error) {
+func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, fingerprint []byte) (Claim, error) {
 	if err := validKey(scope, key); err != nil {
 		return Claim{}, err
 	}
@@ -109,14 +110,9 @@ func (k *Keys) Begin(ctx context.Context, tx sqlcoord.Querier, scope, key string
 		fingerprint = []byte{}
 	}
 	d := k.db.Dialect()
+	x := k.db.TxExecutor(tx)
 	lock := k.opt.LockFor.Microseconds()
-	var res sql.Result
-	var err error
-	if k.opt.OnBusy == Fail {
-		res, err = k.insertNowait(ctx, tx, scope, key, fingerprint, lock)
-	} else {
-		res, err = tx.ExecContext(ctx, k.q.IdemInsert, scope, key, fingerprint, lock)
-	}
+	inserted, err := d.IdemInsert(ctx, x, k.opt.OnBusy == Fail, scope, key, fingerprint, lock)
 	if err != nil {
 		cerr := d.Classify(err)
 		if k.opt.OnBusy == Fail && errors.Is(cerr, dialects.ErrLockTimeout) {
@@ -124,13 +120,13 @@ func (k *Keys) Begin(ctx context.Context, tx sqlcoord.Querier, scope, key string
 		}
 		return Claim{}, fmt.Errorf("txn: begin key %s/%s: %w", scope, key, cerr)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	if inserted {
 		return Claim{}, nil
 	}
 	var fp, resp []byte
 	var state string
 	var locked bool
-	if err := tx.QueryRowContext(ctx, k.q.IdemRead, scope, key).Scan(&fp, &state, &resp, &locked); err != nil {
+	if err := x.QueryRow(ctx, k.q.IdemRead, scope, key).Scan(&fp, &state, &resp, &locked); err != nil {
 		if errors.Is(err, sql.ErrNoRows) { // deleted by Abandon/cleanup in between
 			return Claim{}, fmt.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
 		}
@@ -145,45 +141,27 @@ func (k *Keys) Begin(ctx context.Context, tx sqlcoord.Querier, scope, key string
 	if locked {
 		return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
 	}
-	res, err = tx.ExecContext(ctx, k.q.IdemTakeover, lock, fingerprint, scope, key)
+	n, err := x.Exec(ctx, k.q.IdemTakeover, lock, fingerprint, scope, key)
 	if err != nil {
 		return Claim{}, fmt.Errorf("txn: recover key %s/%s: %w", scope, key, d.Classify(err))
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	if n == 1 {
 		return Claim{Recovered: true}, nil
 	}
 	return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
 }
 
-func (k *Keys) insertNowait(ctx context.Context, tx sqlcoord.Querier, scope, key string, fp []byte, lock int64) (sql.Result, error) {
-	if k.q.LockWaitBegin == "" {
-		return tx.ExecContext(ctx, k.q.IdemInsertNowait, scope, key, fp, lock)
-	}
-	var old, set string
-	if err := tx.QueryRowContext(ctx, k.q.LockWaitBegin, "1").Scan(&old, &set); err != nil {
-		return nil, err
-	}
-	res, err := tx.ExecContext(ctx, k.q.IdemInsertNowait, scope, key, fp, lock)
-	if err != nil {
-		return nil, err
-	}
-	if err := tx.QueryRowContext(ctx, k.q.LockWaitEnd, old).Scan(&set); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
 // Complete stores the response and marks the key done, in tx (the
 // transaction of Begin, or any later one in two-phase mode).
-func (k *Keys) Complete(ctx context.Context, tx sqlcoord.Querier, scope, key string, response []byte) error {
+func (k *Keys[TTx]) Complete(ctx context.Context, tx TTx, scope, key string, response []byte) error {
 	if err := validKey(scope, key); err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, k.q.IdemComplete, response, scope, key)
+	n, err := k.db.TxExecutor(tx).Exec(ctx, k.q.IdemComplete, response, scope, key)
 	if err != nil {
 		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, ErrNotOwner)
 	}
 	return nil
@@ -195,9 +173,9 @@ func (k *Keys) Complete(ctx context.Context, tx sqlcoord.Querier, scope, key str
 // certainly did not happen). A pending key whose protection expired (the
 // process died) is taken over by the next Start, with Recovered set: check
 // with the external system (pass the same key to it) before acting again.
-func (k *Keys) Start(ctx context.Context, scope, key string, fingerprint []byte) (Claim, error) {
+func (k *Keys[TTx]) Start(ctx context.Context, scope, key string, fingerprint []byte) (Claim, error) {
 	var c Claim
-	err := Do(ctx, k.db, Options{}, func(ctx context.Context, tx *sql.Tx) error {
+	err := Do(ctx, k.db, Options{}, func(ctx context.Context, tx TTx) error {
 		var err error
 		c, err = k.Begin(ctx, tx, scope, key, fingerprint)
 		return err
@@ -206,21 +184,31 @@ func (k *Keys) Start(ctx context.Context, scope, key string, fingerprint []byte)
 }
 
 // Finish marks a Start-ed key done with its response.
-func (k *Keys) Finish(ctx context.Context, scope, key string, response []byte) error {
-	return k.Complete(ctx, k.db, scope, key, response)
+func (k *Keys[TTx]) Finish(ctx context.Context, scope, key string, response []byte) error {
+	if err := validKey(scope, key); err != nil {
+		return err
+	}
+	n, err := k.db.Executor().Exec(ctx, k.q.IdemComplete, response, scope, key)
+	if err != nil {
+		return fmt.Errorf("txn: finish key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("txn: finish key %s/%s: %w", scope, key, ErrNotOwner)
+	}
+	return nil
 }
 
 // Abandon deletes a pending key so that a retry runs the effect again. Only
 // call it when the effect certainly did not happen.
-func (k *Keys) Abandon(ctx context.Context, scope, key string) error {
+func (k *Keys[TTx]) Abandon(ctx context.Context, scope, key string) error {
 	if err := validKey(scope, key); err != nil {
 		return err
 	}
-	res, err := k.db.ExecContext(ctx, k.q.IdemAbandon, scope, key)
+	n, err := k.db.Executor().Exec(ctx, k.q.IdemAbandon, scope, key)
 	if err != nil {
 		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, ErrNotOwner)
 	}
 	return nil
@@ -230,7 +218,7 @@ func (k *Keys) Abandon(ctx context.Context, scope, key string) error {
 // statement, so it never holds many locks or blocks new keys. A request
 // replayed after its key was cleaned up runs again: keep age above your
 // clients' retry horizon.
-func (k *Keys) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+func (k *Keys[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
 	return cleanup(ctx, k.db, k.q.IdemCleanup, age, batch)
 }
 

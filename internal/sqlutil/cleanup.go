@@ -16,7 +16,7 @@ var ErrNegativeAge = errors.New("sqlcoord: cleanup age is negative")
 // DeleteInBatches runs q (a DELETE taking an age in µs and a row limit)
 // until it deletes fewer than batch rows, so that no statement holds many
 // row locks or blocks concurrent inserts. It returns the rows deleted.
-func DeleteInBatches(ctx context.Context, db *sqlcoord.DB, q string, age time.Duration, batch int) (int64, error) {
+func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.Duration, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
@@ -25,11 +25,10 @@ func DeleteInBatches(ctx context.Context, db *sqlcoord.DB, q string, age time.Du
 	}
 	var total int64
 	for {
-		res, err := db.ExecContext(ctx, q, age.Microseconds(), batch)
+		n, err := db.Executor().Exec(ctx, q, age.Microseconds(), batch)
 		if err != nil {
 			return total, fmt.Errorf("sqlcoord: cleanup: %w", db.Dialect().Classify(err))
 		}
-		n, _ := res.RowsAffected()
 		total += n
 		if n < int64(batch) {
 			return total, nil
