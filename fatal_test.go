@@ -75,7 +75,7 @@ func TestFatalConditionsEndRun(t *testing.T) {
 		}
 		t.Run("read-only", func(t *testing.T) {
 			// a pending message, so that the relay has something to mark
-			if err := outbox.NewOutbox(env.DB).Enqueue(ctx, env.DB, outbox.New{Topic: "t", Payload: []byte("x")}); err != nil {
+			if err := outbox.NewOutbox(env.DB).EnqueueNow(ctx, outbox.New{Topic: "t", Payload: []byte("x")}); err != nil {
 				t.Fatal(err)
 			}
 			ro, err := sqlcoord.Open(ctx, readOnlyDSN(env))

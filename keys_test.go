@@ -52,6 +52,16 @@ func begin(t *testing.T, db *sqlcoord.DB) *sql.Tx {
 	return tx
 }
 
+// receive runs Inbox.Receive in a transaction of its own.
+func receive(t *testing.T, db *sqlcoord.DB, in *outbox.Inbox[*sql.Tx], id string) (first bool, err error) {
+	t.Helper()
+	err = txn.Do(context.Background(), db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+		first, err = in.Receive(ctx, tx, id)
+		return err
+	})
+	return first, err
+}
+
 // probe runs fn in a transaction that is rolled back at once.
 func probe(t *testing.T, db *sqlcoord.DB, fn func(tx *sql.Tx)) {
 	t.Helper()
@@ -240,7 +250,7 @@ func TestKeysAreBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if first, err := in.Receive(ctx, db, "m-1"); err != nil || !first {
+			if first, err := receive(t, db, in, "m-1"); err != nil || !first {
 				t.Fatal(first, err)
 			}
 			for _, v := range variants[1:] {
@@ -248,12 +258,12 @@ func TestKeysAreBytes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if first, err := in2.Receive(ctx, db, "m-1"); err != nil || !first {
+				if first, err := receive(t, db, in2, "m-1"); err != nil || !first {
 					t.Fatalf("consumer %q dropped a message only %q received: first=%v %v", "cons-"+v, "cons-id-7", first, err)
 				}
 			}
 			for _, m := range vary("m-1")[1:] {
-				if first, err := in.Receive(ctx, db, m); err != nil || !first {
+				if first, err := receive(t, db, in, m); err != nil || !first {
 					t.Fatalf("message %q dropped as a duplicate of m-1: first=%v %v", m, first, err)
 				}
 			}
@@ -261,7 +271,7 @@ func TestKeysAreBytes(t *testing.T) {
 				if _, err := outbox.NewInbox(db, h.s); !errors.Is(err, outbox.ErrInvalid) {
 					t.Errorf("consumer %s: %v, want ErrInvalid", h.name, err)
 				}
-				if _, err := in.Receive(ctx, db, h.s); !errors.Is(err, outbox.ErrInvalid) {
+				if _, err := receive(t, db, in, h.s); !errors.Is(err, outbox.ErrInvalid) {
 					t.Errorf("message id %s: %v, want ErrInvalid", h.name, err)
 				}
 			}
@@ -270,7 +280,7 @@ func TestKeysAreBytes(t *testing.T) {
 		t.Run("outbox topics and keys", func(t *testing.T) {
 			o := outbox.NewOutbox(db)
 			for _, v := range variants {
-				if err := o.Enqueue(ctx, db, outbox.New{Topic: "tp-" + v, Key: "k-" + v, Payload: []byte("x")}); err != nil {
+				if err := o.EnqueueNow(ctx, outbox.New{Topic: "tp-" + v, Key: "k-" + v, Payload: []byte("x")}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -291,13 +301,13 @@ func TestKeysAreBytes(t *testing.T) {
 				i++
 			}
 			for _, h := range hostile {
-				if err := o.Enqueue(ctx, db, outbox.New{Topic: h.s, Payload: []byte("x")}); !errors.Is(err, outbox.ErrInvalid) {
+				if err := o.EnqueueNow(ctx, outbox.New{Topic: h.s, Payload: []byte("x")}); !errors.Is(err, outbox.ErrInvalid) {
 					t.Errorf("topic %s: %v, want ErrInvalid", h.name, err)
 				}
 				if h.s == "" {
 					continue
 				}
-				if err := o.Enqueue(ctx, db, outbox.New{Topic: "t", Key: h.s, Payload: []byte("x")}); !errors.Is(err, outbox.ErrInvalid) {
+				if err := o.EnqueueNow(ctx, outbox.New{Topic: "t", Key: h.s, Payload: []byte("x")}); !errors.Is(err, outbox.ErrInvalid) {
 					t.Errorf("key %s: %v, want ErrInvalid", h.name, err)
 				}
 			}

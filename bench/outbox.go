@@ -96,7 +96,7 @@ type relayFigures struct {
 // are enqueued first and the drain is timed (throughput); otherwise a
 // producer enqueues 10 messages every 10 ms while the relays run and the
 // commit-to-ack latency is recorded.
-func relayRun(ctx context.Context, db *sqlcoord.DB, ob *outbox.Outbox, pub outbox.Publisher, relays, batch, total int, prefill bool) (relayFigures, error) {
+func relayRun(ctx context.Context, db *sqlcoord.DB, ob *outbox.Outbox[*sql.Tx], pub outbox.Publisher, relays, batch, total int, prefill bool) (relayFigures, error) {
 	enqueue := func(n int) error {
 		return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 			ms := make([]outbox.New, n)

@@ -32,7 +32,7 @@ func TestKafkaPublisher(t *testing.T) {
 		ob := outbox.NewOutbox(env.DB)
 		const n = 60
 		for i := 1; i <= n; i++ {
-			ob.Enqueue(ctx, env.DB, outbox.New{Topic: "orders.created", Key: "user-" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i))})
+			ob.EnqueueNow(ctx, outbox.New{Topic: "orders.created", Key: "user-" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i))})
 		}
 		r, _ := outbox.NewRelay(env.DB, pub, outbox.RelayOptions{BatchSize: 25, Ordered: true})
 		// ordered mode publishes one message per key per claim

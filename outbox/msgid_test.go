@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/txn"
 )
 
 // drain publishes every pending message of db through pub once.
@@ -47,7 +49,12 @@ func TestMessageIDsAreGlobal(t *testing.T) {
 			received, dropped := 0, 0
 			var seen []string
 			sink := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
-				first, err := in.Receive(ctx, consumer.DB, m.MessageID())
+				var first bool
+				err := txn.Do(ctx, consumer.DB, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+					var err error
+					first, err = in.Receive(ctx, tx, m.MessageID())
+					return err
+				})
 				if err != nil {
 					return err
 				}
@@ -64,7 +71,7 @@ func TestMessageIDsAreGlobal(t *testing.T) {
 			for _, svc := range []*dbtest.Env{svcA, svcB} {
 				ob := outbox.NewOutbox(svc.DB)
 				for i := 0; i < 3; i++ {
-					if err := ob.Enqueue(ctx, svc.DB, outbox.New{Topic: "orders", Payload: []byte("x")}); err != nil {
+					if err := ob.EnqueueNow(ctx, outbox.New{Topic: "orders", Payload: []byte("x")}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -88,7 +95,7 @@ func TestMessageIDsAreGlobal(t *testing.T) {
 			if err := sqlcoord.Migrate(ctx, svcA.DB, sqlcoord.Up); err != nil {
 				t.Fatal(err)
 			}
-			if err := outbox.NewOutbox(svcA.DB).Enqueue(ctx, svcA.DB, outbox.New{Topic: "orders", Payload: []byte("y")}); err != nil {
+			if err := outbox.NewOutbox(svcA.DB).EnqueueNow(ctx, outbox.New{Topic: "orders", Payload: []byte("y")}); err != nil {
 				t.Fatal(err)
 			}
 			drain(t, svcA.DB, sink)

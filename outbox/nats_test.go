@@ -61,7 +61,7 @@ func TestNATSPublisherDedup(t *testing.T) {
 		}
 		ob := outbox.NewOutbox(env.DB)
 		for i := 0; i < 50; i++ {
-			ob.Enqueue(ctx, env.DB, outbox.New{Topic: "orders.created", Key: "k" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i))})
+			ob.EnqueueNow(ctx, outbox.New{Topic: "orders.created", Key: "k" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i))})
 		}
 		r, _ := outbox.NewRelay(env.DB, pub, outbox.RelayOptions{BatchSize: 20})
 		for i := 0; i < 5; i++ {

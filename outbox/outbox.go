@@ -76,16 +76,18 @@ func JSON(topic, key string, v any) (New, error) {
 }
 
 // Outbox enqueues messages for one database.
-type Outbox struct{ db *sqlcoord.DB }
+type Outbox[TTx any] struct{ db sqlcoord.Driver[TTx] }
 
-// NewOutbox returns an Outbox for db.
-func NewOutbox(db *sqlcoord.DB) *Outbox { return &Outbox{db: db} }
+// NewOutbox returns an Outbox for the driver (e.g. a *sqlcoord.DB);
+// Enqueue takes the driver's transaction type.
+func NewOutbox[TTx any](db sqlcoord.Driver[TTx]) *Outbox[TTx] { return &Outbox[TTx]{db: db} }
 
 // Enqueue inserts messages in tx, the caller's business transaction: they
 // become visible to relays when, and only if, tx commits. On PostgreSQL it
 // also queues a NOTIFY (delivered at commit) so listening relays wake up.
-func (o *Outbox) Enqueue(ctx context.Context, tx sqlcoord.Querier, msgs ...New) error {
+func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...New) error {
 	q := o.db.Dialect().Q
+	x := o.db.TxExecutor(tx)
 	for _, m := range msgs {
 		if err := valid.Text("topic", m.Topic, 255); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -109,13 +111,12 @@ func (o *Outbox) Enqueue(ctx context.Context, tx sqlcoord.Querier, msgs ...New) 
 		if err != nil {
 			return fmt.Errorf("outbox: message id: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, q.OutboxInsert, m.Topic, key, m.Payload, h, m.Delay.Microseconds(), id.String()); err != nil {
+		if _, err := x.Exec(ctx, q.OutboxInsert, m.Topic, key, m.Payload, h, m.Delay.Microseconds(), id.String()); err != nil {
 			return fmt.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect().Classify(err))
 		}
 	}
-	if q.OutboxNotify != "" && len(msgs) > 0 {
-		var s string
-		if err := tx.QueryRowContext(ctx, q.OutboxNotify).Scan(&s); err != nil {
+	if len(msgs) > 0 {
+		if err := o.db.Dialect().OutboxWake(ctx, x); err != nil {
 			return fmt.Errorf("outbox: notify: %w", o.db.Dialect().Classify(err))
 		}
 	}
@@ -128,11 +129,30 @@ type Stats struct {
 	Lag                      time.Duration // age of the oldest pending message
 }
 
+// EnqueueNow enqueues messages in a short transaction of its own, for
+// messages that belong to no business transaction (tools, tests, events
+// with no state change). Use Enqueue to tie messages to your transaction:
+// that is the outbox's guarantee.
+func (o *Outbox[TTx]) EnqueueNow(ctx context.Context, msgs ...New) error {
+	tx, err := o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("outbox: begin: %w", o.db.Dialect().Classify(err))
+	}
+	if err := o.Enqueue(ctx, tx, msgs...); err != nil {
+		o.db.RollbackTx(context.WithoutCancel(ctx), tx)
+		return err
+	}
+	if err := o.db.CommitTx(ctx, tx); err != nil {
+		return fmt.Errorf("outbox: commit: %w", o.db.Dialect().ClassifyCommit(err))
+	}
+	return nil
+}
+
 // Stats counts messages per state.
-func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
+func (o *Outbox[TTx]) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	var lag float64
-	if err := o.db.QueryRowContext(ctx, o.db.Dialect().Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag); err != nil {
+	if err := o.db.Executor().QueryRow(ctx, o.db.Dialect().Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag); err != nil {
 		return s, fmt.Errorf("outbox: stats: %w", o.db.Dialect().Classify(err))
 	}
 	s.Lag = time.Duration(lag * float64(time.Second))
@@ -151,8 +171,8 @@ type DeadMessage struct {
 }
 
 // Dead lists up to n dead-lettered messages, oldest first.
-func (o *Outbox) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
-	rows, err := o.db.QueryContext(ctx, o.db.Dialect().Q.OutboxListDead, n)
+func (o *Outbox[TTx]) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
+	rows, err := o.db.Executor().Query(ctx, o.db.Dialect().Q.OutboxListDead, n)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: dead: %w", o.db.Dialect().Classify(err))
 	}
@@ -170,58 +190,57 @@ func (o *Outbox) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
 
 // Requeue makes a dead message (id > 0) or all dead messages (id == 0)
 // pending again with a fresh attempt budget.
-func (o *Outbox) Requeue(ctx context.Context, id int64) (int64, error) {
-	res, err := o.db.ExecContext(ctx, o.db.Dialect().Q.OutboxRequeue, id, id)
+func (o *Outbox[TTx]) Requeue(ctx context.Context, id int64) (int64, error) {
+	n, err := o.db.Executor().Exec(ctx, o.db.Dialect().Q.OutboxRequeue, id, id)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: requeue: %w", o.db.Dialect().Classify(err))
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // Cleanup deletes published messages older than age, batch rows per
 // statement (SKIP LOCKED / small LIMITed deletes), so it never blocks
 // producers or relays.
-func (o *Outbox) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+func (o *Outbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
 	return cleanup(ctx, o.db, o.db.Dialect().Q.OutboxCleanup, age, batch)
 }
 
-func cleanup(ctx context.Context, db *sqlcoord.DB, q string, age time.Duration, batch int) (int64, error) {
+func cleanup(ctx context.Context, db sqlcoord.Base, q string, age time.Duration, batch int) (int64, error) {
 	return sqlutil.DeleteInBatches(ctx, db, q, age, batch)
 }
 
 // Inbox deduplicates deliveries on the consumer side.
-type Inbox struct {
-	db       *sqlcoord.DB
+type Inbox[TTx any] struct {
+	db       sqlcoord.Driver[TTx]
 	consumer string
 }
 
 // NewInbox returns the inbox of one consumer (a name per consuming service
 // or handler).
-func NewInbox(db *sqlcoord.DB, consumer string) (*Inbox, error) {
+func NewInbox[TTx any](db sqlcoord.Driver[TTx], consumer string) (*Inbox[TTx], error) {
 	if err := valid.Text("inbox consumer", consumer, 128); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return &Inbox{db: db, consumer: consumer}, nil
+	return &Inbox[TTx]{db: db, consumer: consumer}, nil
 }
 
 // Receive records messageID in tx, the transaction of the consumer's
 // effect. first is false when the message was received (and committed)
 // before: skip the effect and acknowledge. A concurrent delivery of the
 // same id waits for tx.
-func (in *Inbox) Receive(ctx context.Context, tx sqlcoord.Querier, messageID string) (first bool, err error) {
+func (in *Inbox[TTx]) Receive(ctx context.Context, tx TTx, messageID string) (first bool, err error) {
 	if err := valid.Text("message id", messageID, 255); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	res, err := tx.ExecContext(ctx, in.db.Dialect().Q.InboxInsert, in.consumer, messageID)
+	n, err := in.db.TxExecutor(tx).Exec(ctx, in.db.Dialect().Q.InboxInsert, in.consumer, messageID)
 	if err != nil {
 		return false, fmt.Errorf("outbox: inbox: %w", in.db.Dialect().Classify(err))
 	}
-	n, _ := res.RowsAffected()
 	return n == 1, nil
 }
 
 // Cleanup deletes inbox rows older than age in batches. Keep age above the
 // longest redelivery horizon of your brokers.
-func (in *Inbox) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
+func (in *Inbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
 	return cleanup(ctx, in.db, in.db.Dialect().Q.InboxCleanup, age, batch)
 }

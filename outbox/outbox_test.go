@@ -24,7 +24,7 @@ import (
 
 // placeOrder writes an order and its message in one transaction and
 // commits or rolls back.
-func placeOrder(ctx context.Context, db *sqlcoord.DB, ob *outbox.Outbox, id int, commit bool) error {
+func placeOrder(ctx context.Context, db *sqlcoord.DB, ob *outbox.Outbox[*sql.Tx], id int, commit bool) error {
 	ph := db.Dialect().Placeholder
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -62,13 +62,13 @@ func TestEnqueueAtomicity(t *testing.T) {
 		if n := dbtest.Count(t, db, `SELECT count(*) FROM coord_outbox`); n != 1 {
 			t.Fatalf("committed transaction left %d messages", n)
 		}
-		if err := ob.Enqueue(ctx, db, outbox.New{Topic: ""}); !errors.Is(err, outbox.ErrInvalid) {
+		if err := ob.EnqueueNow(ctx, outbox.New{Topic: ""}); !errors.Is(err, outbox.ErrInvalid) {
 			t.Fatalf("empty topic: %v", err)
 		}
 		// delayed delivery: not claimed before it is due
 		var got atomic.Int64
 		r, _ := outbox.NewRelay(db, outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error { got.Add(1); return nil }), outbox.RelayOptions{})
-		ob.Enqueue(ctx, db, outbox.New{Topic: "later", Payload: []byte("x"), Delay: time.Hour})
+		ob.EnqueueNow(ctx, outbox.New{Topic: "later", Payload: []byte("x"), Delay: time.Hour})
 		if n, err := r.Once(ctx); err != nil || n != 1 || got.Load() != 1 {
 			t.Fatalf("once: %d %v (published %d)", n, err, got.Load())
 		}
@@ -297,7 +297,7 @@ func TestDeadLetterAndRequeue(t *testing.T) {
 			return nil
 		})
 		r, _ := outbox.NewRelay(env.DB, pub, outbox.RelayOptions{MaxAttempts: 3, BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
-		ob.Enqueue(ctx, env.DB, outbox.New{Topic: "flaky", Payload: []byte("a")}, outbox.New{Topic: "bad-request", Payload: []byte("b")})
+		ob.EnqueueNow(ctx, outbox.New{Topic: "flaky", Payload: []byte("a")}, outbox.New{Topic: "bad-request", Payload: []byte("b")})
 		for i := 0; i < 10; i++ {
 			r.Once(ctx)
 			time.Sleep(5 * time.Millisecond)
@@ -355,7 +355,7 @@ func TestRelaySurvivesDatabaseRestart(t *testing.T) {
 		enq := func(from, to int) {
 			for i := from; i < to; i++ {
 				for {
-					if err := ob.Enqueue(ctx, env.DB, outbox.New{Topic: "t", Payload: []byte(strconv.Itoa(i))}); err == nil {
+					if err := ob.EnqueueNow(ctx, outbox.New{Topic: "t", Payload: []byte(strconv.Itoa(i))}); err == nil {
 						break
 					}
 					time.Sleep(50 * time.Millisecond) // database down: the producer retries

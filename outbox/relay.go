@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -12,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -61,7 +61,7 @@ type RelayOptions struct {
 
 // Relay moves committed outbox messages to a Publisher.
 type Relay struct {
-	db  *sqlcoord.DB
+	db  sqlcoord.Base
 	pub Publisher
 	opt RelayOptions
 	log *slog.Logger
@@ -74,7 +74,7 @@ type metrics struct {
 }
 
 // NewRelay returns a relay for db publishing to pub.
-func NewRelay(db *sqlcoord.DB, pub Publisher, opt RelayOptions) (*Relay, error) {
+func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error) {
 	if pub == nil {
 		return nil, fmt.Errorf("%w: relay needs a publisher", ErrInvalid)
 	}
@@ -133,8 +133,8 @@ func NewRelay(db *sqlcoord.DB, pub Publisher, opt RelayOptions) (*Relay, error) 
 // dialects.ErrAccessDenied.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
-	if r.opt.Listen && r.db.Dialect().Family() == "postgres" {
-		go r.listen(ctx, wake)
+	if l, ok := r.db.(sqlcoord.Listener); ok && r.opt.Listen {
+		go r.listen(ctx, l, wake)
 	}
 	interval := r.opt.PollMin
 	for {
@@ -172,27 +172,33 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// listen wakes the relay on NOTIFY coord_outbox, reconnecting as needed.
-func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
+// listen wakes the relay on NOTIFY coord_outbox, reconnecting as needed;
+// it gives up (polling only) where LISTEN is not available.
+func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- struct{}) {
 	for ctx.Err() == nil {
-		conn, err := pgx.Connect(ctx, r.db.DSN())
-		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN coord_outbox")
-			for err == nil {
-				_, err = conn.WaitForNotification(ctx)
-				if err == nil {
-					select {
-					case wake <- struct{}{}:
-					default:
-					}
-				}
+		err := l.Listen(ctx, "coord_outbox", func() {
+			select {
+			case wake <- struct{}{}:
+			default:
 			}
-			conn.Close(context.Background())
+		})
+		if errors.Is(err, sqlcoord.ErrListenUnsupported) {
+			r.log.Info("outbox listen off; polling", "reason", err)
+			return
 		}
 		if ctx.Err() == nil {
-			r.log.Warn("outbox listen", "err", err)
-			time.Sleep(time.Second)
+			r.log.Warn("outbox listen", "err", redact.Text(fmt.Sprint(err)))
+			sleepCtx(ctx, time.Second)
 		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
@@ -221,17 +227,17 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	// rolling back a batch that was already published. Read committed takes
 	// record locks only, and the ordered claim's subquery sees the latest
 	// committed state. (PostgreSQL's default already.)
-	tx, err := r.db.BeginTx(dctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := r.db.BeginOwned(dctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, fmt.Errorf("outbox: begin: %w", d.Classify(err))
 	}
-	defer tx.Rollback()
+	defer tx.Rollback(context.WithoutCancel(dctx))
 	msgs, err := claim(dctx, tx, q, r.opt.BatchSize)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: claim: %w", d.Classify(err))
 	}
 	if len(msgs) == 0 {
-		return 0, tx.Commit()
+		return 0, tx.Commit(dctx)
 	}
 	for _, m := range msgs {
 		pctx, pc := context.WithTimeout(dctx, r.opt.PublishTimeout)
@@ -242,7 +248,7 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			if r.opt.DeleteOnPublish {
 				mark = d.Q.OutboxDelete
 			}
-			if _, err := tx.ExecContext(dctx, mark, m.ID); err != nil {
+			if _, err := tx.Exec(dctx, mark, m.ID); err != nil {
 				return 0, fmt.Errorf("outbox: mark %d: %w", m.ID, d.Classify(err))
 			}
 			r.m.published.Inc()
@@ -255,17 +261,17 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		if IsPermanent(perr) || m.Attempt >= r.opt.MaxAttempts {
 			r.m.dead.Inc()
 			r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
-			if _, err := tx.ExecContext(dctx, d.Q.OutboxDead, msg, m.ID); err != nil {
+			if _, err := tx.Exec(dctx, d.Q.OutboxDead, msg, m.ID); err != nil {
 				return 0, fmt.Errorf("outbox: dead-letter %d: %w", m.ID, d.Classify(err))
 			}
 			continue
 		}
 		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
-		if _, err := tx.ExecContext(dctx, d.Q.OutboxFailed, msg, r.backoff(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
+		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, r.backoff(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
 			return 0, fmt.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(dctx); err != nil {
 		// the messages were published; they will be published again
 		return 0, fmt.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
 	}
@@ -294,8 +300,8 @@ func (r *Relay) backoff(attempt int) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
-func claim(ctx context.Context, tx *sql.Tx, q string, n int) ([]Message, error) {
-	rows, err := tx.QueryContext(ctx, q, n)
+func claim(ctx context.Context, tx sqlcoord.Executor, q string, n int) ([]Message, error) {
+	rows, err := tx.Query(ctx, q, n)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"net"
@@ -133,7 +134,7 @@ func newRelayCmd() *cobra.Command {
 
 func newOutboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "outbox", Short: "Inspect the outbox: stats, dead letters, requeue"}
-	withOutbox := func(fn func(cmd *cobra.Command, args []string, ob *outbox.Outbox) error) func(*cobra.Command, []string) error {
+	withOutbox := func(fn func(cmd *cobra.Command, args []string, ob *outbox.Outbox[*sql.Tx]) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			db, err := openDB(cmd)
 			if err != nil {
@@ -145,7 +146,7 @@ func newOutboxCmd() *cobra.Command {
 	}
 	var limit int
 	dead := &cobra.Command{Use: "dead", Short: "List dead-lettered messages", Args: cobra.NoArgs,
-		RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox) error {
+		RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox[*sql.Tx]) error {
 			ds, err := ob.Dead(cmd.Context(), limit)
 			if err != nil {
 				return err
@@ -160,7 +161,7 @@ func newOutboxCmd() *cobra.Command {
 	dead.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	cmd.AddCommand(
 		&cobra.Command{Use: "stats", Short: "Pending, published and dead counts and the lag", Args: cobra.NoArgs,
-			RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox) error {
+			RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox[*sql.Tx]) error {
 				st, err := ob.Stats(cmd.Context())
 				if err != nil {
 					return err
@@ -170,7 +171,7 @@ func newOutboxCmd() *cobra.Command {
 			})},
 		dead,
 		&cobra.Command{Use: "requeue ID|all", Short: "Make dead messages pending again", Args: cobra.ExactArgs(1),
-			RunE: withOutbox(func(cmd *cobra.Command, args []string, ob *outbox.Outbox) error {
+			RunE: withOutbox(func(cmd *cobra.Command, args []string, ob *outbox.Outbox[*sql.Tx]) error {
 				var id int64
 				if args[0] != "all" {
 					n, err := strconv.ParseInt(args[0], 10, 64)

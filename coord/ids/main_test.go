@@ -48,6 +48,7 @@ func helperSegmentDrawer(ctx context.Context, db *sqlcoord.DB) error {
 	if err != nil {
 		return err
 	}
+	fmt.Println("READY")
 	var mu sync.Mutex
 	var outages int
 	var wg sync.WaitGroup
@@ -151,6 +152,11 @@ func TestSegmentsAcrossProcessesAndRestart(t *testing.T) {
 		var ps []*dbtest.Proc
 		for i := 0; i < procs; i++ {
 			ps = append(ps, dbtest.Spawn(t, "segment-drawer", "DSN="+env.DSN, "TAG=shared", "N="+strconv.Itoa(perG), "GOROUTINES="+strconv.Itoa(gs)))
+		}
+		// every process is connected before any draws (and so before the
+		// restart below can happen)
+		for _, p := range ps {
+			p.WaitLine(t, "READY", 20*time.Second)
 		}
 		seen := make(map[int64]bool, perG*gs*procs)
 		total := 0

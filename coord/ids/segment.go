@@ -68,7 +68,7 @@ type segment struct {
 // Segments allocates ids for one tag. Next is safe for many goroutines; its
 // hot path is one atomic add.
 type Segments struct {
-	db  *sqlcoord.DB
+	db  sqlcoord.Base
 	tag string
 	opt SegmentOptions
 
@@ -85,7 +85,7 @@ type Segments struct {
 
 // NewSegments returns an allocator for tag. The first segment is fetched
 // lazily by the first Next.
-func NewSegments(db *sqlcoord.DB, tag string, opt SegmentOptions) (*Segments, error) {
+func NewSegments(db sqlcoord.Base, tag string, opt SegmentOptions) (*Segments, error) {
 	if err := valid.Text("segment tag", tag, 128); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -245,32 +245,18 @@ func (s *Segments) advance(ctx context.Context, old *segment) error {
 // fetch advances max_id by step in one transaction and returns the range.
 func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 	d := s.db.Dialect()
-	q := d.Q
 	var max int64
 	for attempt := 0; ; attempt++ {
 		err := func() error {
-			tx, err := s.db.BeginTx(ctx, nil)
+			tx, err := s.db.BeginOwned(ctx, nil)
 			if err != nil {
 				return err
 			}
-			defer tx.Rollback()
-			if q.SegmentAdvanceReturns {
-				err = tx.QueryRowContext(ctx, q.SegmentAdvance, step, step, s.tag).Scan(&max)
-			} else {
-				var res sql.Result
-				res, err = tx.ExecContext(ctx, q.SegmentAdvance, step, step, s.tag)
-				if err == nil {
-					if n, _ := res.RowsAffected(); n == 0 {
-						err = sql.ErrNoRows
-					} else {
-						err = tx.QueryRowContext(ctx, q.SegmentRead, s.tag).Scan(&max)
-					}
-				}
-			}
-			if err != nil {
+			defer tx.Rollback(context.WithoutCancel(ctx))
+			if max, err = d.SegmentAdvance(ctx, tx, s.tag, step); err != nil {
 				return err
 			}
-			return tx.Commit()
+			return tx.Commit(ctx)
 		}()
 		if errors.Is(err, sql.ErrNoRows) && attempt == 0 {
 			if !s.opt.AutoCreate {
@@ -295,14 +281,14 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 
 // CreateTag creates a segment tag whose first id will be start+1, if it
 // does not exist. Existing tags are left alone.
-func CreateTag(ctx context.Context, db *sqlcoord.DB, tag string, start int64) error {
+func CreateTag(ctx context.Context, db sqlcoord.Base, tag string, start int64) error {
 	if err := valid.Text("segment tag", tag, 128); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if start < 0 {
 		return fmt.Errorf("%w: negative start %d", ErrInvalid, start)
 	}
-	if _, err := db.ExecContext(ctx, db.Dialect().Q.SegmentCreate, tag, start, 1); err != nil {
+	if _, err := db.Executor().Exec(ctx, db.Dialect().Q.SegmentCreate, tag, start, 1); err != nil {
 		return fmt.Errorf("ids: create tag %q: %w", tag, db.Dialect().Classify(err))
 	}
 	return nil

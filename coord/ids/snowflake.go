@@ -216,7 +216,7 @@ type WorkerOptions struct {
 // fail, so that a reused worker id never overlaps a live one.
 type Worker struct {
 	*Snowflake
-	db    *sqlcoord.DB
+	db    sqlcoord.Base
 	id    int64
 	owner string
 	opt   WorkerOptions
@@ -227,7 +227,7 @@ type Worker struct {
 // never used, was released, or whose lease expired more than Margin ago),
 // refuses to start if the local clock is behind the timestamps recorded
 // for it, and heartbeats until Close.
-func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Worker, error) {
+func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt WorkerOptions) (*Worker, error) {
 	if opt.Layout == (Layout{}) {
 		opt.Layout = DefaultLayout
 	}
@@ -255,14 +255,15 @@ func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Work
 	leasedAt := time.Now()
 	// Concurrent first leases race for the same new id (primary key) or
 	// deadlock on InnoDB's insert locks: txn.Do retries both with jitter.
-	err := txn.Do(ctx, db, txn.Options{MaxAttempts: 30}, func(ctx context.Context, tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, q.WorkerFree, opt.Margin.Microseconds()).Scan(&id, &lastMs, &released)
+	err := txn.Do(ctx, db, txn.Options{MaxAttempts: 30}, func(ctx context.Context, ttx TTx) error {
+		tx := db.TxExecutor(ttx)
+		err := tx.QueryRow(ctx, q.WorkerFree, opt.Margin.Microseconds()).Scan(&id, &lastMs, &released)
 		if err == nil {
-			res, err := tx.ExecContext(ctx, q.WorkerTake, opt.Owner, opt.TTL.Microseconds(), id, opt.Margin.Microseconds())
+			n, err := tx.Exec(ctx, q.WorkerTake, opt.Owner, opt.TTL.Microseconds(), id, opt.Margin.Microseconds())
 			if err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n != 1 {
+			if n != 1 {
 				return ErrNoWorkerID
 			}
 			return nil
@@ -271,7 +272,7 @@ func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Work
 			return err
 		}
 		var max sql.NullInt64
-		if err := tx.QueryRowContext(ctx, q.WorkerMax).Scan(&max); err != nil {
+		if err := tx.QueryRow(ctx, q.WorkerMax).Scan(&max); err != nil {
 			return err
 		}
 		id = 0
@@ -282,7 +283,7 @@ func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Work
 			return fmt.Errorf("%w (all %d leased to live nodes)", ErrNoWorkerID, opt.MaxWorkers)
 		}
 		lastMs, released = 0, true
-		_, err = tx.ExecContext(ctx, q.WorkerInsert, id, opt.Owner, opt.TTL.Microseconds())
+		_, err = tx.Exec(ctx, q.WorkerInsert, id, opt.Owner, opt.TTL.Microseconds())
 		if errors.Is(db.Dialect().Classify(err), dialects.ErrDuplicate) {
 			return &dialects.Error{Kind: dialects.ErrSerialization, Err: err} // lost the race for this id: retry
 		}
@@ -299,7 +300,7 @@ func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Work
 	}
 	sf, err := NewSnowflake(id, floor, opt.SnowflakeOptions)
 	if err != nil {
-		db.ExecContext(context.Background(), q.WorkerRelease, 0, id, opt.Owner)
+		db.Executor().Exec(context.Background(), q.WorkerRelease, 0, id, opt.Owner)
 		return nil, err
 	}
 	w := &Worker{Snowflake: sf, db: db, id: id, owner: opt.Owner, opt: opt}
@@ -309,11 +310,11 @@ func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Work
 	loop, err := keepalive.Start(context.Background(), leasedAt, keepalive.Options{
 		TTL: opt.TTL,
 		Renew: func(ctx context.Context) error {
-			res, err := db.ExecContext(ctx, q.WorkerHeartbeat, opt.TTL.Microseconds(), w.LastMs(), id, opt.Owner)
+			n, err := db.Executor().Exec(ctx, q.WorkerHeartbeat, opt.TTL.Microseconds(), w.LastMs(), id, opt.Owner)
 			if err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
+			if n == 0 {
 				return ErrWorkerLost
 			}
 			return nil
@@ -324,7 +325,7 @@ func LeaseWorker(ctx context.Context, db *sqlcoord.DB, opt WorkerOptions) (*Work
 		},
 	})
 	if err != nil {
-		db.ExecContext(context.Background(), q.WorkerRelease, 0, id, opt.Owner)
+		db.Executor().Exec(context.Background(), q.WorkerRelease, 0, id, opt.Owner)
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	w.loop = loop
@@ -347,6 +348,6 @@ func (w *Worker) Close(ctx context.Context) error {
 	w.loop.Stop()
 	last := w.LastMs()
 	w.stop(errors.New("ids: worker closed"))
-	_, err := w.db.ExecContext(ctx, w.db.Dialect().Q.WorkerRelease, last, w.id, w.owner)
+	_, err := w.db.Executor().Exec(ctx, w.db.Dialect().Q.WorkerRelease, last, w.id, w.owner)
 	return err
 }

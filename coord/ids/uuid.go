@@ -17,19 +17,7 @@ func NewUUIDv7() (uuid.UUID, error) { return uuid.NewV7() }
 // UUIDValue returns u in the storage form of the dialect's recommended
 // column type: PostgreSQL `uuid` (text form) or MySQL/MariaDB BINARY(16)
 // (the 16 bytes in order, so byte order equals time order).
-func UUIDValue(d *dialects.Dialect, u uuid.UUID) driver.Value {
-	if d.Family() == "postgres" {
-		return u.String()
-	}
-	b := make([]byte, 16)
-	copy(b, u[:])
-	return b
-}
+func UUIDValue(d *dialects.Dialect, u uuid.UUID) driver.Value { return d.UUIDValue(u) }
 
 // UUIDColumnType is the column type UUIDValue fits.
-func UUIDColumnType(d *dialects.Dialect) string {
-	if d.Family() == "postgres" {
-		return "uuid"
-	}
-	return "BINARY(16)"
-}
+func UUIDColumnType(d *dialects.Dialect) string { return d.UUIDColumnType() }

@@ -138,9 +138,11 @@ func shardJob(db *sqlcoord.DB, mode string, crashAfter int) func(context.Context
 	}
 }
 
+// insertIgnore is "insert unless the key exists" in each dialect's words.
 func insertIgnore(db *sqlcoord.DB, rest string) string {
-	if db.Dialect().Family() == "mysql" {
-		return "INSERT IGNORE INTO " + rest
-	}
-	return "INSERT INTO " + rest + " ON CONFLICT DO NOTHING"
+	return map[string]string{
+		"postgres": "INSERT INTO " + rest + " ON CONFLICT DO NOTHING",
+		"mysql":    "INSERT IGNORE INTO " + rest,
+		"mariadb":  "INSERT IGNORE INTO " + rest,
+	}[db.Dialect().Name()]
 }

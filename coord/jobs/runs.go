@@ -83,10 +83,10 @@ type Record struct {
 }
 
 // Runs is the low-level API over coord_job_runs used by Scheduler.
-type Runs struct{ db *sqlcoord.DB }
+type Runs struct{ db sqlcoord.Base }
 
 // NewRuns returns Runs for db.
-func NewRuns(db *sqlcoord.DB) *Runs { return &Runs{db: db} }
+func NewRuns(db sqlcoord.Base) *Runs { return &Runs{db: db} }
 
 // validJob refuses a job name that is empty, over 128 bytes, not UTF-8 or
 // contains NUL; names are compared byte for byte.
@@ -113,11 +113,11 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 		return Run{}, fmt.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
 	}
 	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Attempt: 1, Owner: owner, sent: time.Now()}
-	res, err := r.db.ExecContext(ctx, r.db.Dialect().Q.JobClaim, job, run.FireTime, shard, total, status, owner)
+	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobClaim, job, run.FireTime, shard, total, status, owner)
 	if err != nil {
 		return Run{}, fmt.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect().Classify(err))
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return Run{}, ErrAlreadyClaimed
 	}
 	return run, nil
@@ -126,11 +126,11 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 // Heartbeat refreshes a running attempt; ErrSuperseded when it is no
 // longer the current one.
 func (r *Runs) Heartbeat(ctx context.Context, run Run) error {
-	res, err := r.db.ExecContext(ctx, r.db.Dialect().Q.JobHeartbeat, run.Job, run.FireTime, run.Shard, run.Attempt)
+	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobHeartbeat, run.Job, run.FireTime, run.Shard, run.Attempt)
 	if err != nil {
 		return fmt.Errorf("jobs: heartbeat: %w", r.db.Dialect().Classify(err))
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return ErrSuperseded
 	}
 	return nil
@@ -148,11 +148,11 @@ func (r *Runs) Finish(ctx context.Context, run Run, runErr error) error {
 		}
 		msg = sql.NullString{String: m, Valid: true}
 	}
-	res, err := r.db.ExecContext(ctx, r.db.Dialect().Q.JobFinish, status, msg, run.Job, run.FireTime, run.Shard, run.Attempt)
+	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobFinish, status, msg, run.Job, run.FireTime, run.Shard, run.Attempt)
 	if err != nil {
 		return fmt.Errorf("jobs: finish: %w", r.db.Dialect().Classify(err))
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		if done, err := r.completed(ctx, run); err != nil || done {
 			return err // completed in the job's own transaction
 		}
@@ -167,9 +167,16 @@ func (r *Runs) Finish(ctx context.Context, run Run, runErr error) error {
 // calls Complete, the takeover then finds the run succeeded and does not
 // happen. Call it in the transaction that writes the job's effect, before
 // the effect.
-func (r *Runs) Fence(ctx context.Context, tx sqlcoord.Querier, run Run) error {
+//
+// tx is the transaction of the driver's stack (*sql.Tx, *sqlx.Tx or pgx.Tx);
+// anything else fails with sqlcoord.ErrNotATransaction.
+func (r *Runs) Fence(ctx context.Context, tx any, run Run) error {
+	x, err := r.db.ExecutorFor(tx)
+	if err != nil {
+		return fmt.Errorf("jobs: fence: %w", err)
+	}
 	var a int
-	err := tx.QueryRowContext(ctx, r.db.Dialect().Q.JobFence, run.Job, run.FireTime, run.Shard, run.Attempt).Scan(&a)
+	err = x.QueryRow(ctx, r.db.Dialect().Q.JobFence, run.Job, run.FireTime, run.Shard, run.Attempt).Scan(&a)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("jobs: fence %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
 	}
@@ -182,12 +189,16 @@ func (r *Runs) Fence(ctx context.Context, tx sqlcoord.Querier, run Run) error {
 // Complete marks run succeeded in tx, the transaction of the job's effect,
 // so that effect and completion commit together; ErrSuperseded when the
 // attempt is no longer the current running one (then roll tx back).
-func (r *Runs) Complete(ctx context.Context, tx sqlcoord.Querier, run Run) error {
-	res, err := tx.ExecContext(ctx, r.db.Dialect().Q.JobFinish, Succeeded, sql.NullString{}, run.Job, run.FireTime, run.Shard, run.Attempt)
+func (r *Runs) Complete(ctx context.Context, tx any, run Run) error {
+	x, err := r.db.ExecutorFor(tx)
+	if err != nil {
+		return fmt.Errorf("jobs: complete: %w", err)
+	}
+	n, err := x.Exec(ctx, r.db.Dialect().Q.JobFinish, Succeeded, sql.NullString{}, run.Job, run.FireTime, run.Shard, run.Attempt)
 	if err != nil {
 		return fmt.Errorf("jobs: complete: %w", r.db.Dialect().Classify(err))
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return fmt.Errorf("jobs: complete %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
 	}
 	return nil
@@ -198,7 +209,7 @@ func (r *Runs) Complete(ctx context.Context, tx sqlcoord.Querier, run Run) error
 func (r *Runs) completed(ctx context.Context, run Run) (bool, error) {
 	var status string
 	var attempt int
-	err := r.db.QueryRowContext(ctx, r.db.Dialect().Q.JobGet, run.Job, run.FireTime, run.Shard).Scan(&status, &attempt)
+	err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobGet, run.Job, run.FireTime, run.Shard).Scan(&status, &attempt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -218,7 +229,7 @@ func (r *Runs) TakeOver(ctx context.Context, job string, grace time.Duration, ow
 // (status is the run's status: running or rerun).
 func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, owner string, accept func(c Run, status string) bool) ([]Run, error) {
 	q := r.db.Dialect().Q
-	rows, err := r.db.QueryContext(ctx, q.JobStale, job, grace.Microseconds())
+	rows, err := r.db.Executor().Query(ctx, q.JobStale, job, grace.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("jobs: stale runs: %w", r.db.Dialect().Classify(err))
 	}
@@ -242,11 +253,11 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 	var won []Run
 	for _, c := range cands {
 		c.sent = time.Now()
-		res, err := r.db.ExecContext(ctx, q.JobTakeover, owner, c.Job, c.FireTime, c.Shard, c.Attempt, grace.Microseconds())
+		n, err := r.db.Executor().Exec(ctx, q.JobTakeover, owner, c.Job, c.FireTime, c.Shard, c.Attempt, grace.Microseconds())
 		if err != nil {
 			return won, fmt.Errorf("jobs: take over: %w", r.db.Dialect().Classify(err))
 		}
-		if n, _ := res.RowsAffected(); n == 1 {
+		if n == 1 {
 			c.Attempt++
 			won = append(won, c)
 		}
@@ -269,7 +280,7 @@ func (r *Runs) Register(ctx context.Context, name string, s *Schedule, shards in
 	if err := validJob(name); err != nil {
 		return err
 	}
-	if _, err := r.db.ExecContext(ctx, r.db.Dialect().Q.JobRegister, name, s.expr, s.loc.String(), max(shards, 1)); err != nil {
+	if _, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobRegister, name, s.expr, s.loc.String(), max(shards, 1)); err != nil {
 		return fmt.Errorf("jobs: register %s: %w", name, r.db.Dialect().Classify(err))
 	}
 	return nil
@@ -282,7 +293,7 @@ func (r *Runs) Definition(ctx context.Context, name string) (Definition, *Schedu
 		return Definition{}, nil, err
 	}
 	d := Definition{Name: name}
-	err := r.db.QueryRowContext(ctx, r.db.Dialect().Q.JobDef, name).Scan(&d.Schedule, &d.Location, &d.Shards)
+	err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobDef, name).Scan(&d.Schedule, &d.Location, &d.Shards)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, nil, fmt.Errorf("jobs: %q: %w (no scheduler has registered it)", name, ErrUnknownJob)
 	}
@@ -299,7 +310,7 @@ func (r *Runs) Definition(ctx context.Context, name string) (Definition, *Schedu
 
 // Jobs lists the registered jobs.
 func (r *Runs) Jobs(ctx context.Context) ([]Definition, error) {
-	rows, err := r.db.QueryContext(ctx, r.db.Dialect().Q.JobNames)
+	rows, err := r.db.Executor().Query(ctx, r.db.Dialect().Q.JobNames)
 	if err != nil {
 		return nil, fmt.Errorf("jobs: list jobs: %w", r.db.Dialect().Classify(err))
 	}
@@ -341,17 +352,15 @@ func (r *Runs) MarkRerun(ctx context.Context, job string, fire time.Time, total 
 	}
 	q := r.db.Dialect().Q
 	fire = norm(fire)
-	res, err := r.db.ExecContext(ctx, q.JobRerunMark, job, fire)
+	n, err := r.db.Executor().Exec(ctx, q.JobRerunMark, job, fire)
 	if err != nil {
 		return 0, fmt.Errorf("jobs: rerun: %w", r.db.Dialect().Classify(err))
 	}
-	n, _ := res.RowsAffected()
 	for s := 0; s < total; s++ {
-		res, err := r.db.ExecContext(ctx, q.JobRerunInsert, job, fire, s, total)
+		m, err := r.db.Executor().Exec(ctx, q.JobRerunInsert, job, fire, s, total)
 		if err != nil {
 			return n, fmt.Errorf("jobs: rerun: %w", r.db.Dialect().Classify(err))
 		}
-		m, _ := res.RowsAffected()
 		n += m
 	}
 	return n, nil
@@ -359,7 +368,7 @@ func (r *Runs) MarkRerun(ctx context.Context, job string, fire time.Time, total 
 
 // List returns the runs of job planned in [from, to).
 func (r *Runs) List(ctx context.Context, job string, from, to time.Time) ([]Record, error) {
-	rows, err := r.db.QueryContext(ctx, r.db.Dialect().Q.JobList, job, norm(from), norm(to))
+	rows, err := r.db.Executor().Query(ctx, r.db.Dialect().Q.JobList, job, norm(from), norm(to))
 	if err != nil {
 		return nil, fmt.Errorf("jobs: list: %w", r.db.Dialect().Classify(err))
 	}
@@ -406,7 +415,7 @@ func (r *Runs) Missing(ctx context.Context, job string, s *Schedule, shards int,
 // LastFire is the newest fire time recorded for job (zero if none).
 func (r *Runs) LastFire(ctx context.Context, job string) (time.Time, error) {
 	var t sql.NullTime
-	if err := r.db.QueryRowContext(ctx, r.db.Dialect().Q.JobLastFire, job).Scan(&t); err != nil {
+	if err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobLastFire, job).Scan(&t); err != nil {
 		return time.Time{}, fmt.Errorf("jobs: last fire: %w", r.db.Dialect().Classify(err))
 	}
 	if !t.Valid {

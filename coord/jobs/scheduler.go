@@ -60,7 +60,7 @@ func (i Info) Run() Run {
 // current one: it locks the run's row in tx (see Runs.Fence) or returns
 // ErrSuperseded. Call it first in the transaction that writes the job's
 // effect, and Complete last, then commit.
-func (i Info) Fence(ctx context.Context, tx sqlcoord.Querier) error {
+func (i Info) Fence(ctx context.Context, tx any) error {
 	if i.runs == nil {
 		return fmt.Errorf("%w: Info not from a Scheduler", ErrInvalid)
 	}
@@ -70,7 +70,7 @@ func (i Info) Fence(ctx context.Context, tx sqlcoord.Querier) error {
 // Complete marks this attempt succeeded inside tx, so the effect written
 // in tx and the run's completion are one commit (see Runs.Complete). The
 // scheduler's own completion after Run returns then finds it done.
-func (i Info) Complete(ctx context.Context, tx sqlcoord.Querier) error {
+func (i Info) Complete(ctx context.Context, tx any) error {
 	if i.runs == nil {
 		return fmt.Errorf("%w: Info not from a Scheduler", ErrInvalid)
 	}
@@ -126,7 +126,7 @@ type Scheduler struct {
 }
 
 // NewScheduler returns a scheduler on db.
-func NewScheduler(db *sqlcoord.DB, opt Options) *Scheduler {
+func NewScheduler(db sqlcoord.Base, opt Options) *Scheduler {
 	if opt.Owner == "" {
 		opt.Owner = coord.NewOwnerID()
 	}
@@ -277,7 +277,7 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 	status := Running
 	if j.Overlap == SkipOverlap {
 		var n int
-		if err := s.runs.db.QueryRowContext(ctx, s.runs.db.Dialect().Q.JobOverlap, j.Name, norm(fire), j.Grace.Microseconds()).Scan(&n); err == nil && n > 0 {
+		if err := s.runs.db.Executor().QueryRow(ctx, s.runs.db.Dialect().Q.JobOverlap, j.Name, norm(fire), j.Grace.Microseconds()).Scan(&n); err == nil && n > 0 {
 			status = Skipped
 		}
 	}
