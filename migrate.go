@@ -16,6 +16,8 @@ import (
 	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
@@ -56,8 +58,14 @@ type Status struct {
 // Migrate moves the coord_ schema to target. It holds golang-migrate's
 // database lock (advisory lock / GET_LOCK) while it runs, so concurrent
 // callers are safe. Cancelling ctx stops after the migration in progress.
-func Migrate(ctx context.Context, db *DB, target Target) error {
-	m, err := db.migrator(ctx)
+//
+// db may be any driver: sqlcoord opens a dedicated connection for the
+// migration from the pool's own configuration (the DSN given to Open, a
+// pgxpool's or pgx stdlib pool's connection config). An application's
+// own MySQL/MariaDB *sql.DB does not reveal its DSN: migrate it with a
+// *DB from Open or the CLI (ErrMigrateNeedsDSN).
+func Migrate(ctx context.Context, db Base, target Target) error {
+	m, err := migrator(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -95,13 +103,13 @@ func Migrate(ctx context.Context, db *DB, target Target) error {
 }
 
 // MigrationStatus reports the applied and pending versions.
-func MigrationStatus(ctx context.Context, db *DB) (Status, error) {
-	all, err := Versions(db.family)
+func MigrationStatus(ctx context.Context, db Base) (Status, error) {
+	all, err := Versions(db.Dialect().Family())
 	if err != nil {
 		return Status{}, err
 	}
 	st := Status{Latest: all[len(all)-1]}
-	st.Version, st.Dirty, err = db.schemaVersion(ctx)
+	st.Version, st.Dirty, err = schemaVersion(ctx, db)
 	if err != nil {
 		return st, err
 	}
@@ -116,7 +124,7 @@ func MigrationStatus(ctx context.Context, db *DB) (Status, error) {
 // CheckSchema returns nil when the schema is at the latest version and an
 // error wrapping dialects.ErrNoSchema that says to run `sqlcoord migrate up`
 // otherwise.
-func CheckSchema(ctx context.Context, db *DB) error {
+func CheckSchema(ctx context.Context, db Base) error {
 	st, err := MigrationStatus(ctx, db)
 	if err != nil {
 		return err
@@ -132,10 +140,10 @@ func CheckSchema(ctx context.Context, db *DB) error {
 
 // schemaVersion reads coord_schema_migrations directly (golang-migrate
 // would create the table as a side effect of merely looking).
-func (db *DB) schemaVersion(ctx context.Context) (uint, bool, error) {
+func schemaVersion(ctx context.Context, db Base) (uint, bool, error) {
 	var v int64
 	var dirty bool
-	err := db.QueryRowContext(ctx, "SELECT version, dirty FROM "+MigrationsTable).Scan(&v, &dirty)
+	err := db.Executor().QueryRow(ctx, "SELECT version, dirty FROM "+MigrationsTable).Scan(&v, &dirty)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -182,14 +190,19 @@ func Versions(family string) ([]uint, error) {
 
 // migrator opens a dedicated connection pool (golang-migrate closes the
 // pool it is given) and returns a golang-migrate instance on it.
-func (db *DB) migrator(ctx context.Context) (*migrate.Migrate, error) {
-	fsys, err := sqlschema.FS(db.family)
-	if err != nil {
-		return nil, err
-	}
-	src, err := iofs.New(fsys, ".")
-	if err != nil {
-		return nil, err
+// ErrMigrateNeedsDSN: Migrate was given a pool whose connection settings
+// sqlcoord cannot read (an application's own MySQL/MariaDB *sql.DB).
+var ErrMigrateNeedsDSN = errors.New("sqlcoord: migrating needs the DSN: use a *DB from Open, or `sqlcoord migrate up --dsn …`")
+
+// migrationDB opens a dedicated *sql.DB for golang-migrate (which closes
+// it): never the application's pool.
+type migrationDBer interface {
+	migrationDB(ctx context.Context) (*sql.DB, error)
+}
+
+func (db *DB) migrationDB(ctx context.Context) (*sql.DB, error) {
+	if db.dsn == "" {
+		return pgxConfigDB(ctx, db.DB.DB, db.dialect)
 	}
 	dsn := db.dsn
 	if db.family == "mysql" {
@@ -200,16 +213,65 @@ func (db *DB) migrator(ctx context.Context) (*migrate.Migrate, error) {
 		cfg.MultiStatements = true
 		dsn = cfg.FormatDSN()
 	}
-	sdb, err := sql.Open(db.Dialect().DriverName(), dsn)
+	return sql.Open(db.Dialect().DriverName(), dsn)
+}
+
+func (s *SQLX) migrationDB(ctx context.Context) (*sql.DB, error) {
+	return pgxConfigDB(ctx, s.X.DB, s.dialect)
+}
+
+func (p *Pgx) migrationDB(context.Context) (*sql.DB, error) {
+	return stdlib.OpenDB(*p.Pool.Config().ConnConfig.Copy()), nil
+}
+
+// pgxConfigDB opens a new *sql.DB with the connection config of a pool
+// built on pgx's stdlib driver.
+func pgxConfigDB(ctx context.Context, pool *sql.DB, d *dialects.Dialect) (*sql.DB, error) {
+	if d.Family() != "postgres" {
+		return nil, ErrMigrateNeedsDSN
+	}
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var cfg *pgx.ConnConfig
+	err = conn.Raw(func(dc any) error {
+		if sc, ok := dc.(*stdlib.Conn); ok {
+			cfg = sc.Conn().Config().Copy()
+		}
+		return nil
+	})
+	if err != nil || cfg == nil {
+		return nil, errors.Join(ErrMigrateNeedsDSN, err)
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
+func migrator(ctx context.Context, db Base) (*migrate.Migrate, error) {
+	family := db.Dialect().Family()
+	fsys, err := sqlschema.FS(family)
+	if err != nil {
+		return nil, err
+	}
+	src, err := iofs.New(fsys, ".")
+	if err != nil {
+		return nil, err
+	}
+	mdb, ok := db.(migrationDBer)
+	if !ok {
+		return nil, ErrMigrateNeedsDSN
+	}
+	sdb, err := mdb.migrationDB(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if err := sdb.PingContext(ctx); err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("%w to %s: %v", ErrUnreachable, db.shown, db.Dialect().Classify(err))
+		return nil, fmt.Errorf("%w to %s: %v", ErrUnreachable, db.String(), db.Dialect().Classify(err))
 	}
 	var drv database.Driver
-	if db.family == "mysql" {
+	if family == "mysql" {
 		drv, err = migratemysql.WithInstance(sdb, &migratemysql.Config{MigrationsTable: MigrationsTable})
 	} else {
 		drv, err = migratepgx.WithInstance(sdb, &migratepgx.Config{MigrationsTable: MigrationsTable})
@@ -218,7 +280,7 @@ func (db *DB) migrator(ctx context.Context) (*migrate.Migrate, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("sqlcoord: migrate: %w", err)
 	}
-	m, err := migrate.NewWithInstance("iofs", src, db.family, drv)
+	m, err := migrate.NewWithInstance("iofs", src, family, drv)
 	if err != nil {
 		drv.Close()
 		return nil, fmt.Errorf("sqlcoord: migrate: %w", err)

@@ -1,0 +1,18 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func TestExample(t *testing.T) {
+	env := dbtest.New(t, "postgres", dbtest.NoMigrate())
+	if err := run(context.Background(), env.DSN, os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+}

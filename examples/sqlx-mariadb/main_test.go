@@ -1,0 +1,25 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+func TestExample(t *testing.T) {
+	env := dbtest.New(t, "mysql", dbtest.NoMigrate())
+	cfg, err := mysql.ParseDSN(env.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientFoundRows = false // an application's DSN: parseTime only
+	if err := run(context.Background(), cfg.FormatDSN(), os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+}
