@@ -11,9 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
@@ -107,43 +104,4 @@ func (p HTTPPublisher) Publish(ctx context.Context, m Message) error {
 	default:
 		return Permanent(fmt.Errorf("outbox: webhook %s: %s", redact.URL(p.URL), resp.Status))
 	}
-}
-
-// NATSPublisher publishes to NATS JetStream, subject = topic, with the
-// outbox id as Nats-Msg-Id so the stream's duplicate window drops a message
-// that a crashed relay published twice. The stream must exist.
-type NATSPublisher struct {
-	JS jetstream.JetStream
-}
-
-// NewNATSPublisher connects to url and returns a publisher and a close
-// function.
-func NewNATSPublisher(url string) (*NATSPublisher, func(), error) {
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
-	if err != nil {
-		return nil, nil, fmt.Errorf("outbox: nats %s: %s", redact.URL(url), redact.Text(err.Error(), url))
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return &NATSPublisher{JS: js}, nc.Close, nil
-}
-
-// Publish sends the message and waits for the stream's ack.
-func (p *NATSPublisher) Publish(ctx context.Context, m Message) error {
-	msg := nats.NewMsg(m.Topic)
-	msg.Data = m.Payload
-	for k, v := range m.Headers {
-		msg.Header.Set(k, v)
-	}
-	if m.Key != "" {
-		msg.Header.Set("Outbox-Key", m.Key)
-	}
-	_, err := p.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(m.MessageID()))
-	if errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return fmt.Errorf("outbox: no JetStream stream for subject %q: %w", m.Topic, err)
-	}
-	return err
 }

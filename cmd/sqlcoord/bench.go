@@ -17,8 +17,9 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/bench"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/natspub"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -151,7 +152,7 @@ func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) erro
 	if dsn := dsnFrom(cmd); dsn != "" {
 		return openMigrated(ctx, dsn, fn)
 	}
-	fams := dbtest.Families
+	fams := localdb.Families
 	if d, _ := cmd.Flags().GetString("dialect"); d != "" {
 		switch d {
 		case "postgres":
@@ -164,7 +165,7 @@ func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) erro
 	}
 	for _, fam := range fams {
 		fmt.Fprintf(cmd.OutOrStdout(), "no --dsn: starting a throwaway local %s server\n", fam)
-		srv, err := dbtest.Start(ctx, fam)
+		srv, err := localdb.Start(ctx, fam)
 		if err != nil {
 			return err
 		}
@@ -291,7 +292,7 @@ func inProcessNATS() (outbox.Publisher, func(), error) {
 	if !ns.ReadyForConnections(10 * time.Second) {
 		return nil, nil, fmt.Errorf("bench: in-process NATS did not start")
 	}
-	pub, closeFn, err := outbox.NewNATSPublisher(ns.ClientURL())
+	pub, closeFn, err := natspub.New(ns.ClientURL())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/internal/localdb"
 )
 
 // demoEnv is what a scenario gets: an open, migrated database and a writer.
@@ -80,7 +80,7 @@ creates and drops demo_* tables there: use a scratch database.`,
 				}
 				fmt.Fprintf(out, "no --dsn given: starting a throwaway local %s server (embedded default)…\n", fam)
 				start := time.Now()
-				srv, err := dbtest.Start(ctx, fam)
+				srv, err := localdb.Start(ctx, fam)
 				if err != nil {
 					return err
 				}

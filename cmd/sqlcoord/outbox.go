@@ -20,6 +20,8 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/kafkapub"
+	"github.com/sqlcoord/sqlcoord/outbox/natspub"
 )
 
 // publisherFor builds a publisher from --publisher.
@@ -28,12 +30,12 @@ func publisherFor(spec string, cmd *cobra.Command) (outbox.Publisher, func(), er
 	case spec == "stdout":
 		return outbox.WriterPublisher{W: cmd.OutOrStdout()}, func() {}, nil
 	case strings.HasPrefix(spec, "nats://"):
-		p, closeFn, err := outbox.NewNATSPublisher(spec)
+		p, closeFn, err := natspub.New(spec)
 		return p, closeFn, err
 	case strings.HasPrefix(spec, "http://"), strings.HasPrefix(spec, "https://"):
 		return outbox.HTTPPublisher{URL: spec}, func() {}, nil
 	case strings.HasPrefix(spec, "kafka://"):
-		p, closeFn, err := outbox.NewKafkaPublisher(strings.Split(strings.TrimPrefix(spec, "kafka://"), ","))
+		p, closeFn, err := kafkapub.New(strings.Split(strings.TrimPrefix(spec, "kafka://"), ","))
 		return p, closeFn, err
 	}
 	return nil, nil, usageError{fmt.Errorf("--publisher %q: want stdout, nats://host:4222, kafka://host:9092[,host2], or http(s)://…", spec)}

@@ -10,7 +10,21 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/sqlcoord/sqlcoord/internal/localdb"
 )
+
+// Server is a throwaway or existing database server (see internal/localdb).
+type Server = localdb.Server
+
+// Families lists the dialect families the harness provides.
+var Families = localdb.Families
+
+// Start provides a server for family: SQLCOORD_*_DSN, local binaries, or
+// a Docker daemon.
+func Start(ctx context.Context, family string) (*Server, error) { return localdb.Start(ctx, family) }
+
+func init() { localdb.Fallback = startDocker }
 
 // startDocker starts the server in a container with testcontainers-go, for
 // developers who have Docker but not the server packages. CI here has no
@@ -54,14 +68,12 @@ func startDocker(ctx context.Context, family string) (*Server, error) {
 		return nil, err
 	}
 	n, _ := strconv.Atoi(p)
-	s := &Server{Family: family, Source: "docker", Host: host, Port: n,
-		stopFn: func() error { return c.Terminate(context.Background()) }}
-	if family == "postgres" {
-		s.adminDSN = fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", ep)
-	} else {
-		s.adminDSN = fmt.Sprintf("root@tcp(%s)/?parseTime=true&loc=UTC&clientFoundRows=true", ep)
+	admin := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", ep)
+	if family == "mysql" {
+		admin = fmt.Sprintf("root@tcp(%s)/?parseTime=true&loc=UTC&clientFoundRows=true", ep)
 	}
-	if err := s.waitReady(ctx, 60*time.Second); err != nil {
+	s := localdb.NewServer(family, "docker", host, n, admin, func() error { return c.Terminate(context.Background()) })
+	if err := s.WaitReady(ctx, 60*time.Second); err != nil {
 		s.Stop()
 		return nil, err
 	}

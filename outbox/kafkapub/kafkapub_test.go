@@ -1,4 +1,4 @@
-package outbox_test
+package kafkapub_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/kafkapub"
 )
 
 // The Kafka publisher against franz-go's in-process kfake cluster: every
@@ -24,7 +25,7 @@ func TestKafkaPublisher(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		pub, closeFn, err := outbox.NewKafkaPublisher(c.ListenAddrs())
+		pub, closeFn, err := kafkapub.New(c.ListenAddrs())
 		if err != nil {
 			t.Fatal(err)
 		}

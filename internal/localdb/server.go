@@ -1,5 +1,6 @@
-// Package dbtest provisions real PostgreSQL and MariaDB/MySQL servers for
-// sqlcoord's tests, demo and benchmarks.
+// Package localdb provisions real PostgreSQL and MariaDB/MySQL servers for
+// sqlcoord's tests (through internal/dbtest), demo and benchmarks. It does
+// not import testing, so the CLI can link it.
 //
 // Where a server comes from, in order:
 //  1. SQLCOORD_PG_DSN / SQLCOORD_MYSQL_DSN: an existing server (the DSN's
@@ -11,9 +12,10 @@
 //     SQLCOORD_PG_ARGS / SQLCOORD_MYSQL_ARGS (space-separated) are appended
 //     to its command line and override the defaults, e.g.
 //     SQLCOORD_MYSQL_ARGS=--innodb-buffer-pool-size=32M;
-//  3. a Docker daemon, through testcontainers-go;
+//  3. Fallback, when set (internal/dbtest sets it to a Docker daemon
+//     through testcontainers-go, which the CLI does not link);
 //  4. otherwise an error that says what to install (`make setup`).
-package dbtest
+package localdb
 
 import (
 	"context"
@@ -92,7 +94,7 @@ func (s *Server) CreateDatabase(ctx context.Context, name string) (string, error
 		q = "CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 	}
 	if _, err := db.ExecContext(ctx, q); err != nil {
-		return "", fmt.Errorf("dbtest: create database %s on %s: %w", name, s.Family, err)
+		return "", fmt.Errorf("localdb: create database %s on %s: %w", name, s.Family, err)
 	}
 	return s.DSN(name), nil
 }
@@ -151,7 +153,7 @@ func (s *Server) Restart(ctx context.Context) error {
 // Halt stops a local server without removing its data (see Resume).
 func (s *Server) Halt() error {
 	if s.Source != "local" {
-		return fmt.Errorf("dbtest: restart needs a local server (this one is %s)", s.Source)
+		return fmt.Errorf("localdb: restart needs a local server (this one is %s)", s.Source)
 	}
 	return s.halt(s.stopSignal(), 20*time.Second)
 }
@@ -202,7 +204,7 @@ func (s *Server) spawn() error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cred}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("dbtest: start %s: %w", s.bin, err)
+		return fmt.Errorf("localdb: start %s: %w", s.bin, err)
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); logf.Close(); close(exited) }()
@@ -226,7 +228,7 @@ func (s *Server) waitReady(ctx context.Context, limit time.Duration) error {
 		s.mu.Unlock()
 		select {
 		case <-exited:
-			return fmt.Errorf("dbtest: %s exited during start-up; log:\n%s", s.Family, s.logTail())
+			return fmt.Errorf("localdb: %s exited during start-up; log:\n%s", s.Family, s.logTail())
 		default:
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -240,7 +242,7 @@ func (s *Server) waitReady(ctx context.Context, limit time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("dbtest: %s not ready after %v: %v; log:\n%s", s.Family, limit, last, s.logTail())
+	return fmt.Errorf("localdb: %s not ready after %v: %v; log:\n%s", s.Family, limit, last, s.logTail())
 }
 
 func (s *Server) logTail() string {
@@ -278,7 +280,7 @@ func serviceUser(name string) (*syscall.Credential, int, int, error) {
 	}
 	u, err := user.Lookup(name)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("dbtest: running as root, and user %q does not exist to run the server as (install the server package: make setup): %w", name, err)
+		return nil, 0, 0, fmt.Errorf("localdb: running as root, and user %q does not exist to run the server as (install the server package: make setup): %w", name, err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
@@ -287,7 +289,7 @@ func serviceUser(name string) (*syscall.Credential, int, int, error) {
 
 func newDir(kind string, uid, gid int) (string, error) {
 	sweep()
-	dir, err := os.MkdirTemp("", "sqlcoord-dbtest-"+kind+"-")
+	dir, err := os.MkdirTemp("", "sqlcoord-localdb-"+kind+"-")
 	if err != nil {
 		return "", err
 	}
@@ -303,7 +305,7 @@ func newDir(kind string, uid, gid int) (string, error) {
 // sweep removes directories left by harness processes that were killed
 // before they could clean up (their servers died with them).
 func sweep() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "sqlcoord-dbtest-*"))
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "sqlcoord-localdb-*"))
 	for _, d := range dirs {
 		b, err := os.ReadFile(filepath.Join(d, "owner.pid"))
 		if err != nil {
@@ -345,7 +347,7 @@ func run(ctx context.Context, cred *syscall.Credential, dir string, name string,
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("dbtest: %s: %w\n%s", filepath.Base(name), err, out)
+		return fmt.Errorf("localdb: %s: %w\n%s", filepath.Base(name), err, out)
 	}
 	return nil
 }
@@ -467,7 +469,7 @@ func fromEnv(family string) (*Server, bool, error) {
 	if family == "postgres" {
 		u, err := url.Parse(dsn)
 		if err != nil {
-			return nil, true, fmt.Errorf("dbtest: %s: %w", key, err)
+			return nil, true, fmt.Errorf("localdb: %s: %w", key, err)
 		}
 		s.Host = u.Hostname()
 		s.Port, _ = strconv.Atoi(u.Port())
@@ -476,7 +478,7 @@ func fromEnv(family string) (*Server, bool, error) {
 		d := strings.TrimPrefix(dsn, "mysql://")
 		cfg, err := mysql.ParseDSN(d)
 		if err != nil {
-			return nil, true, fmt.Errorf("dbtest: %s: %w", key, err)
+			return nil, true, fmt.Errorf("localdb: %s: %w", key, err)
 		}
 		cfg.DBName = ""
 		cfg.ParseTime = true
@@ -487,6 +489,18 @@ func fromEnv(family string) (*Server, bool, error) {
 	}
 	return s, true, nil
 }
+
+// Fallback, when set, is tried when no local server can be started.
+var Fallback func(ctx context.Context, family string) (*Server, error)
+
+// NewServer describes a server started elsewhere (e.g. in a container):
+// adminDSN reaches its maintenance database, stop ends it.
+func NewServer(family, source, host string, port int, adminDSN string, stop func() error) *Server {
+	return &Server{Family: family, Source: source, Host: host, Port: port, adminDSN: adminDSN, stopFn: stop}
+}
+
+// WaitReady waits up to limit for the server to accept connections.
+func (s *Server) WaitReady(ctx context.Context, limit time.Duration) error { return s.waitReady(ctx, limit) }
 
 // Start provides a server for family, trying the sources in the package
 // documentation's order.
@@ -504,10 +518,14 @@ func Start(ctx context.Context, family string) (*Server, error) {
 	if err == nil {
 		return s, nil
 	}
-	ds, derr := startDocker(ctx, family)
+	if Fallback == nil {
+		return nil, fmt.Errorf("localdb: no %s server: local: %v. Run `make setup` (installs postgresql-15 and mariadb-server), or set %s",
+			family, err, map[string]string{"postgres": "SQLCOORD_PG_DSN", "mysql": "SQLCOORD_MYSQL_DSN"}[family])
+	}
+	ds, derr := Fallback(ctx, family)
 	if derr == nil {
 		return ds, nil
 	}
-	return nil, fmt.Errorf("dbtest: no %s server: local: %v; docker: %v. Run `make setup` (installs postgresql-15 and mariadb-server), or set %s",
+	return nil, fmt.Errorf("localdb: no %s server: local: %v; fallback: %v. Run `make setup` (installs postgresql-15 and mariadb-server), or set %s",
 		family, err, derr, map[string]string{"postgres": "SQLCOORD_PG_DSN", "mysql": "SQLCOORD_MYSQL_DSN"}[family])
 }

@@ -1,4 +1,6 @@
-package outbox
+// Package kafkapub publishes outbox messages to Kafka with franz-go. It is
+// a package of its own so that importing outbox does not pull franz-go.
+package kafkapub
 
 import (
 	"context"
@@ -6,28 +8,30 @@ import (
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
-// KafkaPublisher produces to Kafka with franz-go: topic = outbox topic,
+// Publisher produces to Kafka with franz-go: topic = outbox topic,
 // record key = message key (so one key stays on one partition, in order),
 // and the outbox id in the "outbox-id" header. The idempotent producer
 // removes duplicates from its own retries; a message republished after a
 // relay crash is a new record, so consumers dedupe with the Inbox on that
 // header.
-type KafkaPublisher struct{ Client *kgo.Client }
+type Publisher struct{ Client *kgo.Client }
 
-// NewKafkaPublisher connects to the seed brokers with acks=all.
-func NewKafkaPublisher(brokers []string, opts ...kgo.Opt) (*KafkaPublisher, func(), error) {
+// New connects to the seed brokers with acks=all.
+func New(brokers []string, opts ...kgo.Opt) (*Publisher, func(), error) {
 	opts = append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RequiredAcks(kgo.AllISRAcks())}, opts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("outbox: kafka: %w", err)
 	}
-	return &KafkaPublisher{Client: cl}, cl.Close, nil
+	return &Publisher{Client: cl}, cl.Close, nil
 }
 
 // Publish produces the record and waits for the broker's ack.
-func (p *KafkaPublisher) Publish(ctx context.Context, m Message) error {
+func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	rec := &kgo.Record{Topic: m.Topic, Value: m.Payload}
 	if m.Key != "" {
 		rec.Key = []byte(m.Key)

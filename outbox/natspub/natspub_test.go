@@ -1,4 +1,4 @@
-package outbox_test
+package natspub_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/natspub"
 )
 
 // startNATS runs a real NATS server with JetStream in this process.
@@ -46,7 +47,7 @@ func TestNATSPublisherDedup(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		url, js := startNATS(t)
-		pub, closeFn, err := outbox.NewNATSPublisher(url)
+		pub, closeFn, err := natspub.New(url)
 		if err != nil {
 			t.Fatal(err)
 		}
