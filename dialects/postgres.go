@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -221,33 +222,33 @@ func classifyPostgres(err error) error {
 
 func pgKind(pe *pgconn.PgError) error {
 	switch pe.Code {
-	case "23505": // unique_violation
+	case pgerrcode.UniqueViolation:
 		return ErrDuplicate
-	case "55P03": // lock_not_available: NOWAIT, or lock_timeout expiry
+	case pgerrcode.LockNotAvailable: // NOWAIT, or lock_timeout expiry
 		if strings.Contains(pe.Message, "lock timeout") {
 			return ErrLockTimeout
 		}
 		return ErrLocked
-	case "40P01":
+	case pgerrcode.DeadlockDetected:
 		return ErrDeadlock
-	case "40001":
+	case pgerrcode.SerializationFailure:
 		return ErrSerialization
-	case "42P01": // undefined_table
+	case pgerrcode.UndefinedTable:
 		if strings.Contains(pe.Message, "coord_") {
 			return ErrNoSchema
 		}
-	case "25006": // read_only_sql_transaction (hot standby, read-only tx)
+	case pgerrcode.ReadOnlySQLTransaction: // hot standby, read-only transaction
 		return ErrReadOnly
-	case "28000", "28P01", "42501": // invalid authorization, bad password, insufficient privilege
+	case pgerrcode.InvalidAuthorizationSpecification, pgerrcode.InvalidPassword, pgerrcode.InsufficientPrivilege:
 		return ErrAccessDenied
-	case "3D000": // invalid_catalog_name: the database does not exist
+	case pgerrcode.InvalidCatalogName: // the database does not exist
 		return ErrNoSchema
-	case "57014": // query_canceled (statement_timeout, cancel request)
+	case pgerrcode.QueryCanceled: // statement_timeout, cancel request
 		return ErrQueryCanceled
-	case "57P01", "57P02", "57P03", "25P03": // admin shutdown/terminate, idle-in-transaction timeout
+	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow, pgerrcode.IdleInTransactionSessionTimeout:
 		return ErrConnLost
 	}
-	if strings.HasPrefix(pe.Code, "08") { // connection_exception class
+	if pgerrcode.IsConnectionException(pe.Code) {
 		return ErrConnLost
 	}
 	return nil
