@@ -500,7 +500,9 @@ func NewServer(family, source, host string, port int, adminDSN string, stop func
 }
 
 // WaitReady waits up to limit for the server to accept connections.
-func (s *Server) WaitReady(ctx context.Context, limit time.Duration) error { return s.waitReady(ctx, limit) }
+func (s *Server) WaitReady(ctx context.Context, limit time.Duration) error {
+	return s.waitReady(ctx, limit)
+}
 
 // Start provides a server for family, trying the sources in the package
 // documentation's order.
