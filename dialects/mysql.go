@@ -32,8 +32,7 @@ func mysqlQueries() Queries {
 		// as 3572; callers that asked for NOWAIT map both to ErrLocked.
 		LockNowait: `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE NOWAIT`,
 		// MySQL has no per-statement fractional wait: whole seconds, >= 1.
-		LockWait:         `SELECT /*+ SET_VAR(innodb_lock_wait_timeout = %d) */ name FROM coord_locks WHERE name = ? FOR UPDATE`,
-		LockWaitTemplate: true,
+		LockWait: `SELECT /*+ SET_VAR(innodb_lock_wait_timeout = %d) */ name FROM coord_locks WHERE name = ? FOR UPDATE`,
 		// MySQL 8 has no idle-in-transaction timeout; wait_timeout closes
 		// any idle session, in a transaction or not.
 		IdleTxTimeoutSet: `SET SESSION wait_timeout = CEIL(? / 1000)`,
@@ -174,10 +173,9 @@ ORDER BY published_at LIMIT ?`,
 		// Connection ids grow for the life of the server; KILL is not a
 		// preparable statement, so the id (an integer read from the server)
 		// is formatted into the text.
-		SessionID:          `SELECT CONNECTION_ID(), 0`,
-		SessionEnd:         `KILL CONNECTION %d`,
-		SessionEndTemplate: true,
-		SessionAlive:       `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND ? = 0`,
+		SessionID:    `SELECT CONNECTION_ID(), 0`,
+		SessionEnd:   `KILL CONNECTION %d`,
+		SessionAlive: `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND ? = 0`,
 
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES (?, UTC_TIMESTAMP(6))`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = ?`,

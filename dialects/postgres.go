@@ -58,12 +58,10 @@ ON CONFLICT (name) DO UPDATE SET
   renewed_at  = EXCLUDED.renewed_at
 WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
 RETURNING owner, token, expires_at`,
-			LeaseAcquireReturns: true,
-			LeaseRead:           `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1`,
+			LeaseRead: `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1`,
 			LeaseRenew: `UPDATE coord_leases SET expires_at = clock_timestamp() + $1 * interval '1 microsecond', renewed_at = clock_timestamp()
 WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp()
 RETURNING expires_at`,
-			LeaseRenewReturns: true,
 			LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
@@ -72,8 +70,7 @@ WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()
 ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at
 WHERE f.fence <= EXCLUDED.fence
 RETURNING fence`,
-			FenceAdvanceReturns: true,
-			FenceRead:           `SELECT fence FROM coord_fences WHERE resource = $1 FOR UPDATE`,
+			FenceRead: `SELECT fence FROM coord_fences WHERE resource = $1 FOR UPDATE`,
 
 			IdemInsert: `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
 VALUES ($1, $2, $3, 'pending', clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
@@ -103,8 +100,7 @@ ON CONFLICT DO NOTHING`,
 ON CONFLICT (biz_tag) DO NOTHING`,
 			SegmentAdvance: `UPDATE coord_id_segments SET max_id = max_id + $1, step = $2, updated_at = clock_timestamp()
 WHERE biz_tag = $3 RETURNING max_id`,
-			SegmentAdvanceReturns: true,
-			SegmentRead:           `SELECT max_id FROM coord_id_segments WHERE biz_tag = $1`,
+			SegmentRead: `SELECT max_id FROM coord_id_segments WHERE biz_tag = $1`,
 
 			WorkerFree: `SELECT worker_id, last_ms, released FROM coord_id_workers
 WHERE released OR expires_at < clock_timestamp() - $1 * interval '1 microsecond'

@@ -35,8 +35,6 @@ type Queries struct {
 	// restores the value LockWaitBegin returned. Empty when LockWait is a
 	// per-statement template.
 	LockWaitBegin, LockWaitEnd string
-	// LockWaitTemplate is true when LockWait contains %d (whole seconds).
-	LockWaitTemplate bool
 	// IdleTxTimeoutSet sets, for this session, how long the server lets a
 	// transaction sit idle before it kills the session and so frees its
 	// locks (the bound on a frozen holder). Argument: milliseconds.
@@ -53,15 +51,12 @@ type Queries struct {
 	// to LeaseAcquire, as a separate autocommit statement: no lock is held
 	// across round trips). Args: name.
 	LeaseRead string
-	// LeaseAcquireReturns is true when LeaseAcquire itself returns the row.
-	LeaseAcquireReturns bool
 	// LeaseRenew extends a live lease held by owner with token, in one
 	// autocommit statement. Args: ttl µs, name, owner, token. Affects one
 	// row or none; PostgreSQL returns the new expiry, MySQL reads it with
 	// LeaseExpiry (args: name, owner, token) afterwards, without a lock.
-	LeaseRenew        string
-	LeaseRenewReturns bool
-	LeaseExpiry       string
+	LeaseRenew  string
+	LeaseExpiry string
 	// LeaseRelease ends a live lease held by owner with token, keeping the
 	// row (and so the token) in place. Args: name, owner, token.
 	LeaseRelease string
@@ -79,9 +74,6 @@ type Queries struct {
 	FenceAdvance string
 	// FenceRead reads the fence under lock (MySQL follow-up). Args: resource.
 	FenceRead string
-	// FenceAdvanceReturns is true when FenceAdvance returns a row on
-	// acceptance.
-	FenceAdvanceReturns bool
 	// Fenced updates of callers' own tables are built by
 	// Dialect.FencedUpdate from validated, quoted identifiers (fenced.go).
 
@@ -127,10 +119,9 @@ type Queries struct {
 	// reused; 0 where ids are never reused).
 	SessionID string
 	// SessionEnd ends a session named by SessionID's id and start (Args:
-	// id, start). Template (SessionEndTemplate): the id is formatted into
+	// id, start). MySQL: a template, the id is formatted into
 	// the text with %d, start is unused.
-	SessionEnd         string
-	SessionEndTemplate bool
+	SessionEnd string
 	// SessionAlive counts sessions with that id and start (0 or 1). Args:
 	// id, start.
 	SessionAlive string
@@ -146,9 +137,8 @@ type Queries struct {
 	// SegmentAdvance moves max_id forward by step. Args: step, step, tag.
 	// PostgreSQL returns max_id; MySQL reads it with SegmentRead in the
 	// same transaction.
-	SegmentAdvance        string
-	SegmentAdvanceReturns bool
-	SegmentRead           string // Args: tag. Columns: max_id.
+	SegmentAdvance string
+	SegmentRead    string // Args: tag. Columns: max_id.
 
 	// --- ids: snowflake worker leases (coord_id_workers) ---
 
