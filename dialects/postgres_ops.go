@@ -15,36 +15,46 @@ import (
 // inside the caller's transaction runs under a savepoint.
 type pgOps struct{ q *Queries }
 
-// lockCreate creates the lock row inside tx under a savepoint, waiting at
-// most timeout for a concurrent creator; a failure rolls back to the
-// savepoint, so tx stays usable. inserted: we created it (and so hold it
-// until tx ends: no one else can see it before we commit).
-func (o pgOps) lockCreate(ctx context.Context, tx Executor, name string, timeout time.Duration) (inserted bool, err error) {
-	if _, err := tx.Exec(ctx, `SAVEPOINT coord_lock`); err != nil {
-		return false, err
+// bounded runs stmt in tx under a savepoint with lock_timeout set to
+// timeout, then restores the transaction's own lock_timeout. Any failure
+// rolls back to the savepoint, so tx stays usable (a plain error would
+// abort the caller's whole transaction).
+func (o pgOps) bounded(ctx context.Context, tx Executor, timeout time.Duration, stmt func() error) error {
+	if _, err := tx.Exec(ctx, `SAVEPOINT coord_bounded`); err != nil {
+		return err
 	}
-	undo := func(err error) (bool, error) {
-		if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT coord_lock`); rerr != nil {
-			return false, rerr
+	var old, set string
+	err := tx.QueryRow(ctx, o.q.LockWaitBegin, strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)).Scan(&old, &set)
+	if err == nil {
+		err = stmt()
+	}
+	if err == nil {
+		err = tx.QueryRow(ctx, o.q.LockWaitEnd, old).Scan(&set)
+	}
+	if err != nil {
+		if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT coord_bounded`); rerr != nil {
+			return rerr
 		}
-		return false, err
+		return err
 	}
-	var old, set, got string
-	if err := tx.QueryRow(ctx, o.q.LockWaitBegin, strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)).Scan(&old, &set); err != nil {
-		return undo(err)
-	}
-	err = tx.QueryRow(ctx, o.q.LockCreate, name).Scan(&got)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return undo(err)
-	}
-	inserted = err == nil
-	if err := tx.QueryRow(ctx, o.q.LockWaitEnd, old).Scan(&set); err != nil {
-		return undo(err)
-	}
-	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT coord_lock`); err != nil {
-		return false, err
-	}
-	return inserted, nil
+	_, err = tx.Exec(ctx, `RELEASE SAVEPOINT coord_bounded`)
+	return err
+}
+
+// lockCreate creates the lock row inside tx, waiting at most timeout for a
+// concurrent creator (see bounded). inserted: we created it, and so hold it
+// until tx ends (no one else can see it before we commit).
+func (o pgOps) lockCreate(ctx context.Context, tx Executor, name string, timeout time.Duration) (inserted bool, err error) {
+	err = o.bounded(ctx, tx, timeout, func() error {
+		var got string
+		err := tx.QueryRow(ctx, o.q.LockCreate, name).Scan(&got)
+		inserted = err == nil
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // the row exists
+		}
+		return err
+	})
+	return inserted && err == nil, err
 }
 
 func (o pgOps) lockTry(ctx context.Context, tx Executor, name string) error {
@@ -145,28 +155,13 @@ func (o pgOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scope, 
 		n, err := tx.Exec(ctx, o.q.IdemInsert, scope, key, fp, lock)
 		return n == 1, err
 	}
-	// a bounded wait would abort the transaction: under a savepoint
-	if _, err := tx.Exec(ctx, `SAVEPOINT coord_idem`); err != nil {
-		return false, err
-	}
-	var old, set string
-	if err := tx.QueryRow(ctx, o.q.LockWaitBegin, "1").Scan(&old, &set); err != nil {
-		return false, err
-	}
-	n, err := tx.Exec(ctx, o.q.IdemInsertNowait, scope, key, fp, lock)
-	if err != nil {
-		if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT coord_idem`); rerr != nil {
-			return false, rerr
-		}
-		return false, err
-	}
-	if err := tx.QueryRow(ctx, o.q.LockWaitEnd, old).Scan(&set); err != nil {
-		return false, err
-	}
-	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT coord_idem`); err != nil {
-		return false, err
-	}
-	return n == 1, nil
+	var n int64
+	err := o.bounded(ctx, tx, time.Millisecond, func() error {
+		var err error
+		n, err = tx.Exec(ctx, o.q.IdemInsertNowait, scope, key, fp, lock)
+		return err
+	})
+	return n == 1 && err == nil, err
 }
 
 func (o pgOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error) {
