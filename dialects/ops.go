@@ -80,11 +80,7 @@ func (d *Dialect) FenceAdvance(ctx context.Context, tx Executor, resource string
 // accepted the token — true also when the update changed no value, on
 // every driver setting (MySQL's clientFoundRows is not needed).
 func (d *Dialect) FencedUpdateRow(ctx context.Context, tx Executor, table, keyCol, fenceCol string, setCols []string, token int64, key any, vals []any) (bool, error) {
-	q, args, err := d.FencedUpdate(table, keyCol, fenceCol, setCols, token, key, vals)
-	if err != nil {
-		return false, err
-	}
-	check, err := d.fenceCheck(table, keyCol, fenceCol)
+	q, check, args, err := d.fencedStatements(table, keyCol, fenceCol, setCols, token, key, vals)
 	if err != nil {
 		return false, err
 	}
