@@ -24,6 +24,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
+	"github.com/sqlcoord/sqlcoord/txn"
 )
 
 // ErrInvalid: invalid topic, key or option.
@@ -134,18 +135,9 @@ type Stats struct {
 // with no state change). Use Enqueue to tie messages to your transaction:
 // that is the outbox's guarantee.
 func (o *Outbox[TTx]) EnqueueNow(ctx context.Context, msgs ...New) error {
-	tx, err := o.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("outbox: begin: %w", o.db.Dialect().Classify(err))
-	}
-	if err := o.Enqueue(ctx, tx, msgs...); err != nil {
-		o.db.RollbackTx(context.WithoutCancel(ctx), tx)
-		return err
-	}
-	if err := o.db.CommitTx(ctx, tx); err != nil {
-		return fmt.Errorf("outbox: commit: %w", o.db.Dialect().ClassifyCommit(err))
-	}
-	return nil
+	return txn.Do(ctx, o.db, txn.Options{MaxAttempts: 1}, func(ctx context.Context, tx TTx) error {
+		return o.Enqueue(ctx, tx, msgs...)
+	})
 }
 
 // Stats counts messages per state.

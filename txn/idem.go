@@ -154,15 +154,21 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 // Complete stores the response and marks the key done, in tx (the
 // transaction of Begin, or any later one in two-phase mode).
 func (k *Keys[TTx]) Complete(ctx context.Context, tx TTx, scope, key string, response []byte) error {
+	return k.complete(ctx, k.db.TxExecutor(tx), "complete", scope, key, response)
+}
+
+// complete marks a pending key done on x (the caller's transaction, or the
+// pool for Finish).
+func (k *Keys[TTx]) complete(ctx context.Context, x sqlcoord.Executor, op, scope, key string, response []byte) error {
 	if err := validKey(scope, key); err != nil {
 		return err
 	}
-	n, err := k.db.TxExecutor(tx).Exec(ctx, k.q.IdemComplete, response, scope, key)
+	n, err := x.Exec(ctx, k.q.IdemComplete, response, scope, key)
 	if err != nil {
-		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
+		return fmt.Errorf("txn: %s key %s/%s: %w", op, scope, key, k.db.Dialect().Classify(err))
 	}
 	if n == 0 {
-		return fmt.Errorf("txn: complete key %s/%s: %w", scope, key, ErrNotOwner)
+		return fmt.Errorf("txn: %s key %s/%s: %w", op, scope, key, ErrNotOwner)
 	}
 	return nil
 }
@@ -185,17 +191,7 @@ func (k *Keys[TTx]) Start(ctx context.Context, scope, key string, fingerprint []
 
 // Finish marks a Start-ed key done with its response.
 func (k *Keys[TTx]) Finish(ctx context.Context, scope, key string, response []byte) error {
-	if err := validKey(scope, key); err != nil {
-		return err
-	}
-	n, err := k.db.Executor().Exec(ctx, k.q.IdemComplete, response, scope, key)
-	if err != nil {
-		return fmt.Errorf("txn: finish key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
-	}
-	if n == 0 {
-		return fmt.Errorf("txn: finish key %s/%s: %w", scope, key, ErrNotOwner)
-	}
-	return nil
+	return k.complete(ctx, k.db.Executor(), "finish", scope, key, response)
 }
 
 // Abandon deletes a pending key so that a retry runs the effect again. Only
