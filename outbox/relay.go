@@ -18,6 +18,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
+	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 )
 
 // RelayOptions tune a Relay.
@@ -188,17 +189,8 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 		}
 		if ctx.Err() == nil {
 			r.log.Warn("outbox listen", "err", redact.Text(fmt.Sprint(err)))
-			sleepCtx(ctx, time.Second)
+			sqlutil.Sleep(ctx, time.Second)
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

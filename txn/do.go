@@ -127,7 +127,7 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 			if opts.OnRetry != nil {
 				opts.OnRetry(attempt-1, last)
 			}
-			if err := sleep(ctx, backoff(opts, attempt-1)); err != nil {
+			if err := sqlutil.Sleep(ctx, backoff(opts, attempt-1)); err != nil {
 				return fmt.Errorf("txn: %w (last error: %v)", err, last)
 			}
 		}
@@ -233,7 +233,7 @@ func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (
 		if err = endSession(vctx, db, sess); err == nil {
 			break
 		}
-		if sleep(vctx, retryPause(i)) != nil {
+		if sqlutil.Sleep(vctx, retryPause(i)) != nil {
 			return false, fmt.Errorf("txn: could not prove the old session %d ended: %w", sess.id, err)
 		}
 	}
@@ -252,7 +252,7 @@ func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (
 		if err == nil {
 			return ok, nil
 		}
-		if sleep(vctx, retryPause(i)) != nil {
+		if sqlutil.Sleep(vctx, retryPause(i)) != nil {
 			return false, err
 		}
 	}
@@ -273,7 +273,7 @@ func endSession(ctx context.Context, db sqlcoord.Base, sess session) error {
 		if n == 0 {
 			return nil
 		}
-		if err := sleep(ctx, min(time.Millisecond<<i, 50*time.Millisecond)); err != nil {
+		if err := sqlutil.Sleep(ctx, min(time.Millisecond<<i, 50*time.Millisecond)); err != nil {
 			return err
 		}
 	}
@@ -287,17 +287,6 @@ func backoff(o Options, n int) time.Duration {
 		c = o.MaxBackoff
 	}
 	return time.Duration(rand.Int64N(int64(c) + 1))
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // CleanupMarkers deletes commit markers older than age, batch rows per
