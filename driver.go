@@ -135,7 +135,7 @@ func WrapDB(ctx context.Context, db *sql.DB, opts ...WrapOptions) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, shown: "database/sql pool (" + d.Name() + ")", family: d.Family(), wrapped: true}, nil
+	return &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, shown: "database/sql pool (" + d.Name() + ")"}, nil
 }
 
 // detect finds (or takes) the dialect and checks what sqlcoord needs of

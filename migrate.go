@@ -188,8 +188,6 @@ func Versions(family string) ([]uint, error) {
 	return out, nil
 }
 
-// migrator opens a dedicated connection pool (golang-migrate closes the
-// pool it is given) and returns a golang-migrate instance on it.
 // ErrMigrateNeedsDSN: Migrate was given a pool whose connection settings
 // sqlcoord cannot read (an application's own MySQL/MariaDB *sql.DB).
 var ErrMigrateNeedsDSN = errors.New("sqlcoord: migrating needs the DSN: use a *DB from Open, or `sqlcoord migrate up --dsn …`")
@@ -205,7 +203,7 @@ func (db *DB) migrationDB(ctx context.Context) (*sql.DB, error) {
 		return pgxConfigDB(ctx, db.DB.DB, db.dialect)
 	}
 	dsn := db.dsn
-	if db.family == "mysql" {
+	if db.dialect.Family() == "mysql" {
 		cfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
 			return nil, err
@@ -248,6 +246,8 @@ func pgxConfigDB(ctx context.Context, pool *sql.DB, d *dialects.Dialect) (*sql.D
 	return stdlib.OpenDB(*cfg), nil
 }
 
+// migrator opens a dedicated connection pool (golang-migrate closes the
+// pool it is given) and returns a golang-migrate instance on it.
 func migrator(ctx context.Context, db Base) (*migrate.Migrate, error) {
 	family := db.Dialect().Family()
 	fsys, err := sqlschema.FS(family)

@@ -41,8 +41,6 @@ type DB struct {
 	dialect *dialects.Dialect // detected from the server
 	dsn     string            // driver DSN with every option sqlcoord needs ("" when wrapped)
 	shown   string            // DSN with the password replaced, for messages
-	family  string
-	wrapped bool // an application's pool (WrapDB): never closed by sqlcoord
 }
 
 // Options tune Open. The zero value is sensible.
@@ -61,8 +59,9 @@ type Options struct {
 //	user:pass@tcp(host:3306)/db                           (plain go-sql-driver form)
 //	host=h port=5432 user=u password=p dbname=db           (libpq key=value, PostgreSQL)
 //
-// For MySQL/MariaDB it forces parseTime=true, loc=UTC and clientFoundRows
-// (rows affected counts matched rows, which conditional updates rely on).
+// For MySQL/MariaDB it forces parseTime=true and loc=UTC (times are read
+// as time.Time in UTC) and clientFoundRows (rows affected counts matched
+// rows; sqlcoord's own statements no longer depend on it, see WrapDB).
 // Errors, String() and everything sqlcoord logs never contain the password,
 // in any of these forms (userinfo, password=… query parameter, key=value).
 func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
@@ -99,7 +98,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 			d = dialects.MySQL
 		}
 	}
-	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, dsn: driverDSN, shown: shown, family: family}, nil
+	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, dsn: driverDSN, shown: shown}, nil
 }
 
 func setPool(db *sql.DB, o Options) {
