@@ -91,9 +91,9 @@ type Snowflake struct {
 	seqMask int64
 	maxMs   int64
 	stopped error
-	// valid, when set (leased worker ids), must report true for Next to
+	// valid, when set (leased worker ids), must return nil for Next to
 	// issue an id: the worker-id lease is certainly still held.
-	valid func() bool
+	valid func() error
 }
 
 // NewSnowflake returns a generator for a worker id you assign yourself (for
@@ -181,8 +181,10 @@ func (s *Snowflake) Next() (int64, error) {
 	// is valid now, it was when the id's timestamp was taken, so even a
 	// freeze right after this check cannot yield an id stamped at a time
 	// when another node may hold this worker id.
-	if s.valid != nil && !s.valid() {
-		return 0, fmt.Errorf("%w: lease validity passed", ErrWorkerLost)
+	if s.valid != nil {
+		if err := s.valid(); err != nil {
+			return 0, err
+		}
 	}
 	s.lastMs = now
 	return now<<(s.l.WorkerBits+s.l.SeqBits) | s.worker<<s.l.SeqBits | s.seq, nil
@@ -329,13 +331,17 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	w.loop = loop
-	sf.valid = loop.Valid
-	go func() {
-		<-loop.Done()
-		if c := context.Cause(loop.Context()); c != nil && !errors.Is(c, context.Canceled) {
-			sf.stop(c)
+	sf.valid = func() error {
+		if loop.Valid() {
+			return nil
 		}
-	}()
+		// the loop's own verdict (refused heartbeat, heartbeats failing),
+		// or a validity that ran out before any timer noticed
+		if c := context.Cause(loop.Context()); c != nil && !errors.Is(c, context.Canceled) {
+			return c
+		}
+		return fmt.Errorf("%w: lease validity passed", ErrWorkerLost)
+	}
 	return w, nil
 }
 
