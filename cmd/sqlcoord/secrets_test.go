@@ -103,14 +103,18 @@ func TestCLINeverShowsPasswords(t *testing.T) {
 			})
 		}
 		// a relay, through a proxy we can cut, posting to the webhook
-		dsn := env.PasswordDSNs(t, sentinel)
+		// a DSN form with host:port in it, so that it can be pointed at the
+		// proxy (the libpq key=value form has host= and port= apart)
+		hostPort := env.Server.Host + ":" + itoa(env.Server.Port)
 		var one string
-		for _, d := range dsn {
-			one = d
-			break
+		for _, d := range env.PasswordDSNs(t, sentinel) {
+			if strings.Contains(d, hostPort) {
+				one = d
+				break
+			}
 		}
 		proxy := dbtest.ProxyFor(t, env)
-		viaDSN := strings.Replace(one, env.Server.Host+":"+itoa(env.Server.Port), proxy.Addr, 1)
+		viaDSN := strings.Replace(one, hostPort, proxy.Addr, 1)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := outbox.NewOutbox(env.DB).EnqueueNow(ctx, outbox.New{Topic: "orders", Payload: []byte("x")}); err != nil {

@@ -203,7 +203,10 @@ func TestFencedEffectsAcrossProcesses(t *testing.T) {
 		createEffects(t, env)
 		t.Run("SIGSTOP past grace", func(t *testing.T) {
 			for round := 0; round < 2; round++ {
+				// a fresh start: the previous round's killed runner left
+				// running rows that this round's scheduler would take over
 				dbtest.Exec(t, env.DB, `DELETE FROM effects`)
+				dbtest.Exec(t, env.DB, `DELETE FROM coord_job_runs`)
 				a := dbtest.Spawn(t, "fenced", "DSN="+env.DSN, "SPEC=* * * * * *", "RUN_FOR=60s", "GRACE=600ms", "SLEEP=300ms", "OWNER=A")
 				line := a.WaitLine(t, "RUNNING", 20*time.Second)
 				a.Signal(syscall.SIGSTOP)
@@ -238,6 +241,7 @@ func TestFencedEffectsAcrossProcesses(t *testing.T) {
 		})
 		t.Run("SIGKILL after commit", func(t *testing.T) {
 			dbtest.Exec(t, env.DB, `DELETE FROM effects`)
+			dbtest.Exec(t, env.DB, `DELETE FROM coord_job_runs`)
 			a := dbtest.Spawn(t, "fenced", "DSN="+env.DSN, "SPEC=* * * * * *", "RUN_FOR=60s", "GRACE=600ms", "SLEEP=0s", "OWNER=A", "HANG_AFTER_COMMIT=1")
 			line := a.WaitLine(t, "RUNNING", 20*time.Second)
 			us, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)

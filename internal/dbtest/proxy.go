@@ -87,7 +87,15 @@ func (p *Proxy) accept() {
 			c.Close()
 			continue
 		}
+		// SetDown may have cut every registered connection while we were
+		// dialling: check again while registering, or this one escapes.
 		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			continue
+		}
 		p.conns[c] = s
 		p.mu.Unlock()
 		var muted atomic.Bool
