@@ -77,10 +77,10 @@ var (
 func (db *DB) Dialect() *dialects.Dialect { return db.dialect }
 
 // Executor runs autocommit statements on db's pool.
-func (db *DB) Executor() Executor { return SQLExecutor(db.DB.DB) }
+func (db *DB) Executor() Executor { return sqlExec{db.DB.DB, db.pre} }
 
 // TxExecutor runs statements in tx.
-func (db *DB) TxExecutor(tx *sql.Tx) Executor { return SQLExecutor(tx) }
+func (db *DB) TxExecutor(tx *sql.Tx) Executor { return sqlExec{tx, db.pre} }
 
 // CommitTx commits tx.
 func (db *DB) CommitTx(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
@@ -94,18 +94,18 @@ func (db *DB) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, err
 	if err != nil {
 		return nil, err
 	}
-	return sqlOwned{sqlExec{tx}, tx}, nil
+	return sqlOwned{sqlExec{tx, db.pre}, tx}, nil
 }
 
 // ExecutorFor accepts a *sql.Tx (or a *sqlx.Tx).
-func (db *DB) ExecutorFor(tx any) (Executor, error) { return sqlTxExecutor(tx, "database/sql") }
+func (db *DB) ExecutorFor(tx any) (Executor, error) { return sqlTxExecutor(tx, "database/sql", db.pre) }
 
-func sqlTxExecutor(tx any, stack string) (Executor, error) {
+func sqlTxExecutor(tx any, stack string, pre []any) (Executor, error) {
 	switch t := tx.(type) {
 	case *sql.Tx:
-		return SQLExecutor(t), nil
+		return sqlExec{t, pre}, nil
 	case *sqlx.Tx:
-		return SQLExecutor(t), nil
+		return sqlExec{t, pre}, nil
 	}
 	return nil, fmt.Errorf("%w: got %T, want the %s transaction (*sql.Tx or *sqlx.Tx)", ErrNotATransaction, tx, stack)
 }
@@ -135,7 +135,7 @@ func WrapDB(ctx context.Context, db *sql.DB, opts ...WrapOptions) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, shown: "database/sql pool (" + d.Name() + ")"}, nil
+	return &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, pre: sqlModeArgs(db), shown: "database/sql pool (" + d.Name() + ")"}, nil
 }
 
 // detect finds (or takes) the dialect and checks what sqlcoord needs of
@@ -185,6 +185,7 @@ func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dial
 type SQLX struct {
 	X       *sqlx.DB
 	dialect *dialects.Dialect
+	pre     []any // see sqlModeArgs
 }
 
 // WrapSQLX uses an application's own *sqlx.DB; see WrapDB for the checks.
@@ -194,15 +195,15 @@ func WrapSQLX(ctx context.Context, x *sqlx.DB, opts ...WrapOptions) (*SQLX, erro
 	if err != nil {
 		return nil, err
 	}
-	return &SQLX{X: x, dialect: d}, nil
+	return &SQLX{X: x, dialect: d, pre: sqlModeArgs(x.DB)}, nil
 }
 
 func (s *SQLX) Dialect() *dialects.Dialect                      { return s.dialect }
-func (s *SQLX) Executor() Executor                              { return SQLExecutor(s.X) }
-func (s *SQLX) TxExecutor(tx *sqlx.Tx) Executor                 { return SQLExecutor(tx) }
+func (s *SQLX) Executor() Executor                              { return sqlExec{s.X, s.pre} }
+func (s *SQLX) TxExecutor(tx *sqlx.Tx) Executor                 { return sqlExec{tx, s.pre} }
 func (s *SQLX) CommitTx(_ context.Context, tx *sqlx.Tx) error   { return tx.Commit() }
 func (s *SQLX) RollbackTx(_ context.Context, tx *sqlx.Tx) error { return tx.Rollback() }
-func (s *SQLX) ExecutorFor(tx any) (Executor, error)            { return sqlTxExecutor(tx, "sqlx") }
+func (s *SQLX) ExecutorFor(tx any) (Executor, error)            { return sqlTxExecutor(tx, "sqlx", s.pre) }
 func (s *SQLX) String() string                                  { return "sqlx pool (" + s.dialect.Name() + ")" }
 
 // BeginTx starts a *sqlx.Tx.
@@ -216,7 +217,7 @@ func (s *SQLX) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, er
 	if err != nil {
 		return nil, err
 	}
-	return sqlOwned{sqlExec{tx}, tx}, nil
+	return sqlOwned{sqlExec{tx, s.pre}, tx}, nil
 }
 
 // ---- pgx: *Pgx ----

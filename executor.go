@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
 )
@@ -25,13 +26,28 @@ type Row = dialects.Row
 type Rows = dialects.Rows
 
 // SQLExecutor adapts a database/sql pool, connection or transaction (or
-// their sqlx wrappers) to Executor.
-func SQLExecutor(q Querier) Executor { return sqlExec{q} }
+// their sqlx wrappers) to Executor. Statements run in the driver's default
+// mode; the drivers (DB, SQLX) hand out executors that, on pgx's stdlib
+// driver, run them in pgx.QueryExecModeExec (see Driver).
+func SQLExecutor(q Querier) Executor { return sqlExec{q: q} }
 
-type sqlExec struct{ q Querier }
+// sqlExec runs statements through database/sql; pre is prepended to every
+// statement's arguments (pgx's stdlib driver reads a leading
+// pgx.QueryExecMode as the statement's mode).
+type sqlExec struct {
+	q   Querier
+	pre []any
+}
+
+func (e sqlExec) args(args []any) []any {
+	if e.pre == nil {
+		return args
+	}
+	return append(e.pre[:len(e.pre):len(e.pre)], args...)
+}
 
 func (e sqlExec) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := e.q.ExecContext(ctx, query, args...)
+	res, err := e.q.ExecContext(ctx, query, e.args(args)...)
 	if err != nil {
 		return 0, err
 	}
@@ -39,11 +55,11 @@ func (e sqlExec) Exec(ctx context.Context, query string, args ...any) (int64, er
 }
 
 func (e sqlExec) QueryRow(ctx context.Context, query string, args ...any) Row {
-	return e.q.QueryRowContext(ctx, query, args...)
+	return e.q.QueryRowContext(ctx, query, e.args(args)...)
 }
 
 func (e sqlExec) Query(ctx context.Context, query string, args ...any) (Rows, error) {
-	return e.q.QueryContext(ctx, query, args...)
+	return e.q.QueryContext(ctx, query, e.args(args)...)
 }
 
 // PgxQuerier is what pgx's pool, connection and transaction have in
@@ -65,6 +81,18 @@ type pgxExec struct{ q PgxQuerier }
 
 func withMode(args []any) []any {
 	return append([]any{pgx.QueryExecModeExec}, args...)
+}
+
+// sqlModeArgs is what sqlExec prepends for a database/sql pool: on pgx's
+// stdlib driver, pgx.QueryExecModeExec, so sqlcoord's statements never
+// create named prepared statements (which a transaction-mode pooler such
+// as PgBouncer hands to other clients) whatever default_query_exec_mode
+// the application's DSN chose; nothing for other drivers.
+func sqlModeArgs(db *sql.DB) []any {
+	if _, ok := db.Driver().(*stdlib.Driver); ok {
+		return []any{pgx.QueryExecModeExec}
+	}
+	return nil
 }
 
 func (e pgxExec) Exec(ctx context.Context, query string, args ...any) (int64, error) {

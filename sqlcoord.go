@@ -39,6 +39,7 @@ type DB struct {
 	*sqlx.DB
 
 	dialect *dialects.Dialect // detected from the server
+	pre     []any             // statement-mode arguments, see sqlModeArgs
 	dsn     string            // driver DSN with every option sqlcoord needs ("" when wrapped)
 	shown   string            // DSN with the password replaced, for messages
 }
@@ -98,7 +99,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 			d = dialects.MySQL
 		}
 	}
-	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, dsn: driverDSN, shown: shown}, nil
+	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: sqlModeArgs(sdb), dsn: driverDSN, shown: shown}, nil
 }
 
 func setPool(db *sql.DB, o Options) {

@@ -19,8 +19,7 @@ func TestMain(m *testing.M) {
 // runRelay is a relay process publishing to the test's HTTP consumer.
 func runRelay(ctx context.Context, db *sqlcoord.DB) error {
 	r, err := outbox.NewRelay(db, outbox.HTTPPublisher{URL: os.Getenv("URL")},
-		outbox.RelayOptions{BatchSize: 20, PollMin: 10 * time.Millisecond, PollMax: 100 * time.Millisecond, BaseBackoff: 10 * time.Millisecond,
-			Listen: true})
+		outbox.RelayOptions{BatchSize: 20, PollMin: 10 * time.Millisecond, PollMax: 100 * time.Millisecond, BaseBackoff: 10 * time.Millisecond})
 	if err != nil {
 		return err
 	}

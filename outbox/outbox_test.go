@@ -347,7 +347,7 @@ func TestRelaySurvivesDatabaseRestart(t *testing.T) {
 			}
 			return nil
 		})
-		r, _ := outbox.NewRelay(env.Open(t), pub, outbox.RelayOptions{BatchSize: 10, PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond, Listen: true})
+		r, _ := outbox.NewRelay(env.Open(t), pub, outbox.RelayOptions{BatchSize: 10, PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond})
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { r.Run(rctx); close(done) }()

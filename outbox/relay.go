@@ -45,10 +45,22 @@ type RelayOptions struct {
 	// PollMin, PollMax bound the adaptive polling interval (it doubles on
 	// each empty poll, resets after a busy one); defaults 50ms, 2s.
 	PollMin, PollMax time.Duration
-	// Listen (PostgreSQL): wake on NOTIFY from Enqueue, with polling as
-	// the fallback. Off by default; pointless behind PgBouncer in
-	// transaction mode.
-	Listen bool
+	// Listen (PostgreSQL): whether the relay also wakes on the NOTIFY that
+	// Enqueue sends, on a dedicated connection (polling always runs too):
+	//   - ListenAuto (the default): listen after proving, with a probe
+	//     NOTIFY from another connection, that notifications arrive;
+	//     when they do not (PgBouncer in transaction mode: LISTEN
+	//     "succeeds" on a server connection the bouncer then lends to
+	//     others) the relay logs why at Warn and only polls. MySQL and
+	//     MariaDB have no LISTEN: the relay polls (logged at Info).
+	//   - ListenOn: listen without the probe; refused where the driver
+	//     cannot listen (MySQL/MariaDB) unless Listener is set.
+	//   - ListenOff: poll only.
+	Listen ListenMode
+	// Listener, if set, is where the relay listens instead of its
+	// database — e.g. sqlcoord.NewDSNListener with a direct DSN when the
+	// application's pool goes through PgBouncer.
+	Listener sqlcoord.Listener
 	// PublishTimeout bounds one publish; default 30s.
 	PublishTimeout time.Duration
 	// ShutdownTimeout: after ctx ends, the batch in flight is finished
@@ -59,6 +71,16 @@ type RelayOptions struct {
 	// Registerer, if set, gets the relay's Prometheus metrics.
 	Registerer prometheus.Registerer
 }
+
+// ListenMode is RelayOptions.Listen: "auto" (also ""), "on" or "off".
+type ListenMode string
+
+// Listen modes; see RelayOptions.Listen.
+const (
+	ListenAuto ListenMode = "auto"
+	ListenOn   ListenMode = "on"
+	ListenOff  ListenMode = "off"
+)
 
 // Relay moves committed outbox messages to a Publisher.
 type Relay struct {
@@ -87,6 +109,24 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	}
 	if opt.MaxAttempts == 0 {
 		opt.MaxAttempts = 10
+	}
+	if opt.Listen == "" {
+		opt.Listen = ListenAuto
+	}
+	if opt.Listener == nil {
+		opt.Listener, _ = db.(sqlcoord.Listener)
+	}
+	switch opt.Listen {
+	case ListenAuto, ListenOff:
+	case ListenOn:
+		if opt.Listener == nil {
+			return nil, fmt.Errorf("%w: listen mode on: %s cannot listen (use auto or off, or give a Listener)", ErrInvalid, db)
+		}
+		if err := opt.Listener.CanListen(); err != nil {
+			return nil, fmt.Errorf("%w: listen mode on: %w (use auto or off, or give a Listener)", ErrInvalid, err)
+		}
+	default:
+		return nil, fmt.Errorf("%w: listen mode %q (want auto, on or off)", ErrInvalid, opt.Listen)
 	}
 	for name, d := range map[string]time.Duration{"BaseBackoff": opt.BaseBackoff, "MaxBackoff": opt.MaxBackoff,
 		"PollMin": opt.PollMin, "PollMax": opt.PollMax, "PublishTimeout": opt.PublishTimeout, "ShutdownTimeout": opt.ShutdownTimeout} {
@@ -134,8 +174,8 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 // dialects.ErrAccessDenied.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
-	if l, ok := r.db.(sqlcoord.Listener); ok && r.opt.Listen {
-		go r.listen(ctx, l, wake)
+	if r.opt.Listener != nil && r.opt.Listen != ListenOff {
+		go r.listen(ctx, r.opt.Listener, wake)
 	}
 	interval := r.opt.PollMin
 	for {
@@ -176,15 +216,20 @@ func (r *Relay) Run(ctx context.Context) error {
 // listen wakes the relay on NOTIFY coord_outbox, reconnecting as needed;
 // it gives up (polling only) where LISTEN is not available.
 func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- struct{}) {
+	opt := sqlcoord.ListenOptions{Probe: r.opt.Listen == ListenAuto}
 	for ctx.Err() == nil {
-		err := l.Listen(ctx, "coord_outbox", func() {
+		err := l.Listen(ctx, "coord_outbox", opt, func() {
 			select {
 			case wake <- struct{}{}:
 			default:
 			}
 		})
-		if errors.Is(err, sqlcoord.ErrListenUnsupported) {
-			r.log.Info("outbox listen off; polling", "reason", err)
+		switch {
+		case errors.Is(err, sqlcoord.ErrNotificationLost):
+			r.log.Warn("outbox listen off; polling only", "reason", redact.Text(err.Error()))
+			return
+		case errors.Is(err, sqlcoord.ErrListenUnsupported):
+			r.log.Info("outbox listen off; polling only", "reason", redact.Text(err.Error()))
 			return
 		}
 		if ctx.Err() == nil {

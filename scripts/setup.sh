@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what sqlcoord's tests, demo and benchmarks need, when missing:
-# the PostgreSQL 15 server and the MariaDB server (Debian packages). The
-# servers are not started here: the test harness starts throwaway ones.
+# the PostgreSQL 15 server, the MariaDB server and PgBouncer (Debian
+# packages). Nothing is started here: the test harness starts throwaway
+# servers (and bouncers) of its own.
 set -euo pipefail
 
 need=()
@@ -11,8 +12,11 @@ fi
 if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
   need+=(mariadb-server)
 fi
+if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
+  need+=(pgbouncer)
+fi
 if [ ${#need[@]} -eq 0 ]; then
-  echo "setup: database servers present"
+  echo "setup: database servers and pgbouncer present"
   exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then

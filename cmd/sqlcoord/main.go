@@ -42,7 +42,7 @@ func main() {
 		// Whatever failed, no secret of the DSN and no URL userinfo
 		// reaches the terminal.
 		flagDSN, _ := root.PersistentFlags().GetString("dsn")
-		msg := redact.Text(err.Error(), flagDSN, os.Getenv("SQLCOORD_DSN"))
+		msg := redact.Text(err.Error(), flagDSN, os.Getenv("SQLCOORD_DSN"), os.Getenv("SQLCOORD_LISTEN_DSN"))
 		if !strings.HasPrefix(msg, "sqlcoord:") {
 			msg = "sqlcoord: " + msg
 		}

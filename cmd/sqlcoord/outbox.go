@@ -56,7 +56,7 @@ func loopbackDefault(addr string) (string, error) {
 }
 
 func newRelayCmd() *cobra.Command {
-	var pubSpec, listen string
+	var pubSpec, listen, listenNotify, listenDSN string
 	var batch, maxAttempts int
 	var ordered, del bool
 	cmd := &cobra.Command{
@@ -79,8 +79,19 @@ func newRelayCmd() *cobra.Command {
 			}
 			reg := prometheus.NewRegistry()
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-			r, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del,
-				MaxAttempts: maxAttempts, Listen: true, Logger: logger, Registerer: reg})
+			opt := outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del,
+				MaxAttempts: maxAttempts, Listen: outbox.ListenMode(listenNotify), Logger: logger, Registerer: reg}
+			if listenDSN == "" {
+				listenDSN = os.Getenv("SQLCOORD_LISTEN_DSN")
+			}
+			if listenDSN != "" {
+				l, err := sqlcoord.NewDSNListener(listenDSN)
+				if err != nil {
+					return usageError{fmt.Errorf("--listen-dsn: %w", err)}
+				}
+				opt.Listener = l
+			}
+			r, err := outbox.NewRelay(db, pub, opt)
 			if err != nil {
 				return usageError{err}
 			}
@@ -127,6 +138,8 @@ func newRelayCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&pubSpec, "publisher", "stdout", "stdout, nats://host:4222, kafka://host:9092[,host2], http(s)://webhook")
 	cmd.Flags().StringVar(&listen, "listen", "", "address for /healthz and /metrics, e.g. :9090 (a port alone binds 127.0.0.1; give 0.0.0.0:9090 to expose it, unauthenticated)")
+	cmd.Flags().StringVar(&listenNotify, "listen-notify", "auto", "PostgreSQL LISTEN for new messages besides polling: auto (listen after a probe NOTIFY proves delivery; behind PgBouncer in transaction mode it logs why and polls), on, off")
+	cmd.Flags().StringVar(&listenDSN, "listen-dsn", "", "PostgreSQL DSN to LISTEN on instead of --dsn (a direct connection when --dsn goes through PgBouncer); also SQLCOORD_LISTEN_DSN")
 	cmd.Flags().IntVar(&batch, "batch", 100, "messages per claim")
 	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 10, "attempts before dead-lettering")
 	cmd.Flags().BoolVar(&ordered, "ordered", false, "publish messages of one key in order")

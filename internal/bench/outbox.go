@@ -130,7 +130,7 @@ func relayRun(ctx context.Context, db *sqlcoord.DB, ob *outbox.Outbox[*sql.Tx], 
 	defer cancel()
 	var wg sync.WaitGroup
 	for i := 0; i < relays; i++ {
-		r, err := outbox.NewRelay(db, timed, outbox.RelayOptions{BatchSize: batch, DeleteOnPublish: true, PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond, Listen: true})
+		r, err := outbox.NewRelay(db, timed, outbox.RelayOptions{BatchSize: batch, DeleteOnPublish: true, PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond})
 		if err != nil {
 			return relayFigures{}, err
 		}

@@ -1,12 +1,10 @@
 package dbtest
 
 import (
-	"io"
-	"log"
-
 	"context"
 	"fmt"
-	"github.com/go-sql-driver/mysql"
+	"io"
+	"log"
 	"os"
 	"os/signal"
 	"sync"
@@ -15,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/localdb"
 )
 
 var (
@@ -155,4 +156,22 @@ func New(t testing.TB, family string, opts ...Option) *Env {
 		}
 	}
 	return &Env{Family: family, Server: srv, Name: name, DSN: db.DSN(), DB: db}
+}
+
+// PgBouncer starts a PgBouncer in transaction pooling mode with poolSize
+// server connections in front of e's PostgreSQL server, stopped when t
+// ends, and returns the DSN of e's database through it.
+func (e *Env) PgBouncer(t testing.TB, poolSize int) string {
+	t.Helper()
+	if e.Family != "postgres" {
+		t.Fatalf("PgBouncer: %s is not PostgreSQL", e.Family)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := localdb.StartPgBouncer(ctx, e.Server, poolSize)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() { b.Stop() })
+	return b.DSN(e.Name)
 }

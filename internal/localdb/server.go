@@ -53,6 +53,7 @@ type Server struct {
 	dir      string // temp dir for local servers
 	bin      string // server binary for local servers
 	args     []string
+	stopSig  syscall.Signal // fast shutdown, when not the family's
 	cred     *syscall.Credential
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -161,6 +162,9 @@ func (s *Server) Halt() error {
 // stopSignal is the server's fast-shutdown signal: PostgreSQL's SIGTERM is
 // a "smart" shutdown that waits for every client to disconnect.
 func (s *Server) stopSignal() syscall.Signal {
+	if s.stopSig != 0 {
+		return s.stopSig
+	}
 	if s.Family == "postgres" {
 		return syscall.SIGINT
 	}
