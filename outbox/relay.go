@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 )
@@ -304,7 +304,7 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			continue
 		}
 		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
-		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, r.backoff(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
+		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, backoff.Policy{Base: r.opt.BaseBackoff, Max: r.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(m.Attempt-1).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
 			return 0, fmt.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
 	}
@@ -327,14 +327,6 @@ func storedError(err error) string {
 		msg = msg[:cut]
 	}
 	return msg
-}
-
-func (r *Relay) backoff(attempt int) time.Duration {
-	d := r.opt.BaseBackoff << min(max(attempt-1, 0), 30)
-	if d > r.opt.MaxBackoff || d <= 0 {
-		d = r.opt.MaxBackoff
-	}
-	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
 func claim(ctx context.Context, tx sqlcoord.Executor, q string, n int) ([]Message, error) {

@@ -18,11 +18,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
@@ -127,7 +127,7 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 			if opts.OnRetry != nil {
 				opts.OnRetry(attempt-1, last)
 			}
-			if err := sqlutil.Sleep(ctx, backoff(opts, attempt-1)); err != nil {
+			if err := sqlutil.Sleep(ctx, backoff.Policy{Base: opts.BaseBackoff, Max: opts.MaxBackoff, Jitter: backoff.Full}.Delay(attempt-1)); err != nil {
 				return fmt.Errorf("txn: %w (last error: %v)", err, last)
 			}
 		}
@@ -233,7 +233,7 @@ func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (
 		if err = endSession(vctx, db, sess); err == nil {
 			break
 		}
-		if sqlutil.Sleep(vctx, retryPause(i)) != nil {
+		if sqlutil.Sleep(vctx, retryPause.Delay(i)) != nil {
 			return false, fmt.Errorf("txn: could not prove the old session %d ended: %w", sess.id, err)
 		}
 	}
@@ -252,7 +252,7 @@ func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (
 		if err == nil {
 			return ok, nil
 		}
-		if sqlutil.Sleep(vctx, retryPause(i)) != nil {
+		if sqlutil.Sleep(vctx, retryPause.Delay(i)) != nil {
 			return false, err
 		}
 	}
@@ -273,21 +273,18 @@ func endSession(ctx context.Context, db sqlcoord.Base, sess session) error {
 		if n == 0 {
 			return nil
 		}
-		if err := sqlutil.Sleep(ctx, min(time.Millisecond<<i, 50*time.Millisecond)); err != nil {
+		if err := sqlutil.Sleep(ctx, sessionPoll.Delay(i)); err != nil {
 			return err
 		}
 	}
 }
 
-func retryPause(i int) time.Duration { return min(10*time.Millisecond<<min(i, 10), time.Second) }
-
-func backoff(o Options, n int) time.Duration {
-	c := o.BaseBackoff << min(n, 20)
-	if c > o.MaxBackoff || c <= 0 {
-		c = o.MaxBackoff
-	}
-	return time.Duration(rand.Int64N(int64(c) + 1))
-}
+var (
+	// retryPause spaces the verification's retries after a connection
+	// error; sessionPoll the checks that a killed session is gone.
+	retryPause  = backoff.Policy{Base: 10 * time.Millisecond, Max: time.Second}
+	sessionPoll = backoff.Policy{Base: time.Millisecond, Max: 50 * time.Millisecond}
+)
 
 // CleanupMarkers deletes commit markers older than age, batch rows per
 // statement, until none are left; it never blocks concurrent inserts
