@@ -131,7 +131,7 @@ type WrapOptions struct {
 // loc other than UTC); WrapDB checks that and names the setting if not.
 // clientFoundRows is not needed.
 func WrapDB(ctx context.Context, db *sql.DB, opts ...WrapOptions) (*DB, error) {
-	d, err := detect(ctx, SQLExecutor(db), opts)
+	d, err := detect(ctx, sqlExec{db, sqlModeArgs(db)}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ type SQLX struct {
 // WrapSQLX uses an application's own *sqlx.DB; see WrapDB for the checks.
 // sqlcoord never closes it.
 func WrapSQLX(ctx context.Context, x *sqlx.DB, opts ...WrapOptions) (*SQLX, error) {
-	d, err := detect(ctx, SQLExecutor(x), opts)
+	d, err := detect(ctx, sqlExec{x, sqlModeArgs(x.DB)}, opts)
 	if err != nil {
 		return nil, err
 	}

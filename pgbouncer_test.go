@@ -2,7 +2,6 @@ package sqlcoord_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,143 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
-	"github.com/sqlcoord/sqlcoord/txn"
 )
-
-// hammer runs locks, leases + fences, idempotency keys, outbox enqueues and
-// job claims from many goroutines through d and returns every error. Many
-// client connections sharing few server connections is what makes
-// prepared statements collide behind a transaction-mode pooler.
-func hammer[TTx any](t *testing.T, d sqlcoord.Driver[TTx], tag string, workers, iters int) []error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := coord.New(d)
-	keys := txn.NewKeys(d, txn.KeysOptions{})
-	ob := outbox.NewOutbox(d)
-	runs := jobs.NewRuns(d)
-	var mu sync.Mutex
-	var errs []error
-	fail := func(what string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		errs = append(errs, fmt.Errorf("%s: %w", what, err))
-	}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < iters; i++ {
-				id := fmt.Sprintf("%s-%d-%d", tag, w, i)
-				lease, err := c.Acquire(ctx, "lease-"+id, "", time.Minute)
-				if err != nil {
-					fail("acquire", err)
-					continue
-				}
-				err = txn.Do(ctx, d, txn.Options{}, func(ctx context.Context, tx TTx) error {
-					if err := c.TryLock(ctx, tx, fmt.Sprintf("lock-%s-%d", tag, i%3)); err != nil && !errors.Is(err, dialects.ErrLocked) {
-						return fmt.Errorf("trylock: %w", err)
-					}
-					if err := c.Fence(ctx, tx, "res-"+id, lease.Token); err != nil {
-						return fmt.Errorf("fence: %w", err)
-					}
-					if _, err := keys.Begin(ctx, tx, "hammer", id, nil); err != nil {
-						return fmt.Errorf("keys: %w", err)
-					}
-					if err := keys.Complete(ctx, tx, "hammer", id, []byte("ok")); err != nil {
-						return fmt.Errorf("keys complete: %w", err)
-					}
-					return ob.Enqueue(ctx, tx, outbox.New{Topic: "hammer", Payload: []byte(id)})
-				})
-				if err != nil {
-					fail("tx", err)
-				}
-				if _, err := runs.Claim(ctx, "hammer-"+tag, time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC), 0, 1, id); err != nil && !errors.Is(err, jobs.ErrAlreadyClaimed) {
-					fail("claim", err)
-				}
-				if err := c.Release(ctx, lease); err != nil {
-					fail("release", err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := sqlcoord.CheckSchema(ctx, d); err != nil {
-		errs = append(errs, fmt.Errorf("check schema: %w", err))
-	}
-	return errs
-}
-
-func reportErrs(t *testing.T, errs []error) {
-	t.Helper()
-	for i, err := range errs {
-		if i == 5 {
-			t.Errorf("… %d errors in all", len(errs))
-			break
-		}
-		t.Errorf("%v", err)
-	}
-}
-
-// Issue 12: every stack works through PgBouncer in transaction mode, with
-// the stack's default statement mode (pgx caches prepared statements by
-// default, which a transaction pooler breaks), with a pool of one server
-// connection and of five.
-func TestPgBouncerTransactionMode(t *testing.T) {
-	env := dbtest.New(t, "postgres")
-	for _, size := range []int{1, 5} {
-		t.Run(fmt.Sprintf("pool=%d", size), func(t *testing.T) {
-			ctx := context.Background()
-			dsn := env.PgBouncer(t, size)
-			t.Run("sqlcoord.Open", func(t *testing.T) {
-				db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 16})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
-				reportErrs(t, hammer(t, db, fmt.Sprintf("open%d", size), 8, 15))
-			})
-			t.Run("database/sql", func(t *testing.T) {
-				raw, err := sql.Open("pgx", dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer raw.Close()
-				raw.SetMaxOpenConns(16)
-				db, err := sqlcoord.WrapDB(ctx, raw)
-				if err != nil {
-					t.Fatal(err)
-				}
-				reportErrs(t, hammer(t, db, fmt.Sprintf("sql%d", size), 8, 15))
-			})
-			t.Run("pgxpool", func(t *testing.T) {
-				cfg, err := pgxpool.ParseConfig(dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cfg.MaxConns = 16
-				pool, err := pgxpool.NewWithConfig(ctx, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer pool.Close()
-				d, err := sqlcoord.WrapPgxPool(ctx, pool)
-				if err != nil {
-					t.Fatal(err)
-				}
-				reportErrs(t, hammer(t, d, fmt.Sprintf("pgx%d", size), 8, 15))
-			})
-		})
-	}
-}
 
 // listenFor runs l.Listen in the background and reports its end.
 func listenFor(ctx context.Context, l sqlcoord.Listener, opt sqlcoord.ListenOptions, woke chan<- struct{}) <-chan error {

@@ -1,0 +1,123 @@
+package sqlcoord_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/conformance"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+// runStacks runs the conformance suite on each way an application
+// reaches sqlcoord on dsn, with pools of at most conns connections:
+// sqlcoord.Open, its own *sql.DB and *sqlx.DB (with the driver's default
+// settings, not the ones Open forces) and a pgx-native pool.
+func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, prefix string) {
+	ctx := context.Background()
+	driverName, appDSN := "pgx", dsn
+	if env.Family == "mysql" {
+		// an application's own DSN: parseTime, but no clientFoundRows
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ClientFoundRows = false
+		driverName, appDSN = "mysql", cfg.FormatDSN()
+	}
+	tag := func(s string) string { return fmt.Sprintf("%s%s", prefix, s) }
+	t.Run("sqlcoord.Open", func(t *testing.T) {
+		db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: conns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("open"), Workers: workers})
+	})
+	t.Run("database/sql", func(t *testing.T) {
+		raw, err := sql.Open(driverName, appDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		raw.SetMaxOpenConns(conns)
+		db, err := sqlcoord.WrapDB(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("sqldb"), Workers: workers})
+	})
+	t.Run("sqlx", func(t *testing.T) {
+		x, err := sqlx.Open(driverName, appDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer x.Close()
+		x.SetMaxOpenConns(conns)
+		d, err := sqlcoord.WrapSQLX(ctx, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conformance.Test(t, conformance.Target[*sqlx.Tx]{Driver: d, Other: env.DB, Tag: tag("sqlx"), Workers: workers})
+		// the callback gets the app's *sqlx.Tx, driver name intact
+		err = txn.Do(ctx, d, txn.Options{}, func(ctx context.Context, tx *sqlx.Tx) error {
+			_, err := tx.NamedExecContext(ctx, `UPDATE conf_items_`+tag("sqlx")+` SET body = :body WHERE id = :id`, map[string]any{"body": "named", "id": "x"})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("NamedExec in txn.Do: %v", err)
+		}
+	})
+	if env.Family != "postgres" {
+		return
+	}
+	t.Run("pgxpool", func(t *testing.T) {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MaxConns = int32(conns)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		d, err := sqlcoord.WrapPgxPool(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conformance.Test(t, conformance.Target[pgx.Tx]{Driver: d, Other: env.DB, Tag: tag("pgx"), Workers: workers})
+	})
+}
+
+// Issue 12: the conformance suite on every dialect and every stack, each
+// pool limited to ONE connection (a helper that needs a second connection
+// under the caller's transaction hangs and fails), and on a 16-connection
+// pool with 8 goroutines.
+func TestConformance(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		t.Run("one connection", func(t *testing.T) { runStacks(t, env, env.DSN, 1, 0, "one_") })
+		t.Run("16 connections", func(t *testing.T) { runStacks(t, env, env.DSN, 16, 8, "many_") })
+	})
+}
+
+// Issue 12: the same suite through PgBouncer in transaction mode with one
+// and with five server connections, every stack in its default statement
+// mode (pgx caches named prepared statements by default, which a
+// transaction pooler hands to other clients).
+func TestConformancePgBouncer(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	for _, size := range []int{1, 5} {
+		t.Run(fmt.Sprintf("pool=%d", size), func(t *testing.T) {
+			runStacks(t, env, env.PgBouncer(t, size), 16, 8, fmt.Sprintf("b%d_", size))
+		})
+	}
+}
