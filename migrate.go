@@ -202,16 +202,19 @@ func (db *DB) migrationDB(ctx context.Context) (*sql.DB, error) {
 	if db.dsn == "" {
 		return pgxConfigDB(ctx, db.DB.DB, db.dialect)
 	}
-	dsn := db.dsn
 	if db.dialect.Family() == "mysql" {
-		cfg, err := mysql.ParseDSN(dsn)
+		cfg, err := mysql.ParseDSN(db.dsn)
 		if err != nil {
 			return nil, err
 		}
 		cfg.MultiStatements = true
-		dsn = cfg.FormatDSN()
+		return sql.Open(db.Dialect().DriverName(), cfg.FormatDSN())
 	}
-	return sql.Open(db.Dialect().DriverName(), dsn)
+	cfg, err := pgx.ParseConfig(db.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return execModeDB(cfg), nil
 }
 
 func (s *SQLX) migrationDB(ctx context.Context) (*sql.DB, error) {
@@ -219,7 +222,7 @@ func (s *SQLX) migrationDB(ctx context.Context) (*sql.DB, error) {
 }
 
 func (p *Pgx) migrationDB(context.Context) (*sql.DB, error) {
-	return stdlib.OpenDB(*p.Pool.Config().ConnConfig.Copy()), nil
+	return execModeDB(p.Pool.Config().ConnConfig.Copy()), nil
 }
 
 // pgxConfigDB opens a new *sql.DB with the connection config of a pool
@@ -228,22 +231,18 @@ func pgxConfigDB(ctx context.Context, pool *sql.DB, d *dialects.Dialect) (*sql.D
 	if d.Family() != "postgres" {
 		return nil, ErrMigrateNeedsDSN
 	}
-	conn, err := pool.Conn(ctx)
+	cfg, err := poolConnConfig(ctx, pool)
 	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	var cfg *pgx.ConnConfig
-	err = conn.Raw(func(dc any) error {
-		if sc, ok := dc.(*stdlib.Conn); ok {
-			cfg = sc.Conn().Config().Copy()
-		}
-		return nil
-	})
-	if err != nil || cfg == nil {
 		return nil, errors.Join(ErrMigrateNeedsDSN, err)
 	}
-	return stdlib.OpenDB(*cfg), nil
+	return execModeDB(cfg), nil
+}
+
+// execModeDB opens a database/sql pool on cfg whose statements are never
+// named prepared statements (they would break behind PgBouncer).
+func execModeDB(cfg *pgx.ConnConfig) *sql.DB {
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	return stdlib.OpenDB(*cfg)
 }
 
 // migrator opens a dedicated connection pool (golang-migrate closes the

@@ -213,3 +213,25 @@ func TestRelayBehindPgBouncer(t *testing.T) {
 		})
 	}
 }
+
+// Issue 12: migrations and the schema check through a transaction-mode
+// PgBouncer (golang-migrate's own statements used to be cached prepared
+// statements: "42P05 … already exists" from the second run on).
+func TestMigrateThroughPgBouncer(t *testing.T) {
+	env := dbtest.New(t, "postgres", dbtest.NoMigrate())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := sqlcoord.Open(ctx, env.PgBouncer(t, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for i, dir := range []sqlcoord.Target{sqlcoord.Up, sqlcoord.Down, sqlcoord.Up} {
+		if err := sqlcoord.Migrate(ctx, db, dir); err != nil {
+			t.Fatalf("migrate step %d: %v", i, err)
+		}
+	}
+	if err := sqlcoord.CheckSchema(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+}
