@@ -3,8 +3,12 @@ package sqlcoord_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -12,6 +16,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/conformance"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -21,8 +27,12 @@ import (
 // reaches sqlcoord on dsn, with pools of at most conns connections:
 // sqlcoord.Open, its own *sql.DB and *sqlx.DB (with the driver's default
 // settings, not the ones Open forces) and a pgx-native pool.
-func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, prefix string) {
+// With pooler, each stack is told it is behind a transaction-mode pooler
+// by the Pooler option (Open, WrapDB, WrapSQLX, WrapPgxPool), its own
+// statement mode left at pgx's default (cached prepared statements).
+func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, prefix string, pooler bool) {
 	ctx := context.Background()
+	wo := sqlcoord.WrapOptions{Pooler: pooler}
 	driverName, appDSN := "pgx", dsn
 	if env.Family == "mysql" {
 		// an application's own DSN: parseTime, but no clientFoundRows
@@ -35,7 +45,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 	}
 	tag := func(s string) string { return fmt.Sprintf("%s%s", prefix, s) }
 	t.Run("sqlcoord.Open", func(t *testing.T) {
-		db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: conns})
+		db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: conns, Pooler: pooler})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +59,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 		}
 		defer raw.Close()
 		raw.SetMaxOpenConns(conns)
-		db, err := sqlcoord.WrapDB(ctx, raw)
+		db, err := sqlcoord.WrapDB(ctx, raw, wo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +72,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 		}
 		defer x.Close()
 		x.SetMaxOpenConns(conns)
-		d, err := sqlcoord.WrapSQLX(ctx, x)
+		d, err := sqlcoord.WrapSQLX(ctx, x, wo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,7 +100,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		d, err := sqlcoord.WrapPgxPool(ctx, pool)
+		d, err := sqlcoord.WrapPgxPool(ctx, pool, wo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,20 +114,69 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 // pool with 8 goroutines.
 func TestConformance(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
-		t.Run("one connection", func(t *testing.T) { runStacks(t, env, env.DSN, 1, 0, "one_") })
-		t.Run("16 connections", func(t *testing.T) { runStacks(t, env, env.DSN, 16, 8, "many_") })
+		t.Run("one connection", func(t *testing.T) { runStacks(t, env, env.DSN, 1, 0, "one_", false) })
+		t.Run("16 connections", func(t *testing.T) { runStacks(t, env, env.DSN, 16, 8, "many_", false) })
 	})
 }
 
 // Issue 12: the same suite through PgBouncer in transaction mode with one
-// and with five server connections, every stack in its default statement
-// mode (pgx caches named prepared statements by default, which a
-// transaction pooler hands to other clients).
+// and with five server connections. pgx caches named prepared statements
+// by default, which a transaction pooler hands to other clients; each
+// stack is told, either the way its own queries need anyway
+// (default_query_exec_mode=exec in the DSN) or by sqlcoord's Pooler
+// option with the stack left in pgx's default mode.
 func TestConformancePgBouncer(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	for _, size := range []int{1, 5} {
 		t.Run(fmt.Sprintf("pool=%d", size), func(t *testing.T) {
-			runStacks(t, env, env.PgBouncer(t, size), 16, 8, fmt.Sprintf("b%d_", size))
+			dsn := env.PgBouncer(t, size)
+			t.Run("told by the DSN", func(t *testing.T) {
+				runStacks(t, env, dsn+"&default_query_exec_mode=exec", 16, 8, fmt.Sprintf("bd%d_", size), false)
+			})
+			t.Run("told by the Pooler option", func(t *testing.T) {
+				runStacks(t, env, dsn, 16, 8, fmt.Sprintf("bo%d_", size), true)
+			})
 		})
+	}
+}
+
+// Issue 12: not told, pgx's default statement cache through a
+// transaction-mode PgBouncer fails — loudly, with an error that says what
+// to set.
+func TestPgBouncerNotToldIsATypedError(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	db, err := sqlcoord.Open(ctx, env.PgBouncer(t, 1), sqlcoord.Options{MaxOpenConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := coord.New(db)
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				if l, err := c.Acquire(ctx, fmt.Sprintf("nt-%d-%d", w, i), "", time.Minute); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				} else {
+					c.Release(ctx, l)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) == 0 {
+		t.Skip("no statement collided this time (the bouncer happened to keep every client on one server connection)")
+	}
+	for _, err := range errs {
+		if !errors.Is(err, dialects.ErrPreparedStatementLost) || !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
+			t.Fatalf("untold pooler: %v, want ErrPreparedStatementLost naming the setting", err)
+		}
 	}
 }

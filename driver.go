@@ -123,6 +123,21 @@ type WrapOptions struct {
 	// Dialect is "postgres", "mysql" or "mariadb"; "" detects it from the
 	// server's version string.
 	Dialect string
+	// Pooler: the pool reaches PostgreSQL through a transaction-mode
+	// pooler (PgBouncer). sqlcoord's statements then run in
+	// pgx.QueryExecModeExec (no named prepared statements) whatever the
+	// connection's default_query_exec_mode. Not needed when that is
+	// already exec, cache_describe or simple_protocol (your own queries
+	// need one of those behind such a pooler anyway), or with PgBouncer
+	// ≥ 1.21 and max_prepared_statements set. See README "PgBouncer".
+	Pooler bool
+}
+
+func wrapOptions(opts []WrapOptions) WrapOptions {
+	if len(opts) > 0 {
+		return opts[0]
+	}
+	return WrapOptions{}
 }
 
 // WrapDB uses an application's own *sql.DB (pgx's stdlib driver, or
@@ -131,20 +146,18 @@ type WrapOptions struct {
 // loc other than UTC); WrapDB checks that and names the setting if not.
 // clientFoundRows is not needed.
 func WrapDB(ctx context.Context, db *sql.DB, opts ...WrapOptions) (*DB, error) {
-	d, err := detect(ctx, sqlExec{db, sqlModeArgs(db)}, opts)
+	pre := poolerArgs(db, wrapOptions(opts).Pooler)
+	d, err := detect(ctx, sqlExec{db, pre}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, pre: sqlModeArgs(db), shown: "database/sql pool (" + d.Name() + ")"}, nil
+	return &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, pre: pre, shown: "database/sql pool (" + d.Name() + ")"}, nil
 }
 
 // detect finds (or takes) the dialect and checks what sqlcoord needs of
 // the driver.
 func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dialect, error) {
-	var o WrapOptions
-	if len(opts) > 0 {
-		o = opts[0]
-	}
+	o := wrapOptions(opts)
 	var version string
 	if err := e.QueryRow(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
@@ -185,17 +198,18 @@ func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dial
 type SQLX struct {
 	X       *sqlx.DB
 	dialect *dialects.Dialect
-	pre     []any // see sqlModeArgs
+	pre     []any // see poolerArgs
 }
 
 // WrapSQLX uses an application's own *sqlx.DB; see WrapDB for the checks.
 // sqlcoord never closes it.
 func WrapSQLX(ctx context.Context, x *sqlx.DB, opts ...WrapOptions) (*SQLX, error) {
-	d, err := detect(ctx, sqlExec{x, sqlModeArgs(x.DB)}, opts)
+	pre := poolerArgs(x.DB, wrapOptions(opts).Pooler)
+	d, err := detect(ctx, sqlExec{x, pre}, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &SQLX{X: x, dialect: d, pre: sqlModeArgs(x.DB)}, nil
+	return &SQLX{X: x, dialect: d, pre: pre}, nil
 }
 
 func (s *SQLX) Dialect() *dialects.Dialect                      { return s.dialect }
@@ -224,15 +238,17 @@ func (s *SQLX) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, er
 
 // Pgx is an application's *pgxpool.Pool as a Driver[pgx.Tx], pgx-native
 // (no database/sql in between): helpers take the application's pgx.Tx.
-// Statements run in pgx.QueryExecModeExec, which works behind PgBouncer in
-// transaction mode whatever the pool's default mode.
+// Statements run in the pool's default_query_exec_mode, or in
+// pgx.QueryExecModeExec with WrapOptions.Pooler.
 type Pgx struct {
 	Pool *pgxpool.Pool
+	pre  []any // see poolerArgs
 }
 
 // WrapPgxPool uses an application's own pool; sqlcoord never closes it.
-func WrapPgxPool(ctx context.Context, pool *pgxpool.Pool) (*Pgx, error) {
-	p := &Pgx{Pool: pool}
+// Of opts, only Pooler applies (the dialect is PostgreSQL).
+func WrapPgxPool(ctx context.Context, pool *pgxpool.Pool, opts ...WrapOptions) (*Pgx, error) {
+	p := &Pgx{Pool: pool, pre: poolerArgs(nil, wrapOptions(opts).Pooler)}
 	if _, err := detect(ctx, p.Executor(), []WrapOptions{{Dialect: "postgres"}}); err != nil {
 		return nil, err
 	}
@@ -240,8 +256,8 @@ func WrapPgxPool(ctx context.Context, pool *pgxpool.Pool) (*Pgx, error) {
 }
 
 func (p *Pgx) Dialect() *dialects.Dialect                      { return dialects.Postgres }
-func (p *Pgx) Executor() Executor                              { return PgxExecutor(p.Pool) }
-func (p *Pgx) TxExecutor(tx pgx.Tx) Executor                   { return PgxExecutor(tx) }
+func (p *Pgx) Executor() Executor                              { return pgxExec{p.Pool, p.pre} }
+func (p *Pgx) TxExecutor(tx pgx.Tx) Executor                   { return pgxExec{tx, p.pre} }
 func (p *Pgx) CommitTx(ctx context.Context, tx pgx.Tx) error   { return tx.Commit(ctx) }
 func (p *Pgx) RollbackTx(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) }
 
@@ -253,7 +269,7 @@ func (p *Pgx) String() string {
 // ExecutorFor accepts a pgx.Tx.
 func (p *Pgx) ExecutorFor(tx any) (Executor, error) {
 	if t, ok := tx.(pgx.Tx); ok {
-		return PgxExecutor(t), nil
+		return pgxExec{t, p.pre}, nil
 	}
 	return nil, fmt.Errorf("%w: got %T, want a pgx.Tx", ErrNotATransaction, tx)
 }
@@ -269,7 +285,7 @@ func (p *Pgx) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, err
 	if err != nil {
 		return nil, err
 	}
-	return pgxOwned{pgxExec{tx}, tx}, nil
+	return pgxOwned{pgxExec{tx, p.pre}, tx}, nil
 }
 
 // SQLDB returns a database/sql view of the pool (for migrations).

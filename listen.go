@@ -179,6 +179,7 @@ func (p *Pgx) Listen(ctx context.Context, channel string, opt ListenOptions, wak
 }
 
 func listenWith(ctx context.Context, cfg *pgx.ConnConfig, channel string, opt ListenOptions, notify func(ctx context.Context, channel, payload string) error, wake func()) error {
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec // one statement: nothing to cache, nothing to collide
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -237,7 +238,9 @@ func (l *DSNListener) Listen(ctx context.Context, channel string, opt ListenOpti
 		return fmt.Errorf("%w %s: %s", ErrBadDSN, l.shown, redactErr(err, l.dsn))
 	}
 	notify := func(ctx context.Context, channel, payload string) error {
-		c, err := pgx.ConnectConfig(ctx, cfg.Copy())
+		nc := cfg.Copy()
+		nc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		c, err := pgx.ConnectConfig(ctx, nc)
 		if err != nil {
 			return err
 		}

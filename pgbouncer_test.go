@@ -66,7 +66,7 @@ func TestListenProbeBehindPgBouncer(t *testing.T) {
 	})
 	for _, size := range []int{1, 5} {
 		t.Run(fmt.Sprintf("pgbouncer pool=%d", size), func(t *testing.T) {
-			bdsn := env.PgBouncer(t, size)
+			bdsn := env.PgBouncer(t, size) + "&default_query_exec_mode=exec"
 			bdb, err := sqlcoord.Open(ctx, bdsn)
 			if err != nil {
 				t.Fatal(err)
@@ -153,7 +153,7 @@ func (s *syncBuf) String() string {
 func TestRelayBehindPgBouncer(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
-	bdb, err := sqlcoord.Open(ctx, env.PgBouncer(t, 2))
+	bdb, err := sqlcoord.Open(ctx, env.PgBouncer(t, 2), sqlcoord.Options{Pooler: true})
 	if err != nil {
 		t.Fatal(err)
 	}

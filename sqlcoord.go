@@ -39,7 +39,7 @@ type DB struct {
 	*sqlx.DB
 
 	dialect *dialects.Dialect // detected from the server
-	pre     []any             // statement-mode arguments, see sqlModeArgs
+	pre     []any             // statement-mode arguments, see poolerArgs
 	dsn     string            // driver DSN with every option sqlcoord needs ("" when wrapped)
 	shown   string            // DSN with the password replaced, for messages
 }
@@ -50,6 +50,11 @@ type Options struct {
 	MaxIdleConns    int           // default 10
 	ConnMaxLifetime time.Duration // default 30m
 	ConnMaxIdleTime time.Duration // default 5m
+	// Pooler: the DSN reaches PostgreSQL through a transaction-mode
+	// pooler (PgBouncer): sqlcoord's statements run without named
+	// prepared statements. Same as default_query_exec_mode=exec in the
+	// DSN; see WrapOptions.Pooler and README "PgBouncer".
+	Pooler bool
 }
 
 // Open parses dsn, connects and pings. Accepted forms:
@@ -99,7 +104,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 			d = dialects.MySQL
 		}
 	}
-	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: sqlModeArgs(sdb), dsn: driverDSN, shown: shown}, nil
+	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: poolerArgs(sdb, o.Pooler), dsn: driverDSN, shown: shown}, nil
 }
 
 func setPool(db *sql.DB, o Options) {

@@ -46,6 +46,12 @@ var (
 	// ErrQueryCanceled: the server canceled the statement (context
 	// cancellation or statement timeout).
 	ErrQueryCanceled = errors.New("sqlcoord: statement canceled")
+	// ErrPreparedStatementLost: PostgreSQL answered 42P05 (prepared
+	// statement already exists) or 26000 (does not exist): named prepared
+	// statements through a transaction-mode pooler (PgBouncer) that lends
+	// server connections to other clients. Set default_query_exec_mode=exec
+	// in the DSN, or sqlcoord's Options.Pooler / WrapOptions.Pooler.
+	ErrPreparedStatementLost = errors.New("sqlcoord: prepared statement lost (a transaction-mode pooler such as PgBouncer in between? set default_query_exec_mode=exec in the DSN, or the Pooler option)")
 )
 
 // Error is a driver error classified into one of the sentinel errors.

@@ -241,6 +241,8 @@ func pgKind(pe *pgconn.PgError) error {
 		return ErrNoSchema
 	case pgerrcode.QueryCanceled: // statement_timeout, cancel request
 		return ErrQueryCanceled
+	case pgerrcode.DuplicatePreparedStatement, pgerrcode.InvalidSQLStatementName:
+		return ErrPreparedStatementLost
 	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow, pgerrcode.IdleInTransactionSessionTimeout:
 		return ErrConnLost
 	}
