@@ -130,6 +130,16 @@ func (o mysqlOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scop
 	return n == 1, err
 }
 
+func (o mysqlOps) jobClaim(ctx context.Context, pool Executor, job string, fire time.Time, shard, total int, status, owner string) (int64, bool, error) {
+	n, err := pool.Exec(ctx, o.q.JobClaim, job, fire, shard, total, status, owner)
+	return 1, err == nil && n > 0, err
+}
+
+func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, owner, job string, fire time.Time, shard int, attempt, grace int64) (int64, bool, error) {
+	n, err := pool.Exec(ctx, o.q.JobTakeover, owner, job, fire, shard, attempt, grace)
+	return attempt + 1, err == nil && n == 1, err
+}
+
 func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error) {
 	if _, err := tx.Exec(ctx, o.q.SegmentAdvance, step, step, tag); err != nil {
 		return 0, err

@@ -22,6 +22,8 @@ type operations interface {
 	fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error)
 	idemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error)
 	segmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error)
+	jobClaim(ctx context.Context, pool Executor, job string, fire time.Time, shard, total int, status, owner string) (int64, bool, error)
+	jobTakeover(ctx context.Context, pool Executor, owner, job string, fire time.Time, shard int, attempt, graceMicros int64) (int64, bool, error)
 	outboxWake(ctx context.Context, tx Executor) error
 	endSession(ctx context.Context, pool Executor, id, start int64) error
 	uuidValue(u [16]byte) any
@@ -99,6 +101,20 @@ type fencedUpdate struct {
 // transaction holds the key, leaving tx usable.
 func (d *Dialect) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error) {
 	return d.ops.idemInsert(ctx, tx, nowait, scope, key, fp, lockMicros)
+}
+
+// JobClaim inserts the run of a slot's shard in one autocommit statement
+// and returns its attempt number (1, or on PostgreSQL the failover
+// epoch's first attempt) — claimed false when the run already exists.
+func (d *Dialect) JobClaim(ctx context.Context, pool Executor, job string, fire time.Time, shard, total int, status, owner string) (attempt int64, claimed bool, err error) {
+	return d.ops.jobClaim(ctx, pool, job, fire, shard, total, status, owner)
+}
+
+// JobTakeover gives a stale or rerun-marked run to owner as a new attempt
+// and returns its number (attempt+1, or on PostgreSQL at least the
+// failover epoch's first attempt); ok false when someone else was first.
+func (d *Dialect) JobTakeover(ctx context.Context, pool Executor, owner, job string, fire time.Time, shard int, attempt, graceMicros int64) (newAttempt int64, ok bool, err error) {
+	return d.ops.jobTakeover(ctx, pool, owner, job, fire, shard, attempt, graceMicros)
 }
 
 // SegmentAdvance moves a tag's max_id forward by step in tx and returns

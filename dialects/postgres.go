@@ -18,6 +18,20 @@ import (
 // Every statement sqlcoord sends to PostgreSQL is in this file.
 var Postgres = newPostgres()
 
+// pgEpoch is the failover epoch folded into every counter that must never
+// go back — fencing tokens, segment ranges, job attempts: (timeline − 1) ·
+// 2⁴⁰, where timeline is the WAL timeline the server is writing on (the
+// first 8 hex digits of the current WAL file name). A promotion always
+// starts a new, higher timeline, so a promoted standby that lost the tail
+// of a counter (asynchronous replication) still issues values above
+// anything the old primary acknowledged, as long as fewer than 2⁴⁰ values
+// were issued per timeline. On timeline 1 it is 0: nothing changes until
+// the first promotion; each promotion then costs a jump (a gap) of up to
+// 2⁴⁰ in each counter. 0 on a standby, where the write fails anyway
+// (read-only, 25006). It is evaluated by the server that commits, in the
+// statement that issues the value — never by the client.
+const pgEpoch = `(CASE WHEN pg_is_in_recovery() THEN 0 ELSE ((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40) END)`
+
 func newPostgres() *Dialect {
 	d := &Dialect{
 		name:     "postgres",
@@ -47,20 +61,24 @@ func newPostgres() *Dialect {
 			// One statement: the row lock taken by ON CONFLICT serialises
 			// competing acquirers. The token grows whenever the previous
 			// ownership ended (expired or released) or the owner changes; a
-			// live lease re-acquired by its owner keeps its token.
+			// live lease re-acquired by its owner keeps its token — unless
+			// it was granted on an earlier timeline (EXCLUDED.token is this
+			// epoch's first token): then it grows past the epoch base.
 			LeaseAcquire: `INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
-VALUES ($1, $2, 1, clock_timestamp() + $3 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
+VALUES ($1, $2, ` + pgEpoch + ` + 1, clock_timestamp() + $3 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
 ON CONFLICT (name) DO UPDATE SET
-  token       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token ELSE l.token + 1 END,
-  acquired_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
+  token       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() AND l.token >= EXCLUDED.token THEN l.token ELSE GREATEST(l.token + 1, EXCLUDED.token) END,
+  acquired_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() AND l.token >= EXCLUDED.token THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
   owner       = EXCLUDED.owner,
   expires_at  = EXCLUDED.expires_at,
   renewed_at  = EXCLUDED.renewed_at
 WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
 RETURNING owner, token, expires_at`,
 			LeaseRead: `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1`,
+			// A lease granted on an earlier timeline cannot be renewed: the
+			// promoted server may have lost a later grant to someone else.
 			LeaseRenew: `UPDATE coord_leases SET expires_at = clock_timestamp() + $1 * interval '1 microsecond', renewed_at = clock_timestamp()
-WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp()
+WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp() AND token > ` + pgEpoch + `
 RETURNING expires_at`,
 			LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`,
@@ -98,7 +116,7 @@ ON CONFLICT DO NOTHING`,
 
 			SegmentCreate: `INSERT INTO coord_id_segments (biz_tag, max_id, step, updated_at) VALUES ($1, $2, $3, clock_timestamp())
 ON CONFLICT (biz_tag) DO NOTHING`,
-			SegmentAdvance: `UPDATE coord_id_segments SET max_id = max_id + $1, step = $2, updated_at = clock_timestamp()
+			SegmentAdvance: `UPDATE coord_id_segments SET max_id = GREATEST(max_id, ` + pgEpoch + `) + $1, step = $2, updated_at = clock_timestamp()
 WHERE biz_tag = $3 RETURNING max_id`,
 			SegmentRead: `SELECT max_id FROM coord_id_segments WHERE biz_tag = $1`,
 
@@ -118,7 +136,8 @@ WHERE worker_id = $3 AND owner = $4 AND NOT released AND expires_at > clock_time
 WHERE worker_id = $2 AND owner = $3 AND NOT released AND expires_at > clock_timestamp()`,
 
 			JobClaim: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
-VALUES ($1, $2, $3, $4, $5, $6, 1, clock_timestamp(), clock_timestamp()) ON CONFLICT DO NOTHING`,
+VALUES ($1, $2, $3, $4, $5, $6, ` + pgEpoch + ` + 1, clock_timestamp(), clock_timestamp()) ON CONFLICT DO NOTHING
+RETURNING attempt`,
 			JobHeartbeat: `UPDATE coord_job_runs SET heartbeat_at = clock_timestamp()
 WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running'`,
 			JobFinish: `UPDATE coord_job_runs SET status = $1, error = $2, finished_at = clock_timestamp()
@@ -133,10 +152,11 @@ ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, tz = EXCLUDED.tz,
 			JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
 WHERE job = $1 AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 microsecond'))
 ORDER BY fire_time, shard LIMIT 100`,
-			JobTakeover: `UPDATE coord_job_runs SET attempt = attempt + 1, owner = $1, status = 'running', started_at = clock_timestamp(),
+			JobTakeover: `UPDATE coord_job_runs SET attempt = GREATEST(attempt + 1, ` + pgEpoch + ` + 1), owner = $1, status = 'running', started_at = clock_timestamp(),
   heartbeat_at = clock_timestamp(), finished_at = NULL, error = NULL
 WHERE job = $2 AND fire_time = $3 AND shard = $4 AND attempt = $5
-  AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $6 * interval '1 microsecond'))`,
+  AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $6 * interval '1 microsecond'))
+RETURNING attempt`,
 			JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun' WHERE job = $1 AND fire_time = $2 AND status IN ('succeeded', 'failed', 'skipped')`,
 			JobRerunInsert: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt)
 VALUES ($1, $2, $3, $4, 'rerun', '', 0) ON CONFLICT DO NOTHING`,

@@ -170,6 +170,24 @@ func (o pgOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step
 	return maxID, err
 }
 
+func (o pgOps) jobClaim(ctx context.Context, pool Executor, job string, fire time.Time, shard, total int, status, owner string) (int64, bool, error) {
+	var attempt int64
+	err := pool.QueryRow(ctx, o.q.JobClaim, job, fire, shard, total, status, owner).Scan(&attempt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return attempt, err == nil, err
+}
+
+func (o pgOps) jobTakeover(ctx context.Context, pool Executor, owner, job string, fire time.Time, shard int, attempt, grace int64) (int64, bool, error) {
+	var next int64
+	err := pool.QueryRow(ctx, o.q.JobTakeover, owner, job, fire, shard, attempt, grace).Scan(&next)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return next, err == nil, err
+}
+
 func (o pgOps) outboxWake(ctx context.Context, tx Executor) error {
 	var s string
 	return tx.QueryRow(ctx, o.q.OutboxNotify).Scan(&s)

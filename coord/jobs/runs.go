@@ -112,14 +112,15 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 	if shard < 0 || total <= shard {
 		return Run{}, fmt.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
 	}
-	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Attempt: 1, Owner: owner, sent: time.Now()}
-	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobClaim, job, run.FireTime, shard, total, status, owner)
+	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Owner: owner, sent: time.Now()}
+	attempt, claimed, err := r.db.Dialect().JobClaim(ctx, r.db.Executor(), job, run.FireTime, shard, total, status, owner)
 	if err != nil {
 		return Run{}, fmt.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect().Classify(err))
 	}
-	if n == 0 {
+	if !claimed {
 		return Run{}, ErrAlreadyClaimed
 	}
+	run.Attempt = int(attempt)
 	return run, nil
 }
 
@@ -253,12 +254,12 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 	var won []Run
 	for _, c := range cands {
 		c.sent = time.Now()
-		n, err := r.db.Executor().Exec(ctx, q.JobTakeover, owner, c.Job, c.FireTime, c.Shard, c.Attempt, grace.Microseconds())
+		next, ok, err := r.db.Dialect().JobTakeover(ctx, r.db.Executor(), owner, c.Job, c.FireTime, c.Shard, int64(c.Attempt), grace.Microseconds())
 		if err != nil {
 			return won, fmt.Errorf("jobs: take over: %w", r.db.Dialect().Classify(err))
 		}
-		if n == 1 {
-			c.Attempt++
+		if ok {
+			c.Attempt = int(next)
 			won = append(won, c)
 		}
 	}
