@@ -131,6 +131,12 @@ type WrapOptions struct {
 	// need one of those behind such a pooler anyway), or with PgBouncer
 	// ≥ 1.21 and max_prepared_statements set. See README "PgBouncer".
 	Pooler bool
+	// AllowReadOnly wraps a pool on a server that refuses writes instead
+	// of failing with dialects.ErrReadOnly (inspection only). Only the
+	// server the wrap reached is checked: a pool that later reconnects
+	// elsewhere is the application's to point (for pgx, use
+	// target_session_attrs=read-write in its DSN).
+	AllowReadOnly bool
 }
 
 func wrapOptions(opts []WrapOptions) WrapOptions {
@@ -176,6 +182,15 @@ func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dial
 			d = dialects.MariaDB
 		default:
 			d = dialects.MySQL
+		}
+	}
+	if !o.AllowReadOnly {
+		var ro bool
+		if err := e.QueryRow(ctx, d.Q.ReadOnly).Scan(&ro); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		}
+		if ro {
+			return nil, fmt.Errorf("%w: the wrapped pool reached a hot standby or a read-only replica; point it at the primary (or set AllowReadOnly to inspect)", dialects.ErrReadOnly)
 		}
 	}
 	if d.Family() == "mysql" {
@@ -246,10 +261,11 @@ type Pgx struct {
 }
 
 // WrapPgxPool uses an application's own pool; sqlcoord never closes it.
-// Of opts, only Pooler applies (the dialect is PostgreSQL).
+// Of opts, Pooler and AllowReadOnly apply (the dialect is PostgreSQL).
 func WrapPgxPool(ctx context.Context, pool *pgxpool.Pool, opts ...WrapOptions) (*Pgx, error) {
-	p := &Pgx{Pool: pool, pre: poolerArgs(nil, wrapOptions(opts).Pooler)}
-	if _, err := detect(ctx, p.Executor(), []WrapOptions{{Dialect: "postgres"}}); err != nil {
+	o := wrapOptions(opts)
+	p := &Pgx{Pool: pool, pre: poolerArgs(nil, o.Pooler)}
+	if _, err := detect(ctx, p.Executor(), []WrapOptions{{Dialect: "postgres", AllowReadOnly: o.AllowReadOnly}}); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -25,7 +25,10 @@ func readOnlyDSN(env *dbtest.Env) string {
 		sep = "&"
 	}
 	if env.Family == "postgres" {
-		return env.DSN + sep + "default_transaction_read_only=on"
+		// without the target_session_attrs=read-write Open adds: that
+		// would refuse the connection before the loops could see it
+		dsn := strings.Replace(env.DSN, "target_session_attrs=read-write", "target_session_attrs=any", 1)
+		return dsn + sep + "default_transaction_read_only=on"
 	}
 	return env.DSN + sep + "tx_read_only=1"
 }
@@ -78,7 +81,7 @@ func TestFatalConditionsEndRun(t *testing.T) {
 			if err := outbox.NewOutbox(env.DB).EnqueueNow(ctx, outbox.New{Topic: "t", Payload: []byte("x")}); err != nil {
 				t.Fatal(err)
 			}
-			ro, err := sqlcoord.Open(ctx, readOnlyDSN(env))
+			ro, err := sqlcoord.Open(ctx, readOnlyDSN(env), sqlcoord.Options{AllowReadOnly: true}) // Open itself refuses it; the loops must too
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,6 +55,10 @@ type Options struct {
 	// prepared statements. Same as default_query_exec_mode=exec in the
 	// DSN; see WrapOptions.Pooler and README "PgBouncer".
 	Pooler bool
+	// AllowReadOnly opens a server that refuses writes (a hot standby, a
+	// read_only replica) instead of failing with dialects.ErrReadOnly —
+	// for inspection only (sqlcoord doctor, listings).
+	AllowReadOnly bool
 }
 
 // Open parses dsn, connects and pings. Accepted forms:
@@ -79,6 +83,12 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if family == "postgres" && !o.AllowReadOnly {
+		// Every new connection checks it reached a writable server (and
+		// with several hosts in the DSN, pgx picks the one that is): a
+		// pool that reconnects after a failover never lands on a standby.
+		driverDSN = withPGParam(driverDSN, "target_session_attrs", "read-write")
+	}
 	d := dialects.Postgres
 	if family == "mysql" {
 		d = dialects.MariaDB // refined below from VERSION()
@@ -92,6 +102,9 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	defer cancel()
 	if err := sdb.PingContext(pctx); err != nil {
 		sdb.Close()
+		if errors.Is(d.Classify(err), dialects.ErrReadOnly) {
+			return nil, readOnlyError(shown, err, dsn)
+		}
 		return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redactErr(err, dsn))
 	}
 	if family == "mysql" {
@@ -104,7 +117,43 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 			d = dialects.MySQL
 		}
 	}
+	if !o.AllowReadOnly {
+		var ro bool
+		if err := sdb.QueryRowContext(pctx, d.Q.ReadOnly).Scan(&ro); err != nil {
+			sdb.Close()
+			return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redactErr(err, dsn))
+		}
+		if ro {
+			sdb.Close()
+			return nil, readOnlyError(shown, nil, dsn)
+		}
+	}
 	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: poolerArgs(sdb, o.Pooler), dsn: driverDSN, shown: shown}, nil
+}
+
+// readOnlyError says the server refuses writes (matches
+// dialects.ErrReadOnly).
+func readOnlyError(shown string, err error, dsn string) error {
+	msg := fmt.Sprintf("%v: %s is a hot standby or a read-only replica; connect to the primary (or set AllowReadOnly to inspect it)", dialects.ErrReadOnly, shown)
+	if err != nil {
+		msg += ": " + redactErr(err, dsn)
+	}
+	return redactedError{msg, dialects.ErrReadOnly}
+}
+
+// withPGParam sets a connection parameter in a PostgreSQL DSN (URL or
+// key=value form) unless the DSN already sets it.
+func withPGParam(dsn, key, value string) string {
+	if strings.Contains(dsn, key+"=") {
+		return dsn
+	}
+	if kvDSN.MatchString(dsn) && !strings.Contains(dsn, "://") {
+		return dsn + " " + key + "=" + value
+	}
+	if strings.Contains(dsn, "?") {
+		return dsn + "&" + key + "=" + value
+	}
+	return dsn + "?" + key + "=" + value
 }
 
 func setPool(db *sql.DB, o Options) {

@@ -16,8 +16,9 @@ import (
 // differ are patched in below.
 func mysqlQueries() Queries {
 	return Queries{
-		Version: `SELECT VERSION()`,
-		Now:     `SELECT UTC_TIMESTAMP(6)`,
+		Version:  `SELECT VERSION()`,
+		ReadOnly: `SELECT @@global.read_only = 1 OR @@global.innodb_read_only = 1`,
+		Now:      `SELECT UTC_TIMESTAMP(6)`,
 
 		LockExists: `SELECT 1 FROM coord_locks WHERE name = ?`,
 		// INSERT IGNORE on an existing row takes a shared lock on it and so

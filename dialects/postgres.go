@@ -41,8 +41,9 @@ func newPostgres() *Dialect {
 		numbered: true,
 		classify: classifyPostgres,
 		Q: &Queries{
-			Version: `SELECT version()`,
-			Now:     `SELECT clock_timestamp()`,
+			Version:  `SELECT version()`,
+			ReadOnly: `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`,
+			Now:      `SELECT clock_timestamp()`,
 
 			LockExists: `SELECT 1 FROM coord_locks WHERE name = $1`,
 			// Run inside the caller's transaction, under a savepoint and a
@@ -229,6 +230,10 @@ func classifyPostgres(err error) error {
 			return err
 		}
 		return &Error{Kind: kind, Code: pe.Code, Err: err}
+	}
+	if strings.Contains(err.Error(), "read only connection") {
+		// pgx's target_session_attrs=read-write found only standbys
+		return &Error{Kind: ErrReadOnly, Err: err}
 	}
 	if isConnLost(err) {
 		return &Error{Kind: ErrConnLost, Err: err}

@@ -8,6 +8,10 @@ package dialects
 type Queries struct {
 	// Version returns the server version string.
 	Version string
+	// ReadOnly returns true when the server refuses writes: a hot standby
+	// or read-only transactions by default (PostgreSQL), read_only or
+	// innodb_read_only (MySQL/MariaDB replicas).
+	ReadOnly string
 
 	// --- row locks (coord_locks) ---
 

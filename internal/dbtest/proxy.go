@@ -29,6 +29,7 @@ type Proxy struct {
 	down  bool
 	rand  *randomCut
 	delay atomic.Int64 // ns added before each server -> client write
+	stall atomic.Bool  // hold every byte in both directions
 }
 
 // randomCut cuts a share of all COMMITs, each in one of three ways chosen
@@ -82,7 +83,10 @@ func (p *Proxy) accept() {
 			c.Close()
 			continue
 		}
-		s, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		s, err := net.Dial("tcp", target)
 		if err != nil {
 			c.Close()
 			continue
@@ -128,6 +132,7 @@ func (p *Proxy) pipeDown(c, s net.Conn, muted *atomic.Bool) {
 			if d := p.delay.Load(); d > 0 {
 				time.Sleep(time.Duration(d))
 			}
+			p.waitStall()
 			if _, werr := c.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -190,6 +195,7 @@ func (p *Proxy) pipeUp(c, s net.Conn, muted *atomic.Bool) {
 				close(arm.fired)
 				return // both sides closed: the client never hears the answer
 			}
+			p.waitStall()
 			if _, werr := s.Write(chunk); werr != nil {
 				return
 			}
@@ -198,6 +204,26 @@ func (p *Proxy) pipeUp(c, s net.Conn, muted *atomic.Bool) {
 			return
 		}
 	}
+}
+
+// waitStall holds the caller while the proxy is stalled.
+func (p *Proxy) waitStall() {
+	for p.stall.Load() {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// SetStalled holds every byte in both directions (connections stay open,
+// nothing arrives), like a replication link that stops moving, until
+// SetStalled(false); a cut or a closed endpoint drops what was held.
+func (p *Proxy) SetStalled(stalled bool) { p.stall.Store(stalled) }
+
+// SetTarget sends new connections to addr ("host:port"); existing ones
+// stay where they are (CutAll them to move everyone, like a floating IP).
+func (p *Proxy) SetTarget(addr string) {
+	p.mu.Lock()
+	p.target = addr
+	p.mu.Unlock()
 }
 
 // ArmCommitCut makes the proxy cut the next connection that sends a COMMIT:

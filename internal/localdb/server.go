@@ -358,6 +358,10 @@ func run(ctx context.Context, cred *syscall.Credential, dir string, name string,
 
 // startLocalPostgres runs initdb and postgres in a fresh temp directory.
 func startLocalPostgres(ctx context.Context) (*Server, error) {
+	return startLocalPostgresArgs(ctx, nil)
+}
+
+func startLocalPostgresArgs(ctx context.Context, extra []string) (*Server, error) {
 	bin, err := findPgBin()
 	if err != nil {
 		return nil, err
@@ -376,16 +380,23 @@ func startLocalPostgres(ctx context.Context) (*Server, error) {
 		return nil, err
 	}
 	return startOnFreePort(ctx, dir, func(port int) *Server {
-		return &Server{Family: "postgres", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred,
-			bin: filepath.Join(bin, "postgres"),
-			args: append([]string{"-D", data, "-p", strconv.Itoa(port),
-				"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
-				"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-				"-c", "max_connections=400", "-c", "shared_buffers=256MB", "-c", "log_min_messages=warning",
-				"-c", "max_locks_per_transaction=256"}, extraArgs("SQLCOORD_PG_ARGS")...),
-			adminDSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		}
+		return pgServer(bin, dir, data, port, cred, extra)
 	})
+}
+
+// pgServer describes a local PostgreSQL server on data: the throwaway
+// defaults (no fsync: nothing here must survive the machine), then
+// SQLCOORD_PG_ARGS, then extra.
+func pgServer(bin, dir, data string, port int, cred *syscall.Credential, extra []string) *Server {
+	args := append([]string{"-D", data, "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=400", "-c", "shared_buffers=256MB", "-c", "log_min_messages=warning",
+		"-c", "max_locks_per_transaction=256"}, extraArgs("SQLCOORD_PG_ARGS")...)
+	return &Server{Family: "postgres", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred,
+		bin: filepath.Join(bin, "postgres"), args: append(args, extra...),
+		adminDSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
+	}
 }
 
 // startOnFreePort starts the server that mk describes on a free loopback

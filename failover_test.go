@@ -1,0 +1,326 @@
+package sqlcoord_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/coord/ids"
+	"github.com/sqlcoord/sqlcoord/coord/jobs"
+	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+// failoverWorld is what the failover tests do on a cluster: a lease with a
+// fenced resource, a segment allocator and a job run, each advanced once
+// while replication is healthy and once more while it is stalled (those
+// acknowledged writes exist only on the old primary).
+type failoverWorld struct {
+	t    *testing.T
+	db   *sqlcoord.DB
+	c    *coord.Client[*sql.Tx]
+	runs *jobs.Runs
+}
+
+const (
+	foLease = "failover-lease"
+	foRes   = "failover-resource"
+	foTag   = "failover-ids"
+	foJob   = "failover-job"
+)
+
+var foFire = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+func newFailoverWorld(t *testing.T, dsn string) *failoverWorld {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return &failoverWorld{t: t, db: db, c: coord.New(db), runs: jobs.NewRuns(db)}
+}
+
+func (w *failoverWorld) fence(ctx context.Context, token int64) error {
+	return txn.Do(ctx, w.db, txn.Options{MaxAttempts: 1}, func(ctx context.Context, tx *sql.Tx) error {
+		return w.c.Fence(ctx, tx, foRes, token)
+	})
+}
+
+// ids fetches one fresh segment (a new allocator: another process) and
+// returns its ids.
+func (w *failoverWorld) ids(ctx context.Context) ([]int64, error) {
+	seg, err := ids.NewSegments(w.db, foTag, ids.SegmentOptions{Step: 10, MinStep: 10, MaxStep: 10, Prefetch: 1})
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for i := 0; i < 10; i++ {
+		id, err := seg.Next(ctx)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// Issue 13: asynchronous replication, a replication stall, then the whole
+// primary is killed and the standby promoted without the stalled tail.
+// The promoted server must never reissue a fencing token, a segment range
+// or a job attempt the old primary acknowledged, and a paused holder of
+// such a token must have its write refused.
+func TestAsyncFailoverNeverReissues(t *testing.T) {
+	cl := dbtest.NewPGCluster(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newFailoverWorld(t, cl.DSN())
+	if err := sqlcoord.Migrate(ctx, w.db, sqlcoord.Up); err != nil {
+		t.Fatal(err)
+	}
+
+	// Healthy replication: A holds the lease briefly and fences with it;
+	// one segment; the job's first attempt.
+	a, err := w.c.Acquire(ctx, foLease, "A", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := w.c.Acquire(ctx, foLease+"-d", "D", time.Hour) // D's lease is live through the failover
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.fence(ctx, a.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := ids.CreateTag(ctx, w.db, foTag, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.ids(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r1, err := w.runs.Claim(ctx, foJob, foFire, 0, 1, "runner-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.WaitCaughtUp(t)
+
+	// Replication stalls. Everything acknowledged from here on exists
+	// only on the old primary.
+	cl.Link.SetStalled(true)
+	time.Sleep(300 * time.Millisecond) // A's lease expires; runner-1's heartbeat goes stale
+	b, err := w.c.Acquire(ctx, foLease, "B", time.Minute)
+	if err != nil || b.Owner != "B" {
+		t.Fatalf("B acquire: %+v %v", b, err)
+	}
+	if err := w.fence(ctx, b.Token); err != nil {
+		t.Fatal(err)
+	}
+	lostIDs, err := w.ids(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2s, err := w.runs.TakeOver(ctx, foJob, 100*time.Millisecond, "runner-2")
+	if err != nil || len(r2s) != 1 {
+		t.Fatalf("runner-2 takeover: %v %v", r2s, err)
+	}
+	r2 := r2s[0]
+	t.Logf("acknowledged on the old primary only: token %d (A had %d), ids %d..%d, attempt %d (runner-1 had %d)",
+		b.Token, a.Token, lostIDs[0], lostIDs[len(lostIDs)-1], r2.Attempt, r1.Attempt)
+
+	cl.Failover(t)
+
+	// The promoted standby: C takes the lease, D a segment, runner-3 the job.
+	var cTok coord.Lease
+	for {
+		cTok, err = w.c.Acquire(ctx, foLease, "C", time.Minute)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the pool's cut connections
+	}
+	if err != nil || cTok.Owner != "C" {
+		t.Fatalf("C acquire after failover: %+v %v", cTok, err)
+	}
+	t.Run("lease token never reissued", func(t *testing.T) {
+		if cTok.Token <= b.Token {
+			t.Errorf("C got token %d after B's %d was acknowledged: reissued or backwards", cTok.Token, b.Token)
+		}
+	})
+	if err := w.fence(ctx, cTok.Token); err != nil {
+		t.Fatalf("C fences: %v", err)
+	}
+	t.Run("paused holder's stale write refused", func(t *testing.T) {
+		if err := w.fence(ctx, b.Token); !errors.Is(err, coord.ErrStaleToken) {
+			t.Errorf("B (paused, token %d) writes after C (token %d): %v, want ErrStaleToken", b.Token, cTok.Token, err)
+		}
+	})
+	t.Run("a lease from before the promotion cannot be renewed", func(t *testing.T) {
+		// D's row survived, but the promoted server cannot know whether it
+		// lost a later grant: D must acquire again, with a new-epoch token.
+		if _, err := w.c.Renew(ctx, d); !errors.Is(err, coord.ErrLeaseLost) {
+			t.Errorf("D renews its pre-failover lease: %v, want ErrLeaseLost", err)
+		}
+		d2, err := w.c.Acquire(ctx, foLease+"-d", "D", time.Hour)
+		if err != nil || d2.Token <= b.Token {
+			t.Errorf("D re-acquires: %+v %v, want a token above every pre-failover token", d2, err)
+		}
+	})
+	t.Run("segment ids never issued twice", func(t *testing.T) {
+		got, err := w.ids(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := map[int64]bool{}
+		for _, id := range lostIDs {
+			lost[id] = true
+		}
+		for _, id := range got {
+			if lost[id] {
+				t.Fatalf("id %d issued before the failover (acknowledged) and again after it; got %v", id, got)
+			}
+		}
+	})
+	t.Run("job attempt never reissued", func(t *testing.T) {
+		var r3s []jobs.Run
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			if r3s, err = w.runs.TakeOver(ctx, foJob, 100*time.Millisecond, "runner-3"); err != nil || len(r3s) == 1 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil || len(r3s) != 1 {
+			t.Fatalf("runner-3 takeover: %v %v", r3s, err)
+		}
+		if r3s[0].Attempt == r2.Attempt {
+			t.Errorf("runner-3 got attempt %d, the number runner-2 was acknowledged before the failover", r3s[0].Attempt)
+		}
+		// runner-2 (paused through the failover) must be refused
+		err := txn.Do(ctx, w.db, txn.Options{MaxAttempts: 1}, func(ctx context.Context, tx *sql.Tx) error {
+			return w.runs.Fence(ctx, tx, r2)
+		})
+		if !errors.Is(err, jobs.ErrSuperseded) {
+			t.Errorf("runner-2 fences attempt %d after runner-3 took attempt %d: %v, want ErrSuperseded", r2.Attempt, r3s[0].Attempt, err)
+		}
+	})
+}
+
+// Issue 13: a hot standby is refused at Open with ErrReadOnly, not
+// discovered later as an unmapped 25006.
+func TestOpenRefusesHotStandby(t *testing.T) {
+	cl := dbtest.NewPGCluster(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t.Run("Open", func(t *testing.T) {
+		_, err := sqlcoord.Open(ctx, cl.StandbyDSN())
+		if !errors.Is(err, dialects.ErrReadOnly) {
+			t.Fatalf("Open on a hot standby: %v, want ErrReadOnly", err)
+		}
+		t.Logf("%v", err)
+	})
+	t.Run("WrapPgxPool", func(t *testing.T) {
+		pool, err := pgxpool.New(ctx, cl.StandbyDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		if _, err := sqlcoord.WrapPgxPool(ctx, pool); !errors.Is(err, dialects.ErrReadOnly) {
+			t.Fatalf("WrapPgxPool on a hot standby: %v, want ErrReadOnly", err)
+		}
+	})
+	t.Run("AllowReadOnly inspects it", func(t *testing.T) {
+		db, err := sqlcoord.Open(ctx, cl.StandbyDSN(), sqlcoord.Options{AllowReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := sqlcoord.CheckSchema(ctx, db); err != nil && !errors.Is(err, dialects.ErrNoSchema) {
+			t.Fatalf("CheckSchema on the standby: %v", err)
+		}
+	})
+}
+
+// Issue 13: a MariaDB replica (read_only) is refused too.
+func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
+	env := dbtest.New(t, "mysql")
+	ctx := context.Background()
+	dbtest.Exec(t, env.DB, `SET GLOBAL read_only = 1`)
+	defer env.DB.ExecContext(ctx, `SET GLOBAL read_only = 0`)
+	if _, err := sqlcoord.Open(ctx, env.DSN); !errors.Is(err, dialects.ErrReadOnly) {
+		t.Fatalf("Open with read_only=1: %v, want ErrReadOnly", err)
+	}
+	raw, err := sql.Open("mysql", env.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := sqlcoord.WrapDB(ctx, raw); !errors.Is(err, dialects.ErrReadOnly) {
+		t.Fatalf("WrapDB with read_only=1: %v, want ErrReadOnly", err)
+	}
+}
+
+// Issue 13: synchronous replication (synchronous_standby_names='*'): a
+// write during the replication stall is never acknowledged, and after the
+// failover everything acknowledged before it is there.
+func TestSyncFailoverLosesNothingAcknowledged(t *testing.T) {
+	cl := dbtest.NewPGCluster(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := newFailoverWorld(t, cl.DSN())
+	if err := sqlcoord.Migrate(ctx, w.db, sqlcoord.Up); err != nil {
+		t.Fatal(err)
+	}
+	a, err := w.c.Acquire(ctx, foLease, "A", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.fence(ctx, a.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := ids.CreateTag(ctx, w.db, foTag, 0); err != nil {
+		t.Fatal(err)
+	}
+	first, err := w.ids(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Link.SetStalled(true)
+	time.Sleep(300 * time.Millisecond)
+	sctx, scancel := context.WithTimeout(ctx, time.Second)
+	b, err := w.c.Acquire(sctx, foLease, "B", time.Minute)
+	scancel()
+	if err == nil {
+		t.Fatalf("B's acquire was acknowledged while the synchronous standby could not confirm it: %+v", b)
+	}
+	cl.Failover(t)
+	var c coord.Lease
+	for {
+		c, err = w.c.Acquire(ctx, foLease, "C", time.Minute)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || c.Token <= a.Token {
+		t.Fatalf("C after failover: %+v %v (A had %d)", c, err, a.Token)
+	}
+	if err := w.fence(ctx, c.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.fence(ctx, a.Token); !errors.Is(err, coord.ErrStaleToken) {
+		t.Fatalf("A (token %d) writes after C (token %d): %v, want ErrStaleToken", a.Token, c.Token, err)
+	}
+	next, err := w.ids(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next[0] <= first[len(first)-1] {
+		t.Fatalf("ids after failover %v overlap the acknowledged %v", next, first)
+	}
+}
