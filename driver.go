@@ -137,6 +137,8 @@ type WrapOptions struct {
 	// elsewhere is the application's to point (for pgx, use
 	// target_session_attrs=read-write in its DSN).
 	AllowReadOnly bool
+	// RequireSyncReplication: see Options.RequireSyncReplication.
+	RequireSyncReplication bool
 }
 
 func wrapOptions(opts []WrapOptions) WrapOptions {
@@ -191,6 +193,11 @@ func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dial
 		}
 		if ro {
 			return nil, fmt.Errorf("%w: the wrapped pool reached a hot standby or a read-only replica; point it at the primary (or set AllowReadOnly to inspect)", dialects.ErrReadOnly)
+		}
+	}
+	if o.RequireSyncReplication {
+		if err := requireSync(ctx, d, e); err != nil {
+			return nil, err
 		}
 	}
 	if d.Family() == "mysql" {
@@ -261,11 +268,12 @@ type Pgx struct {
 }
 
 // WrapPgxPool uses an application's own pool; sqlcoord never closes it.
-// Of opts, Pooler and AllowReadOnly apply (the dialect is PostgreSQL).
+// The dialect is PostgreSQL whatever opts says.
 func WrapPgxPool(ctx context.Context, pool *pgxpool.Pool, opts ...WrapOptions) (*Pgx, error) {
 	o := wrapOptions(opts)
 	p := &Pgx{Pool: pool, pre: poolerArgs(nil, o.Pooler)}
-	if _, err := detect(ctx, p.Executor(), []WrapOptions{{Dialect: "postgres", AllowReadOnly: o.AllowReadOnly}}); err != nil {
+	o.Dialect = "postgres"
+	if _, err := detect(ctx, p.Executor(), []WrapOptions{o}); err != nil {
 		return nil, err
 	}
 	return p, nil

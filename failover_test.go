@@ -85,6 +85,13 @@ func TestAsyncFailoverNeverReissues(t *testing.T) {
 	if err := sqlcoord.Migrate(ctx, w.db, sqlcoord.Up); err != nil {
 		t.Fatal(err)
 	}
+	info, err := sqlcoord.Inspect(ctx, w.db)
+	if err != nil || info.Synchronous || info.Replicas != 1 || info.Timeline != 1 || info.ReadOnly {
+		t.Fatalf("Inspect the async primary: %+v %v", info, err)
+	}
+	if _, err := sqlcoord.Open(ctx, cl.DSN(), sqlcoord.Options{RequireSyncReplication: true}); !errors.Is(err, dialects.ErrNotSynchronous) {
+		t.Fatalf("RequireSyncReplication on an async primary: %v, want ErrNotSynchronous", err)
+	}
 
 	// Healthy replication: A holds the lease briefly and fences with it;
 	// one segment; the job's first attempt.
@@ -148,6 +155,10 @@ func TestAsyncFailoverNeverReissues(t *testing.T) {
 	if err != nil || cTok.Owner != "C" {
 		t.Fatalf("C acquire after failover: %+v %v", cTok, err)
 	}
+	if info, err := sqlcoord.Inspect(ctx, w.db); err != nil || info.Timeline != 2 {
+		t.Errorf("Inspect the promoted standby: %+v %v, want timeline 2", info, err)
+	}
+	t.Logf("after the failover: C's token %d, B's %d", cTok.Token, b.Token)
 	t.Run("lease token never reissued", func(t *testing.T) {
 		if cTok.Token <= b.Token {
 			t.Errorf("C got token %d after B's %d was acknowledged: reissued or backwards", cTok.Token, b.Token)
@@ -255,6 +266,13 @@ func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
 	if _, err := sqlcoord.Open(ctx, env.DSN); !errors.Is(err, dialects.ErrReadOnly) {
 		t.Fatalf("Open with read_only=1: %v, want ErrReadOnly", err)
 	}
+	info, err := sqlcoord.Inspect(ctx, env.DB)
+	if err != nil || !info.ReadOnly || info.Synchronous || info.Galera {
+		t.Fatalf("Inspect a read_only MariaDB: %+v %v", info, err)
+	}
+	if _, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{AllowReadOnly: true, RequireSyncReplication: true}); !errors.Is(err, dialects.ErrNotSynchronous) {
+		t.Fatalf("RequireSyncReplication on a lone MariaDB: %v, want ErrNotSynchronous", err)
+	}
 	raw, err := sql.Open("mysql", env.DSN)
 	if err != nil {
 		t.Fatal(err)
@@ -276,6 +294,11 @@ func TestSyncFailoverLosesNothingAcknowledged(t *testing.T) {
 	if err := sqlcoord.Migrate(ctx, w.db, sqlcoord.Up); err != nil {
 		t.Fatal(err)
 	}
+	sdb, err := sqlcoord.Open(ctx, cl.DSN(), sqlcoord.Options{RequireSyncReplication: true})
+	if err != nil {
+		t.Fatalf("RequireSyncReplication on a sync primary: %v", err)
+	}
+	sdb.Close()
 	a, err := w.c.Acquire(ctx, foLease, "A", 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)

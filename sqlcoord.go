@@ -59,6 +59,11 @@ type Options struct {
 	// read_only replica) instead of failing with dialects.ErrReadOnly —
 	// for inspection only (sqlcoord doctor, listings).
 	AllowReadOnly bool
+	// RequireSyncReplication refuses (dialects.ErrNotSynchronous) a server
+	// whose commits are acknowledged before a standby has them: see
+	// Inspect and README "What survives which failover". Checked when the
+	// pool is opened; the settings can change later (sqlcoord doctor).
+	RequireSyncReplication bool
 }
 
 // Open parses dsn, connects and pings. Accepted forms:
@@ -128,7 +133,30 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 			return nil, readOnlyError(shown, nil, dsn)
 		}
 	}
+	if o.RequireSyncReplication {
+		if err := requireSync(pctx, d, SQLExecutor(sdb)); err != nil {
+			sdb.Close()
+			return nil, fmt.Errorf("%s: %w", shown, err)
+		}
+	}
 	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: poolerArgs(sdb, o.Pooler), dsn: driverDSN, shown: shown}, nil
+}
+
+// Inspect asks db's server about itself: version, read-only, replication
+// (synchronous or not, standbys, WAL timeline, Galera).
+func Inspect(ctx context.Context, db Base) (dialects.ServerInfo, error) {
+	return db.Dialect().Inspect(ctx, db.Executor())
+}
+
+func requireSync(ctx context.Context, d *dialects.Dialect, e Executor) error {
+	info, err := d.Inspect(ctx, e)
+	if err != nil {
+		return err
+	}
+	if !info.Synchronous {
+		return fmt.Errorf("%w: %s", dialects.ErrNotSynchronous, info.Detail)
+	}
+	return nil
 }
 
 // readOnlyError says the server refuses writes (matches
