@@ -36,6 +36,9 @@ type ListenOptions struct {
 	Probe bool
 	// ProbeTimeout; default 3s.
 	ProbeTimeout time.Duration
+	// ProbeOnly returns nil right after a successful probe instead of
+	// listening on (sqlcoord doctor).
+	ProbeOnly bool
 }
 
 // Listener is implemented by drivers that can wait for PostgreSQL
@@ -65,8 +68,8 @@ func listenOn(ctx context.Context, conn *pgx.Conn, channel string, opt ListenOpt
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
-	if opt.Probe {
-		if err := probe(ctx, conn, channel, opt, notify, wake); err != nil {
+	if opt.Probe || opt.ProbeOnly {
+		if err := probe(ctx, conn, channel, opt, notify, wake); err != nil || opt.ProbeOnly {
 			return err
 		}
 	}

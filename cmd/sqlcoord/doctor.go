@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
+)
+
+// doctorReport is what `sqlcoord doctor` found; --json prints it as is.
+type doctorReport struct {
+	Database   string              `json:"database"`
+	Server     dialects.ServerInfo `json:"server"`
+	Schema     *sqlcoord.Status    `json:"schema,omitempty"`
+	SchemaErr  string              `json:"schema_error,omitempty"`
+	Listen     string              `json:"listen,omitempty"` // PostgreSQL: delivered, lost, or why not tested
+	Guarantees []doctorGuarantee   `json:"guarantees"`
+}
+
+type doctorGuarantee struct {
+	Holds bool   `json:"holds"`
+	What  string `json:"what"`
+	Why   string `json:"why"`
+}
+
+func newDoctorCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Show what sqlcoord detects about the database (role, replication, schema, LISTEN through poolers) and which guarantees hold there",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dsn := dsnFrom(cmd)
+			if dsn == "" {
+				return usageError{errors.New("no database: pass --dsn or set SQLCOORD_DSN")}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{AllowReadOnly: true, MaxOpenConns: 4})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			rep := doctor(ctx, db)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			printDoctor(cmd.OutOrStdout(), rep)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func doctor(ctx context.Context, db *sqlcoord.DB) doctorReport {
+	rep := doctorReport{Database: db.String()}
+	info, err := sqlcoord.Inspect(ctx, db)
+	if err != nil {
+		info.Detail = "inspect failed: " + err.Error()
+	}
+	rep.Server = info
+	if st, err := sqlcoord.MigrationStatus(ctx, db); err != nil {
+		rep.SchemaErr = err.Error()
+	} else {
+		rep.Schema = &st
+	}
+	if db.CanListen() == nil && !info.ReadOnly {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := db.Listen(lctx, "sqlcoord_doctor", sqlcoord.ListenOptions{ProbeOnly: true, ProbeTimeout: 2 * time.Second}, func() {})
+		cancel()
+		switch {
+		case err == nil:
+			rep.Listen = "delivered (a NOTIFY from another connection arrived)"
+		case errors.Is(err, sqlcoord.ErrNotificationLost):
+			rep.Listen = "lost: a transaction-mode pooler (PgBouncer?) is between sqlcoord and PostgreSQL; relays will poll (give them --listen-dsn), and statements need default_query_exec_mode=exec"
+		default:
+			rep.Listen = "not tested: " + err.Error()
+		}
+	}
+	rep.Guarantees = guarantees(info)
+	return rep
+}
+
+func guarantees(info dialects.ServerInfo) []doctorGuarantee {
+	pg := info.Dialect == "postgres"
+	g := []doctorGuarantee{{
+		Holds: !info.ReadOnly,
+		What:  "locks, leases, fences, keys, outbox and jobs are enforced by this server",
+		Why:   map[bool]string{true: "it accepts writes", false: "it is a hot standby or a read-only replica: every helper fails with ErrReadOnly; connect to the primary"}[!info.ReadOnly],
+	}, {
+		Holds: info.Synchronous,
+		What:  "a failover loses no acknowledged write (idempotency records, outbox messages, job completions)",
+		Why:   info.Detail,
+	}}
+	switch {
+	case pg:
+		why := fmt.Sprintf("each is at least (timeline-1)<<40 when issued; this server writes on timeline %d", info.Timeline)
+		if info.ReadOnly {
+			why = "each is at least (timeline-1)<<40 when issued, by whichever server is promoted (a standby issues none)"
+		}
+		g = append(g, doctorGuarantee{Holds: true,
+			What: "fencing tokens, segment ranges and job attempts never go back across a promotion", Why: why})
+	case info.Galera:
+		g = append(g, doctorGuarantee{Holds: false,
+			What: "row locks exclude holders on other nodes",
+			Why:  "Galera takes SELECT … FOR UPDATE locks on the local node only: send every lock user to one node"})
+	default:
+		g = append(g, doctorGuarantee{Holds: info.Synchronous,
+			What: "fencing tokens and segment ranges never go back across a failover",
+			Why:  "MySQL/MariaDB have no failover epoch here: only a replica that had every acknowledged commit (semi-sync AFTER_SYNC) keeps the counters"})
+	}
+	return g
+}
+
+func printDoctor(w io.Writer, r doctorReport) {
+	fmt.Fprintf(w, "database     %s\n", r.Database)
+	fmt.Fprintf(w, "server       %s (%s)\n", r.Server.Version, r.Server.Dialect)
+	role := "primary (accepts writes)"
+	if r.Server.ReadOnly {
+		role = "hot standby / read-only replica"
+	}
+	fmt.Fprintf(w, "role         %s\n", role)
+	fmt.Fprintf(w, "replication  %s\n", r.Server.Detail)
+	if r.Server.Dialect == "postgres" && r.Server.Timeline > 0 {
+		fmt.Fprintf(w, "timeline     %d (failover epoch base %d)\n", r.Server.Timeline, (r.Server.Timeline-1)<<40)
+	}
+	if r.Server.Galera {
+		fmt.Fprintf(w, "galera       %d nodes\n", r.Server.GaleraNodes)
+	}
+	switch {
+	case r.Schema != nil && r.Schema.Version == r.Schema.Latest && !r.Schema.Dirty:
+		fmt.Fprintf(w, "schema       at version %d (latest)\n", r.Schema.Version)
+	case r.Schema != nil:
+		fmt.Fprintf(w, "schema       at version %d of %d (dirty %v): run `sqlcoord migrate up`\n", r.Schema.Version, r.Schema.Latest, r.Schema.Dirty)
+	default:
+		fmt.Fprintf(w, "schema       %s\n", r.SchemaErr)
+	}
+	if r.Listen != "" {
+		fmt.Fprintf(w, "LISTEN       %s\n", r.Listen)
+	}
+	fmt.Fprintln(w, "guarantees")
+	for _, g := range r.Guarantees {
+		mark := "no "
+		if g.Holds {
+			mark = "yes"
+		}
+		fmt.Fprintf(w, "  [%s] %s\n        %s\n", mark, g.What, g.Why)
+	}
+}
