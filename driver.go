@@ -77,10 +77,10 @@ var (
 func (db *DB) Dialect() *dialects.Dialect { return db.dialect }
 
 // Executor runs autocommit statements on db's pool.
-func (db *DB) Executor() Executor { return sqlExec{db.DB.DB, db.pre} }
+func (db *DB) Executor() Executor { return poolExecutor(db.DB.DB, db.pre, db.dialect) }
 
 // TxExecutor runs statements in tx.
-func (db *DB) TxExecutor(tx *sql.Tx) Executor { return sqlExec{tx, db.pre} }
+func (db *DB) TxExecutor(tx *sql.Tx) Executor { return sqlExec{q: tx, pre: db.pre} }
 
 // CommitTx commits tx.
 func (db *DB) CommitTx(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
@@ -94,7 +94,7 @@ func (db *DB) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, err
 	if err != nil {
 		return nil, err
 	}
-	return sqlOwned{sqlExec{tx, db.pre}, tx}, nil
+	return sqlOwned{sqlExec{q: tx, pre: db.pre}, tx}, nil
 }
 
 // ExecutorFor accepts a *sql.Tx (or a *sqlx.Tx).
@@ -103,9 +103,9 @@ func (db *DB) ExecutorFor(tx any) (Executor, error) { return sqlTxExecutor(tx, "
 func sqlTxExecutor(tx any, stack string, pre []any) (Executor, error) {
 	switch t := tx.(type) {
 	case *sql.Tx:
-		return sqlExec{t, pre}, nil
+		return sqlExec{q: t, pre: pre}, nil
 	case *sqlx.Tx:
-		return sqlExec{t, pre}, nil
+		return sqlExec{q: t, pre: pre}, nil
 	}
 	return nil, fmt.Errorf("%w: got %T, want the %s transaction (*sql.Tx or *sqlx.Tx)", ErrNotATransaction, tx, stack)
 }
@@ -139,6 +139,10 @@ type WrapOptions struct {
 	AllowReadOnly bool
 	// RequireSyncReplication: see Options.RequireSyncReplication.
 	RequireSyncReplication bool
+	// GaleraSingleWriter: see Options.GaleraSingleWriter. On Galera the
+	// application's pool should also use interpolateParams=true (see
+	// dialects.Galera); sqlcoord cannot see its DSN to check.
+	GaleraSingleWriter bool
 }
 
 func wrapOptions(opts []WrapOptions) WrapOptions {
@@ -155,7 +159,7 @@ func wrapOptions(opts []WrapOptions) WrapOptions {
 // clientFoundRows is not needed.
 func WrapDB(ctx context.Context, db *sql.DB, opts ...WrapOptions) (*DB, error) {
 	pre := poolerArgs(db, wrapOptions(opts).Pooler)
-	d, err := detect(ctx, sqlExec{db, pre}, opts)
+	d, err := detect(ctx, sqlExec{q: db, pre: pre}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +188,15 @@ func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dial
 			d = dialects.MariaDB
 		default:
 			d = dialects.MySQL
+		}
+		if d.Family() == "mysql" {
+			galera, err := dialects.IsGalera(ctx, e)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+			}
+			if galera {
+				d = galeraDialect(o.GaleraSingleWriter)
+			}
 		}
 	}
 	if !o.AllowReadOnly {
@@ -227,7 +240,7 @@ type SQLX struct {
 // sqlcoord never closes it.
 func WrapSQLX(ctx context.Context, x *sqlx.DB, opts ...WrapOptions) (*SQLX, error) {
 	pre := poolerArgs(x.DB, wrapOptions(opts).Pooler)
-	d, err := detect(ctx, sqlExec{x, pre}, opts)
+	d, err := detect(ctx, sqlExec{q: x, pre: pre}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +248,8 @@ func WrapSQLX(ctx context.Context, x *sqlx.DB, opts ...WrapOptions) (*SQLX, erro
 }
 
 func (s *SQLX) Dialect() *dialects.Dialect                      { return s.dialect }
-func (s *SQLX) Executor() Executor                              { return sqlExec{s.X, s.pre} }
-func (s *SQLX) TxExecutor(tx *sqlx.Tx) Executor                 { return sqlExec{tx, s.pre} }
+func (s *SQLX) Executor() Executor                              { return poolExecutor(s.X, s.pre, s.dialect) }
+func (s *SQLX) TxExecutor(tx *sqlx.Tx) Executor                 { return sqlExec{q: tx, pre: s.pre} }
 func (s *SQLX) CommitTx(_ context.Context, tx *sqlx.Tx) error   { return tx.Commit() }
 func (s *SQLX) RollbackTx(_ context.Context, tx *sqlx.Tx) error { return tx.Rollback() }
 func (s *SQLX) ExecutorFor(tx any) (Executor, error)            { return sqlTxExecutor(tx, "sqlx", s.pre) }
@@ -253,7 +266,7 @@ func (s *SQLX) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, er
 	if err != nil {
 		return nil, err
 	}
-	return sqlOwned{sqlExec{tx, s.pre}, tx}, nil
+	return sqlOwned{sqlExec{q: tx, pre: s.pre}, tx}, nil
 }
 
 // ---- pgx: *Pgx ----

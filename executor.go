@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
 )
 
 // Executor runs sqlcoord's statements on a pool, a connection or a
@@ -30,15 +32,45 @@ type Rows = dialects.Rows
 // default mode (for pgx, default_query_exec_mode).
 func SQLExecutor(q Querier) Executor { return sqlExec{q: q} }
 
+// poolExecutor is SQLExecutor for a pool's autocommit statements, which
+// are run again when the server rolled them back as a deadlock victim.
+func poolExecutor(q Querier, pre []any, d *dialects.Dialect) Executor {
+	return sqlExec{q: q, pre: pre, auto: d}
+}
+
 // sqlExec runs statements through database/sql; pre is prepended to every
 // statement's arguments (pgx's stdlib driver reads a leading
 // pgx.QueryExecMode as the statement's mode; see poolerArgs).
 type sqlExec struct {
 	q   Querier
 	pre []any
+	// auto, set on a pool's executor (autocommit statements), runs again
+	// a statement the server rolled back as a deadlock victim — on Galera
+	// also a certification conflict with another node's commit (1213).
+	// Such a statement changed nothing, so running it again is safe.
+	auto *dialects.Dialect
 }
 
 func (e sqlExec) args(args []any) []any { return prepend(e.pre, args) }
+
+// autocommitRetries bounds autocommit re-runs; autocommitBackoff spaces them.
+const autocommitRetries = 10
+
+var autocommitBackoff = backoff.Policy{Base: time.Millisecond, Max: 100 * time.Millisecond, Jitter: backoff.Full}
+
+// rerun calls stmt until it succeeds, fails otherwise than by a deadlock,
+// or the retries are used up; only for autocommit statements (d != nil).
+func rerun(ctx context.Context, d *dialects.Dialect, stmt func() error) error {
+	for i := 0; ; i++ {
+		err := stmt()
+		if err == nil || d == nil || i == autocommitRetries || !errors.Is(d.Classify(err), dialects.ErrDeadlock) {
+			return err
+		}
+		if backoff.Sleep(ctx, autocommitBackoff.Delay(i)) != nil {
+			return err
+		}
+	}
+}
 
 func prepend(pre, args []any) []any {
 	if pre == nil {
@@ -48,7 +80,11 @@ func prepend(pre, args []any) []any {
 }
 
 func (e sqlExec) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := e.q.ExecContext(ctx, query, e.args(args)...)
+	var res sql.Result
+	err := rerun(ctx, e.auto, func() (err error) {
+		res, err = e.q.ExecContext(ctx, query, e.args(args)...)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -56,11 +92,21 @@ func (e sqlExec) Exec(ctx context.Context, query string, args ...any) (int64, er
 }
 
 func (e sqlExec) QueryRow(ctx context.Context, query string, args ...any) Row {
-	return e.q.QueryRowContext(ctx, query, e.args(args)...)
+	var row *sql.Row
+	rerun(ctx, e.auto, func() error {
+		row = e.q.QueryRowContext(ctx, query, e.args(args)...)
+		return row.Err()
+	})
+	return row
 }
 
 func (e sqlExec) Query(ctx context.Context, query string, args ...any) (Rows, error) {
-	return e.q.QueryContext(ctx, query, e.args(args)...)
+	var rows *sql.Rows
+	err := rerun(ctx, e.auto, func() (err error) {
+		rows, err = e.q.QueryContext(ctx, query, e.args(args)...)
+		return err
+	})
+	return rows, err
 }
 
 // PgxQuerier is what pgx's pool, connection and transaction have in

@@ -64,6 +64,11 @@ type Options struct {
 	// Inspect and README "What survives which failover". Checked when the
 	// pool is opened; the settings can change later (sqlcoord doctor).
 	RequireSyncReplication bool
+	// GaleraSingleWriter: on a MariaDB Galera cluster, every client of
+	// this database writes through one node, so row locks are allowed
+	// (dialects.GaleraSingleWriter); otherwise they are refused there
+	// with dialects.ErrGaleraLocks. See dialects.Galera.
+	GaleraSingleWriter bool
 }
 
 // Open parses dsn, connects and pings. Accepted forms:
@@ -121,6 +126,14 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		if !strings.Contains(strings.ToLower(v), "mariadb") {
 			d = dialects.MySQL
 		}
+		galera, err := dialects.IsGalera(pctx, SQLExecutor(sdb))
+		if err != nil {
+			sdb.Close()
+			return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redactErr(err, dsn))
+		}
+		if galera {
+			d = galeraDialect(o.GaleraSingleWriter)
+		}
 	}
 	if !o.AllowReadOnly {
 		var ro bool
@@ -140,6 +153,13 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		}
 	}
 	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: poolerArgs(sdb, o.Pooler), dsn: driverDSN, shown: shown}, nil
+}
+
+func galeraDialect(singleWriter bool) *dialects.Dialect {
+	if singleWriter {
+		return dialects.GaleraSingleWriter
+	}
+	return dialects.Galera
 }
 
 // Inspect asks db's server about itself: version, read-only, replication
@@ -266,6 +286,9 @@ func parseMySQL(dsn, original string) (string, string, string, error) {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.ClientFoundRows = true
+	// One round trip per statement instead of prepare + execute + close,
+	// and required on Galera (see dialects.Galera).
+	cfg.InterpolateParams = true
 	shownCfg := cfg.Clone()
 	if shownCfg.Passwd != "" {
 		shownCfg.Passwd = redact.Mask

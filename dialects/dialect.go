@@ -105,6 +105,10 @@ func ByFamily(name string) (*Dialect, error) {
 		return MySQL, nil
 	case "mariadb":
 		return MariaDB, nil
+	case "galera", "mariadb-galera":
+		return Galera, nil
+	case "galera-single-writer", "mariadb-galera-single-writer":
+		return GaleraSingleWriter, nil
 	}
-	return nil, fmt.Errorf("sqlcoord: unknown dialect %q (want postgres, mysql or mariadb)", name)
+	return nil, fmt.Errorf("sqlcoord: unknown dialect %q (want postgres, mysql, mariadb, galera or galera-single-writer)", name)
 }

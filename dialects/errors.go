@@ -51,6 +51,12 @@ var (
 	// statements through a transaction-mode pooler (PgBouncer) that lends
 	// server connections to other clients. Set default_query_exec_mode=exec
 	// in the DSN, or sqlcoord's Options.Pooler / WrapOptions.Pooler.
+	// ErrGaleraLocks: row locks (TryLock, Lock) on a MariaDB Galera node.
+	// Galera takes SELECT … FOR UPDATE locks on the local node only, so
+	// holders on two nodes would overlap; sqlcoord refuses instead. Use a
+	// lease + fence (decided by certification), or send every lock user
+	// to one node and say so (sqlcoord.Options.GaleraSingleWriter).
+	ErrGaleraLocks           = errors.New("sqlcoord: row locks are node-local on Galera (use a lease + fence, or one writer node with GaleraSingleWriter)")
 	ErrPreparedStatementLost = errors.New("sqlcoord: prepared statement lost (a transaction-mode pooler such as PgBouncer in between? set default_query_exec_mode=exec in the DSN, or the Pooler option)")
 )
 
@@ -63,6 +69,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Kind.Error()
+	}
 	if e.Code != "" {
 		return fmt.Sprintf("%v (%s): %v", e.Kind, e.Code, e.Err)
 	}
@@ -70,7 +79,12 @@ func (e *Error) Error() string {
 }
 
 // Unwrap exposes both the sentinel and the driver error to errors.Is/As.
-func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
 
 // Fatal reports whether err is a condition that retrying on the same
 // server cannot fix: the schema is missing, the server is read-only, or

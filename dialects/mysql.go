@@ -199,14 +199,17 @@ func newMySQL(name string, patch func(*Queries)) *Dialect {
 var MySQL = newMySQL("mysql", nil)
 
 // MariaDB is MariaDB 10.6+ (tested on 10.11) through go-sql-driver/mysql.
-var MariaDB = newMySQL("mariadb", func(q *Queries) {
+var MariaDB = newMySQL("mariadb", mariaDBPatch)
+
+// mariaDBPatch is what MariaDB's statements change from MySQL's.
+func mariaDBPatch(q *Queries) {
 	q.LockWait = `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE WAIT %d`
 	q.LockCreate = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO coord_locks (name) VALUES (?)`
 	q.LockCreateNowait = q.LockCreate
 	q.LockCreateWait = `SET STATEMENT innodb_lock_wait_timeout = %d FOR INSERT IGNORE INTO coord_locks (name) VALUES (?)`
 	q.IdemInsertNowait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + q.IdemInsert
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
-})
+}
 
 func classifyMySQL(err error) error {
 	if err == nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
-	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 )
 
 // RelayOptions tune a Relay.
@@ -234,7 +233,7 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 		}
 		if ctx.Err() == nil {
 			r.log.Warn("outbox listen", "err", redact.Text(fmt.Sprint(err)))
-			sqlutil.Sleep(ctx, time.Second)
+			backoff.Sleep(ctx, time.Second)
 		}
 	}
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what sqlcoord's tests, demo and benchmarks need, when missing:
-# the PostgreSQL 15 server, the MariaDB server and PgBouncer (Debian
-# packages). Nothing is started here: the test harness starts throwaway
+# the PostgreSQL 15 server, the MariaDB server, PgBouncer and Galera
+# (galera-4, rsync) — Debian packages. Nothing is started here: the test harness starts throwaway
 # servers (and bouncers) of its own.
 set -euo pipefail
 
@@ -15,8 +15,14 @@ fi
 if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
   need+=(pgbouncer)
 fi
+if [ ! -e /usr/lib/galera/libgalera_smm.so ]; then
+  need+=(galera-4)
+fi
+if ! command -v rsync >/dev/null 2>&1; then
+  need+=(rsync) # Galera's state transfer between the throwaway nodes
+fi
 if [ ${#need[@]} -eq 0 ]; then
-  echo "setup: database servers and pgbouncer present"
+  echo "setup: database servers, pgbouncer and galera present"
   exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then

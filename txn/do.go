@@ -127,7 +127,7 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 			if opts.OnRetry != nil {
 				opts.OnRetry(attempt-1, last)
 			}
-			if err := sqlutil.Sleep(ctx, backoff.Policy{Base: opts.BaseBackoff, Max: opts.MaxBackoff, Jitter: backoff.Full}.Delay(attempt-1)); err != nil {
+			if err := backoff.Sleep(ctx, backoff.Policy{Base: opts.BaseBackoff, Max: opts.MaxBackoff, Jitter: backoff.Full}.Delay(attempt-1)); err != nil {
 				return fmt.Errorf("txn: %w (last error: %v)", err, last)
 			}
 		}
@@ -233,7 +233,7 @@ func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (
 		if err = endSession(vctx, db, sess); err == nil {
 			break
 		}
-		if sqlutil.Sleep(vctx, retryPause.Delay(i)) != nil {
+		if backoff.Sleep(vctx, retryPause.Delay(i)) != nil {
 			return false, fmt.Errorf("txn: could not prove the old session %d ended: %w", sess.id, err)
 		}
 	}
@@ -252,7 +252,7 @@ func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (
 		if err == nil {
 			return ok, nil
 		}
-		if sqlutil.Sleep(vctx, retryPause.Delay(i)) != nil {
+		if backoff.Sleep(vctx, retryPause.Delay(i)) != nil {
 			return false, err
 		}
 	}
@@ -273,7 +273,7 @@ func endSession(ctx context.Context, db sqlcoord.Base, sess session) error {
 		if n == 0 {
 			return nil
 		}
-		if err := sqlutil.Sleep(ctx, sessionPoll.Delay(i)); err != nil {
+		if err := backoff.Sleep(ctx, sessionPoll.Delay(i)); err != nil {
 			return err
 		}
 	}

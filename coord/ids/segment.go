@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
@@ -243,6 +245,12 @@ func (s *Segments) advance(ctx context.Context, old *segment) error {
 }
 
 // fetch advances max_id by step in one transaction and returns the range.
+// fetchRetries bounds how often a fetch rolled back by a deadlock or a
+// Galera certification conflict is run again, fetchBackoff spaces them.
+const fetchRetries = 20
+
+var fetchBackoff = backoff.Policy{Base: 2 * time.Millisecond, Max: 200 * time.Millisecond, Jitter: backoff.Full}
+
 func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 	d := s.db.Dialect()
 	var max int64
@@ -268,7 +276,18 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("ids: fetch segment %q: %w", s.tag, d.ClassifyCommit(err))
+			cerr := d.ClassifyCommit(err)
+			// A deadlock (or, on Galera, a certification conflict with a
+			// fetch on another node) rolled the whole fetch back: run it
+			// again. An unknown commit outcome is not retried: the range
+			// may be taken, and a new fetch takes the next one anyway.
+			if dialects.Retryable(cerr) && attempt < fetchRetries {
+				if err := backoff.Sleep(ctx, fetchBackoff.Delay(attempt)); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return nil, fmt.Errorf("ids: fetch segment %q: %w", s.tag, cerr)
 		}
 		break
 	}

@@ -7,6 +7,7 @@
 package backoff
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -46,4 +47,16 @@ func (p Policy) Delay(n int) time.Duration {
 		return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 	}
 	return d
+}
+
+// Sleep waits for d, or until ctx ends (then it returns ctx.Err()).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -119,3 +119,34 @@ func (c *PGCluster) Failover(t testing.TB) {
 	c.Front.SetTarget(addr(c.Standby))
 	c.Front.CutAll()
 }
+
+// Galera is a throwaway MariaDB Galera cluster with a test database.
+type Galera struct {
+	Nodes []*Server
+	Name  string
+}
+
+// NewGalera starts an n-node Galera cluster (stopped when t ends) and
+// creates the test database (replicated to every node).
+func NewGalera(t testing.TB, n int) *Galera {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	nodes, err := localdb.StartGalera(ctx, n)
+	if err != nil {
+		t.Fatalf("galera: %v", err)
+	}
+	t.Cleanup(func() {
+		for _, s := range nodes {
+			s.Stop()
+		}
+	})
+	g := &Galera{Nodes: nodes, Name: "sqlcoord_galera"}
+	if _, err := nodes[0].CreateDatabase(ctx, g.Name); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// DSN reaches the test database on node i.
+func (g *Galera) DSN(i int) string { return g.Nodes[i].DSN(g.Name) }

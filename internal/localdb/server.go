@@ -424,6 +424,20 @@ func startOnFreePort(ctx context.Context, dir string, mk func(port int) *Server)
 
 // startLocalMariaDB runs mariadb-install-db and mariadbd in a temp dir.
 func startLocalMariaDB(ctx context.Context) (*Server, error) {
+	m, err := installMariaDB(ctx, "my")
+	if err != nil {
+		return nil, err
+	}
+	return startOnFreePort(ctx, m.dir, func(port int) *Server { return m.server(port, nil) })
+}
+
+// mariaInstall is an initialised, not yet started MariaDB data directory.
+type mariaInstall struct {
+	bin, dir, data string
+	cred           *syscall.Credential
+}
+
+func installMariaDB(ctx context.Context, kind string) (*mariaInstall, error) {
 	installDB, err := exec.LookPath("mariadb-install-db")
 	if err != nil {
 		if installDB, err = exec.LookPath("mysql_install_db"); err != nil {
@@ -444,7 +458,7 @@ func startLocalMariaDB(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := newDir("my", uid, gid)
+	dir, err := newDir(kind, uid, gid)
 	if err != nil {
 		return nil, err
 	}
@@ -454,18 +468,23 @@ func startLocalMariaDB(ctx context.Context) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return startOnFreePort(ctx, dir, func(port int) *Server {
-		return &Server{Family: "mysql", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred, bin: server,
-			args: append([]string{"--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port),
-				"--bind-address=127.0.0.1", "--socket=" + filepath.Join(dir, "mysqld.sock"),
-				"--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--tmpdir=" + dir,
-				"--skip-log-bin", "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=0",
-				"--innodb-buffer-pool-size=256M", "--max-connections=600", "--character-set-server=utf8mb4",
-				"--collation-server=utf8mb4_bin", "--log-error=" + filepath.Join(dir, "server.log")},
-				extraArgs("SQLCOORD_MYSQL_ARGS")...),
-			adminDSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/?parseTime=true&loc=UTC&clientFoundRows=true", port),
-		}
-	})
+	return &mariaInstall{bin: server, dir: dir, data: data, cred: cred}, nil
+}
+
+// server describes mariadbd on the install: the throwaway defaults, then
+// SQLCOORD_MYSQL_ARGS, then extra.
+func (m *mariaInstall) server(port int, extra []string) *Server {
+	args := append([]string{"--no-defaults", "--datadir=" + m.data, "--port=" + strconv.Itoa(port),
+		"--bind-address=127.0.0.1", "--socket=" + filepath.Join(m.dir, "mysqld.sock"),
+		"--pid-file=" + filepath.Join(m.dir, "mysqld.pid"), "--tmpdir=" + m.dir,
+		"--skip-log-bin", "--skip-name-resolve", "--innodb-flush-log-at-trx-commit=0",
+		"--innodb-buffer-pool-size=256M", "--max-connections=600", "--character-set-server=utf8mb4",
+		"--collation-server=utf8mb4_bin", "--log-error=" + filepath.Join(m.dir, "server.log")},
+		extraArgs("SQLCOORD_MYSQL_ARGS")...)
+	return &Server{Family: "mysql", Source: "local", Host: "127.0.0.1", Port: port, dir: m.dir, cred: m.cred, bin: m.bin,
+		args:     append(args, extra...),
+		adminDSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/?parseTime=true&loc=UTC&clientFoundRows=true", port),
+	}
 }
 
 // extraArgs is the space-separated server arguments in the environment

@@ -1,0 +1,66 @@
+package dialects
+
+import (
+	"context"
+	"time"
+)
+
+// Galera is MariaDB with wsrep_on (a Galera cluster where every node takes
+// writes), detected by sqlcoord.Open and the Wrap constructors. It is
+// MariaDB except where Galera differs:
+//
+//   - Row locks refuse with ErrGaleraLocks: SELECT … FOR UPDATE locks only
+//     the local node, so holders on two nodes would overlap. Leases,
+//     fences, keys, segments and job claims stay correct: their writes
+//     touch one row, and certification lets exactly one of two conflicting
+//     commits through (the other gets 1213, which sqlcoord retries where
+//     the statement was autocommit, and txn.Do retries for transactions).
+//   - Open forces interpolateParams=true: with server-side prepared
+//     statements MariaDB/wsrep was measured acknowledging COMMITs of
+//     transactions that were never applied.
+//
+// GaleraSingleWriter is the same with row locks allowed, for clusters whose
+// clients all write through one node (a proxy's single-writer mode) — a
+// promise the application makes, not one sqlcoord can check.
+var Galera = newGalera("mariadb-galera", false)
+
+// GaleraSingleWriter: see Galera.
+var GaleraSingleWriter = newGalera("mariadb-galera-single-writer", true)
+
+func newGalera(name string, locks bool) *Dialect {
+	d := newMySQL(name, mariaDBPatch)
+	if !locks {
+		d.ops = galeraOps{d.ops.(mysqlOps)}
+	}
+	return d
+}
+
+// galeraOps refuses row locks on a multi-writer Galera cluster.
+type galeraOps struct{ mysqlOps }
+
+func (galeraOps) lockTry(context.Context, Executor, string) error {
+	return &Error{Kind: ErrGaleraLocks}
+}
+
+func (galeraOps) lockWait(context.Context, Executor, string, time.Duration) error {
+	return &Error{Kind: ErrGaleraLocks}
+}
+
+// IsGalera reports whether a MySQL-family server is a Galera node with
+// wsrep on (false on servers without wsrep, e.g. MySQL).
+func IsGalera(ctx context.Context, e Executor) (bool, error) {
+	rows, err := e.Query(ctx, `SHOW GLOBAL VARIABLES LIKE 'wsrep_on'`)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	on := false
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return false, err
+		}
+		on = v == "ON" || v == "1"
+	}
+	return on, rows.Err()
+}
