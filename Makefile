@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
 
-.PHONY: setup test vet demo bench build clean
+.PHONY: setup test test-ha vet demo bench build clean
 
 # Idempotent: installs the database servers when missing, downloads modules.
 setup:
@@ -20,6 +20,13 @@ vet:
 # and MariaDB servers (throwaway, started by the tests themselves).
 test: setup vet
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# Patroni failovers (Debian patroni + etcd-server, installed here): about
+# 10 s per failover, so not part of `make test`.
+test-ha: vet
+	@bash scripts/setup.sh --ha
+	$(GO) mod download
+	$(GO) test -tags ha -count=1 -timeout 10m -run Patroni -v .
 
 demo: setup build
 	./bin/sqlcoord demo $(ARGS)

@@ -79,9 +79,29 @@ func (w *failoverWorld) ids(ctx context.Context) ([]int64, error) {
 // such a token must have its write refused.
 func TestAsyncFailoverNeverReissues(t *testing.T) {
 	cl := dbtest.NewPGCluster(t, false)
+	asyncFailoverScenario(t, cl.DSN(), failoverHooks{
+		caughtUp: cl.WaitCaughtUp,
+		stall:    func() { cl.Link.SetStalled(true) },
+		failover: cl.Failover,
+	})
+}
+
+// failoverHooks drive a cluster for asyncFailoverScenario: wait until the
+// standby has everything, stall replication, crash the primary and
+// promote the standby.
+type failoverHooks struct {
+	caughtUp func(testing.TB)
+	stall    func()
+	failover func(testing.TB)
+}
+
+// asyncFailoverScenario is the async failover test on any cluster whose
+// clients reach the primary at dsn (a floating proxy, or Patroni's nodes
+// listed in a multi-host DSN).
+func asyncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	w := newFailoverWorld(t, cl.DSN())
+	w := newFailoverWorld(t, dsn)
 	if err := sqlcoord.Migrate(ctx, w.db, sqlcoord.Up); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +109,7 @@ func TestAsyncFailoverNeverReissues(t *testing.T) {
 	if err != nil || info.Synchronous || info.Replicas != 1 || info.Timeline != 1 || info.ReadOnly {
 		t.Fatalf("Inspect the async primary: %+v %v", info, err)
 	}
-	if _, err := sqlcoord.Open(ctx, cl.DSN(), sqlcoord.Options{RequireSyncReplication: true}); !errors.Is(err, dialects.ErrNotSynchronous) {
+	if _, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{RequireSyncReplication: true}); !errors.Is(err, dialects.ErrNotSynchronous) {
 		t.Fatalf("RequireSyncReplication on an async primary: %v, want ErrNotSynchronous", err)
 	}
 
@@ -116,11 +136,11 @@ func TestAsyncFailoverNeverReissues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl.WaitCaughtUp(t)
+	h.caughtUp(t)
 
 	// Replication stalls. Everything acknowledged from here on exists
 	// only on the old primary.
-	cl.Link.SetStalled(true)
+	h.stall()
 	time.Sleep(300 * time.Millisecond) // A's lease expires; runner-1's heartbeat goes stale
 	b, err := w.c.Acquire(ctx, foLease, "B", time.Minute)
 	if err != nil || b.Owner != "B" {
@@ -141,7 +161,7 @@ func TestAsyncFailoverNeverReissues(t *testing.T) {
 	t.Logf("acknowledged on the old primary only: token %d (A had %d), ids %d..%d, attempt %d (runner-1 had %d)",
 		b.Token, a.Token, lostIDs[0], lostIDs[len(lostIDs)-1], r2.Attempt, r1.Attempt)
 
-	cl.Failover(t)
+	h.failover(t)
 
 	// The promoted standby: C takes the lease, D a segment, runner-3 the job.
 	var cTok coord.Lease
@@ -288,13 +308,23 @@ func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
 // failover everything acknowledged before it is there.
 func TestSyncFailoverLosesNothingAcknowledged(t *testing.T) {
 	cl := dbtest.NewPGCluster(t, true)
+	syncFailoverScenario(t, cl.DSN(), failoverHooks{
+		caughtUp: cl.WaitCaughtUp,
+		stall:    func() { cl.Link.SetStalled(true) },
+		failover: cl.Failover,
+	})
+}
+
+// syncFailoverScenario is the sync failover test on any cluster (see
+// asyncFailoverScenario).
+func syncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	w := newFailoverWorld(t, cl.DSN())
+	w := newFailoverWorld(t, dsn)
 	if err := sqlcoord.Migrate(ctx, w.db, sqlcoord.Up); err != nil {
 		t.Fatal(err)
 	}
-	sdb, err := sqlcoord.Open(ctx, cl.DSN(), sqlcoord.Options{RequireSyncReplication: true})
+	sdb, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{RequireSyncReplication: true})
 	if err != nil {
 		t.Fatalf("RequireSyncReplication on a sync primary: %v", err)
 	}
@@ -313,7 +343,8 @@ func TestSyncFailoverLosesNothingAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl.Link.SetStalled(true)
+	h.caughtUp(t)
+	h.stall()
 	time.Sleep(300 * time.Millisecond)
 	sctx, scancel := context.WithTimeout(ctx, time.Second)
 	b, err := w.c.Acquire(sctx, foLease, "B", time.Minute)
@@ -321,7 +352,7 @@ func TestSyncFailoverLosesNothingAcknowledged(t *testing.T) {
 	if err == nil {
 		t.Fatalf("B's acquire was acknowledged while the synchronous standby could not confirm it: %+v", b)
 	}
-	cl.Failover(t)
+	h.failover(t)
 	var c coord.Lease
 	for {
 		c, err = w.c.Acquire(ctx, foLease, "C", time.Minute)

@@ -21,6 +21,10 @@ fi
 if ! command -v rsync >/dev/null 2>&1; then
   need+=(rsync) # Galera's state transfer between the throwaway nodes
 fi
+if [ "${1:-}" = "--ha" ]; then # make test-ha: Patroni and its etcd
+  command -v patroni >/dev/null 2>&1 || need+=(patroni)
+  command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+fi
 if [ ${#need[@]} -eq 0 ]; then
   echo "setup: database servers, pgbouncer and galera present"
   exit 0
