@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,10 +160,41 @@ func asyncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 		t.Fatalf("runner-2 takeover: %v %v", r2s, err)
 	}
 	r2 := r2s[0]
+	// W1 leases a worker id (the grant exists only on the old primary)
+	// through a link that the failover partitions: its heartbeats then
+	// fail without an answer, and it issues ids until its lease validity
+	// runs out.
+	wopt := ids.WorkerOptions{TTL: 600 * time.Millisecond, Margin: 200 * time.Millisecond}
+	w1link, w1dsn := throughProxy(t, dsn)
+	w1db, err := sqlcoord.Open(ctx, w1dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1db.Close()
+	w1, err := ids.LeaseWorker(ctx, w1db, wopt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1.Close(context.Background())
 	t.Logf("acknowledged on the old primary only: token %d (A had %d), ids %d..%d, attempt %d (runner-1 had %d)",
 		b.Token, a.Token, lostIDs[0], lostIDs[len(lostIDs)-1], r2.Attempt, r1.Attempt)
 
+	w1link.SetDown(true)
 	h.failover(t)
+	// W1 keeps issuing ids until its lease validity runs out (its
+	// heartbeats now fail); W2 leases a worker id on the promoted server.
+	w1Last := make(chan time.Time, 1)
+	go func() {
+		last := time.Now()
+		for {
+			if _, err := w1.Next(); err != nil {
+				w1Last <- last
+				return
+			}
+			last = time.Now()
+			time.Sleep(time.Millisecond)
+		}
+	}()
 
 	// The promoted standby: C takes the lease, D a segment, runner-3 the job.
 	var cTok coord.Lease
@@ -218,6 +251,20 @@ func asyncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 			}
 		}
 	})
+	t.Run("worker id not granted while its lost holder still issues", func(t *testing.T) {
+		w2, err := ids.LeaseWorker(ctx, w.db, wopt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		granted := time.Now()
+		defer w2.Close(context.Background())
+		last := <-w1Last
+		if w2.ID() == w1.ID() && !last.Before(granted) {
+			t.Errorf("worker id %d granted to W2 at %v while W1 (whose grant was lost) issued ids until %v",
+				w2.ID(), granted.Format("15:04:05.000"), last.Format("15:04:05.000"))
+		}
+		t.Logf("W1 (id %d) issued until %v; W2 got id %d at %v", w1.ID(), last.Format("15:04:05.000"), w2.ID(), granted.Format("15:04:05.000"))
+	})
 	t.Run("job attempt never reissued", func(t *testing.T) {
 		var r3s []jobs.Run
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
@@ -240,6 +287,19 @@ func asyncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 			t.Errorf("runner-2 fences attempt %d after runner-3 took attempt %d: %v, want ErrSuperseded", r2.Attempt, r3s[0].Attempt, err)
 		}
 	})
+}
+
+// throughProxy puts a proxy in front of the first host of a PostgreSQL
+// URL DSN and returns it with the DSN pointed at it (only that host).
+func throughProxy(t *testing.T, dsn string) (*dbtest.Proxy, string) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.Split(u.Host, ",")[0]
+	p := dbtest.NewProxy(t, first)
+	u.Host = p.Addr
+	return p, u.String()
 }
 
 // Issue 13: a hot standby is refused at Open with ErrReadOnly, not

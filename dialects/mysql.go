@@ -18,7 +18,9 @@ func mysqlQueries() Queries {
 	return Queries{
 		Version:  `SELECT VERSION()`,
 		ReadOnly: `SELECT @@global.read_only = 1 OR @@global.innodb_read_only = 1`,
-		Now:      `SELECT UTC_TIMESTAMP(6)`,
+		// No failover epoch on the MySQL family (README).
+		WorkerEpochReady: `SELECT ? >= 0`,
+		Now:              `SELECT UTC_TIMESTAMP(6)`,
 
 		LockExists: `SELECT 1 FROM coord_locks WHERE name = ?`,
 		// INSERT IGNORE on an existing row takes a shared lock on it and so

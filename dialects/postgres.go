@@ -125,6 +125,11 @@ WHERE biz_tag = $3 RETURNING max_id`,
 WHERE released OR expires_at < clock_timestamp() - $1 * interval '1 microsecond'
 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
 			WorkerMax: `SELECT MAX(worker_id) FROM coord_id_workers`,
+			// The CTE's insert is not visible to the SELECT of the same
+			// statement: the first call in a new epoch records it and
+			// answers false.
+			WorkerEpochReady: `WITH seen AS (INSERT INTO coord_epochs (epoch, first_seen) VALUES (` + pgEpoch + `, clock_timestamp()) ON CONFLICT DO NOTHING)
+SELECT ` + pgEpoch + ` = 0 OR COALESCE((SELECT clock_timestamp() >= first_seen + $1 * interval '1 microsecond' FROM coord_epochs WHERE epoch = ` + pgEpoch + `), false)`,
 			WorkerInsert: `INSERT INTO coord_id_workers (worker_id, owner, expires_at, last_ms, released, heartbeat_at)
 VALUES ($1, $2, clock_timestamp() + $3 * interval '1 microsecond', 0, false, clock_timestamp())`,
 			WorkerTake: `UPDATE coord_id_workers SET owner = $1, expires_at = clock_timestamp() + $2 * interval '1 microsecond',

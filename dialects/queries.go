@@ -8,6 +8,12 @@ package dialects
 type Queries struct {
 	// Version returns the server version string.
 	Version string
+	// WorkerEpochReady records when the server first saw its failover
+	// epoch and returns whether worker ids may be granted: always before
+	// the first promotion, afterwards once $1 µs (TTL + margin) have
+	// passed since the epoch was first seen (PostgreSQL; MySQL family:
+	// always true, no epoch).
+	WorkerEpochReady string
 	// ReadOnly returns true when the server refuses writes: a hot standby
 	// or read-only transactions by default (PostgreSQL), read_only or
 	// innodb_read_only (MySQL/MariaDB replicas).

@@ -11,6 +11,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -252,6 +253,21 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 		opt.Owner = coord.NewOwnerID()
 	}
 	q := db.Dialect().Q
+	// After a promotion (PostgreSQL), wait until TTL + Margin have passed
+	// since the promoted server first saw its epoch: a holder whose grant
+	// or heartbeats were lost with the old primary has stopped by then.
+	for {
+		var ready bool
+		if err := db.Executor().QueryRow(ctx, q.WorkerEpochReady, (opt.TTL + opt.Margin).Microseconds()).Scan(&ready); err != nil {
+			return nil, fmt.Errorf("ids: lease worker id: %w", db.Dialect().Classify(err))
+		}
+		if ready {
+			break
+		}
+		if err := backoff.Sleep(ctx, min(opt.TTL/4, time.Second)); err != nil {
+			return nil, err
+		}
+	}
 	var id, lastMs int64
 	var released bool
 	leasedAt := time.Now()
