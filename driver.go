@@ -196,6 +196,15 @@ func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dial
 			}
 			if galera {
 				d = galeraDialect(o.GaleraSingleWriter)
+				if !o.GaleraSingleWriter {
+					var w int
+					if err := e.QueryRow(ctx, `SELECT @@session.wsrep_sync_wait`).Scan(&w); err != nil {
+						return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+					}
+					if w&3 != 3 {
+						return nil, fmt.Errorf("%w: on a multi-writer Galera cluster the pool needs causal reads: add wsrep_sync_wait=%s to the DSN (or GaleraSingleWriter if every client writes through one node)", ErrDriverSetting, dialects.GaleraSyncWait)
+					}
+				}
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,26 @@ func TestGalera(t *testing.T) {
 	if err := sqlcoord.Migrate(ctx, dbs[0], sqlcoord.Up); err != nil {
 		t.Fatal(err)
 	}
+
+	t.Run("a wrapped pool must read causally", func(t *testing.T) {
+		raw, err := sql.Open("mysql", g.DSN(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		if _, err := sqlcoord.WrapDB(ctx, raw); !errors.Is(err, sqlcoord.ErrDriverSetting) || !strings.Contains(err.Error(), "wsrep_sync_wait") {
+			t.Fatalf("WrapDB on Galera without wsrep_sync_wait: %v, want ErrDriverSetting naming it", err)
+		}
+		ok, err := sql.Open("mysql", g.DSN(1)+"&wsrep_sync_wait=3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ok.Close()
+		db, err := sqlcoord.WrapDB(ctx, ok)
+		if err != nil || db.Dialect() != dialects.Galera {
+			t.Fatalf("WrapDB with wsrep_sync_wait=3: %v (dialect %v)", err, db)
+		}
+	})
 
 	t.Run("row locks never overlap across nodes", func(t *testing.T) {
 		held := 0

@@ -133,6 +133,24 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		}
 		if galera {
 			d = galeraDialect(o.GaleraSingleWriter)
+			if !o.GaleraSingleWriter {
+				// Causal reads: a statement waits until this node has
+				// applied what the cluster committed before it, so an
+				// UPDATE never misses a row written on another node.
+				cfg, err := mysql.ParseDSN(driverDSN)
+				if err == nil && cfg.Params["wsrep_sync_wait"] == "" {
+					if cfg.Params == nil {
+						cfg.Params = map[string]string{}
+					}
+					cfg.Params["wsrep_sync_wait"] = dialects.GaleraSyncWait
+					driverDSN = cfg.FormatDSN()
+					sdb.Close()
+					if sdb, err = sql.Open(d.DriverName(), driverDSN); err != nil {
+						return nil, fmt.Errorf("%w %s: %v", ErrBadDSN, shown, redactErr(err, dsn))
+					}
+					setPool(sdb, o)
+				}
+			}
 		}
 	}
 	if !o.AllowReadOnly {

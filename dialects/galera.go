@@ -15,6 +15,11 @@ import (
 //     touch one row, and certification lets exactly one of two conflicting
 //     commits through (the other gets 1213, which sqlcoord retries where
 //     the statement was autocommit, and txn.Do retries for transactions).
+//   - Reads and updates are causal (wsrep_sync_wait=3, GaleraSyncWait):
+//     a statement first waits until the node has applied everything the
+//     cluster committed before it, so an UPDATE never misses a row just
+//     written on another node (a segment tag, a lease). Open sets it;
+//     a wrapped pool must (checked at Wrap, ErrDriverSetting otherwise).
 //   - Open forces interpolateParams=true: with server-side prepared
 //     statements MariaDB/wsrep was measured acknowledging COMMITs of
 //     transactions that were never applied.
@@ -23,6 +28,10 @@ import (
 // clients all write through one node (a proxy's single-writer mode) — a
 // promise the application makes, not one sqlcoord can check.
 var Galera = newGalera("mariadb-galera", false)
+
+// GaleraSyncWait is the wsrep_sync_wait sqlcoord needs on a multi-writer
+// Galera cluster: 1 (reads) + 2 (updates and deletes).
+const GaleraSyncWait = "3"
 
 // GaleraSingleWriter: see Galera.
 var GaleraSingleWriter = newGalera("mariadb-galera-single-writer", true)
