@@ -145,7 +145,8 @@ FROM coord_job_runs WHERE job = ? AND fire_time >= ? AND fire_time < ? ORDER BY 
 
 		OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, created_at, available_at, msg_id)
 VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`,
-		OutboxNotify: ``,
+		OutboxInsertWake: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, created_at, available_at, msg_id)
+VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`,
 		// SKIP LOCKED needs MariaDB 10.6+ / MySQL 8.0+.
 		OutboxClaim: `SELECT id, msg_id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
 WHERE state = 'pending' AND available_at <= UTC_TIMESTAMP(6)
@@ -155,8 +156,9 @@ WHERE state = 'pending' AND available_at <= UTC_TIMESTAMP(6)
   AND (msg_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
-		OutboxPublished: `UPDATE coord_outbox SET state = 'published', published_at = UTC_TIMESTAMP(6), attempts = attempts + 1 WHERE id = ?`,
-		OutboxDelete:    `DELETE FROM coord_outbox WHERE id = ?`,
+		// templates: %s is the list of placeholders
+		OutboxPublishedBatch: `UPDATE coord_outbox SET state = 'published', published_at = UTC_TIMESTAMP(6), attempts = attempts + 1 WHERE id IN (%s)`,
+		OutboxDeleteBatch:    `DELETE FROM coord_outbox WHERE id IN (%s)`,
 		// Assigned left to right: state reads attempts before it is bumped.
 		OutboxFailed: `UPDATE coord_outbox SET last_error = ?, available_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
   state = IF(attempts + 1 >= ?, 'dead', 'pending'), attempts = attempts + 1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -140,6 +141,26 @@ func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, owner, job str
 	return attempt + 1, err == nil && n == 1, err
 }
 
+func (o mysqlOps) outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {
+	tmpl := o.q.OutboxPublishedBatch
+	if deleteRows {
+		tmpl = o.q.OutboxDeleteBatch
+	}
+	for len(ids) > 0 {
+		n := min(len(ids), 1000)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		q := fmt.Sprintf(tmpl, strings.TrimSuffix(strings.Repeat("?,", n), ","))
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
 func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error) {
 	if _, err := tx.Exec(ctx, o.q.SegmentAdvance, step, step, tag); err != nil {
 		return 0, err
@@ -148,8 +169,6 @@ func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, s
 	err := tx.QueryRow(ctx, o.q.SegmentRead, tag).Scan(&maxID) // our own update is visible
 	return maxID, err
 }
-
-func (o mysqlOps) outboxWake(context.Context, Executor) error { return nil } // relays poll
 
 // KILL is not a preparable statement: the id, an integer read from the
 // server, is formatted into the text.

@@ -24,7 +24,7 @@ type operations interface {
 	segmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error)
 	jobClaim(ctx context.Context, pool Executor, job string, fire time.Time, shard, total int, status, owner string) (int64, bool, error)
 	jobTakeover(ctx context.Context, pool Executor, owner, job string, fire time.Time, shard int, attempt, graceMicros int64) (int64, bool, error)
-	outboxWake(ctx context.Context, tx Executor) error
+	outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error
 	endSession(ctx context.Context, pool Executor, id, start int64) error
 	uuidValue(u [16]byte) any
 	uuidColumnType() string
@@ -103,6 +103,15 @@ func (d *Dialect) IdemInsert(ctx context.Context, tx Executor, nowait bool, scop
 	return d.ops.idemInsert(ctx, tx, nowait, scope, key, fp, lockMicros)
 }
 
+// OutboxMark marks the published messages ids in tx in one statement
+// (MySQL family: one per 1,000 ids) — or deletes them with deleteRows.
+func (d *Dialect) OutboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return d.ops.outboxMark(ctx, tx, ids, deleteRows)
+}
+
 // JobClaim inserts the run of a slot's shard in one autocommit statement
 // and returns its attempt number (1, or on PostgreSQL the failover
 // epoch's first attempt) — claimed false when the run already exists.
@@ -121,12 +130,6 @@ func (d *Dialect) JobTakeover(ctx context.Context, pool Executor, owner, job str
 // the new max_id.
 func (d *Dialect) SegmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error) {
 	return d.ops.segmentAdvance(ctx, tx, tag, step)
-}
-
-// OutboxWake asks for relays to be woken when tx commits (PostgreSQL
-// NOTIFY; nothing on MySQL, whose relays poll).
-func (d *Dialect) OutboxWake(ctx context.Context, tx Executor) error {
-	return d.ops.outboxWake(ctx, tx)
 }
 
 // EndSession ends the server session named by SessionID's id and start;

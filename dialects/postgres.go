@@ -174,7 +174,9 @@ FROM coord_job_runs WHERE job = $1 AND fire_time >= $2 AND fire_time < $3 ORDER 
 
 			OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at, msg_id)
 VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6)`,
-			OutboxNotify: `SELECT pg_notify('coord_outbox', '')`,
+			OutboxInsertWake: `WITH ins AS (INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at, msg_id)
+VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6))
+SELECT pg_notify('coord_outbox', '')`,
 			OutboxClaim: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
 WHERE state = 'pending' AND available_at <= clock_timestamp()
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
@@ -183,8 +185,9 @@ WHERE state = 'pending' AND available_at <= clock_timestamp()
   AND (msg_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
-			OutboxPublished: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1 WHERE id = $1`,
-			OutboxDelete:    `DELETE FROM coord_outbox WHERE id = $1`,
+			OutboxPublishedBatch: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1
+WHERE id = ANY($1::bigint[])`,
+			OutboxDeleteBatch: `DELETE FROM coord_outbox WHERE id = ANY($1::bigint[])`,
 			OutboxFailed: `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1,
   available_at = clock_timestamp() + $2 * interval '1 microsecond',
   state = CASE WHEN attempts + 1 >= $3 THEN 'dead' ELSE 'pending' END

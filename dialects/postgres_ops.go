@@ -188,9 +188,13 @@ func (o pgOps) jobTakeover(ctx context.Context, pool Executor, owner, job string
 	return next, err == nil, err
 }
 
-func (o pgOps) outboxWake(ctx context.Context, tx Executor) error {
-	var s string
-	return tx.QueryRow(ctx, o.q.OutboxNotify).Scan(&s)
+func (o pgOps) outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {
+	q := o.q.OutboxPublishedBatch
+	if deleteRows {
+		q = o.q.OutboxDeleteBatch
+	}
+	_, err := tx.Exec(ctx, q, ids)
+	return err
 }
 
 func (o pgOps) endSession(ctx context.Context, pool Executor, id, start int64) error {

@@ -14,6 +14,11 @@ type Queries struct {
 	// passed since the epoch was first seen (PostgreSQL; MySQL family:
 	// always true, no epoch).
 	WorkerEpochReady string
+	// OutboxPublishedBatch / OutboxDeleteBatch mark or delete published
+	// messages by id in one statement: PostgreSQL takes the ids as one
+	// array argument; MySQL's is a template whose %s is the list of ?
+	// placeholders.
+	OutboxPublishedBatch, OutboxDeleteBatch string
 	// ReadOnly returns true when the server refuses writes: a hot standby
 	// or read-only transactions by default (PostgreSQL), read_only or
 	// innodb_read_only (MySQL/MariaDB replicas).
@@ -218,9 +223,11 @@ type Queries struct {
 	// OutboxInsert enqueues one message. Args: topic, key (NULL ok),
 	// payload, headers, delay µs, msg_id (UUID text).
 	OutboxInsert string
-	// OutboxNotify wakes listening relays when the transaction commits
-	// (PostgreSQL NOTIFY); empty on MySQL, which polls.
-	OutboxNotify string
+	// OutboxInsertWake is OutboxInsert that also wakes listening relays
+	// when the transaction commits, in the same round trip (PostgreSQL:
+	// the INSERT in a CTE beside pg_notify; MySQL: OutboxInsert, relays
+	// poll). Enqueue uses it for the last message of a call.
+	OutboxInsertWake string
 	// OutboxClaim locks up to N due pending rows, oldest first, skipping
 	// rows other relays hold. Args: N. Columns: id, msg_id, topic,
 	// msg_key, payload, headers, created_at, attempts.
@@ -228,10 +235,6 @@ type Queries struct {
 	// OutboxClaimOrdered is OutboxClaim that only takes a keyed message when
 	// no older message with the same key is pending.
 	OutboxClaimOrdered string
-	// OutboxPublished marks a claimed row published. Args: id.
-	OutboxPublished string
-	// OutboxDelete deletes a claimed row (delete-on-publish mode). Args: id.
-	OutboxDelete string
 	// OutboxFailed records a failed attempt, with backoff, dead-lettering
 	// at the limit. Args: error, backoff µs, max attempts, id.
 	OutboxFailed string

@@ -89,7 +89,7 @@ func NewOutbox[TTx any](db sqlcoord.Driver[TTx]) *Outbox[TTx] { return &Outbox[T
 func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...New) error {
 	q := o.db.Dialect().Q
 	x := o.db.TxExecutor(tx)
-	for _, m := range msgs {
+	for i, m := range msgs {
 		if err := valid.Text("topic", m.Topic, 255); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
@@ -112,13 +112,12 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...New) error {
 		if err != nil {
 			return fmt.Errorf("outbox: message id: %w", err)
 		}
-		if _, err := x.Exec(ctx, q.OutboxInsert, m.Topic, key, m.Payload, h, m.Delay.Microseconds(), id.String()); err != nil {
-			return fmt.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect().Classify(err))
+		stmt := q.OutboxInsert
+		if i == len(msgs)-1 {
+			stmt = q.OutboxInsertWake // one wake-up per call, in the same round trip
 		}
-	}
-	if len(msgs) > 0 {
-		if err := o.db.Dialect().OutboxWake(ctx, x); err != nil {
-			return fmt.Errorf("outbox: notify: %w", o.db.Dialect().Classify(err))
+		if _, err := x.Exec(ctx, stmt, m.Topic, key, m.Payload, h, m.Delay.Microseconds(), id.String()); err != nil {
+			return fmt.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect().Classify(err))
 		}
 	}
 	return nil

@@ -275,20 +275,15 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	if len(msgs) == 0 {
 		return 0, tx.Commit(dctx)
 	}
+	var published []int64 // marked together, in one statement, before the commit
+	var ages []time.Duration
 	for _, m := range msgs {
 		pctx, pc := context.WithTimeout(dctx, r.opt.PublishTimeout)
 		perr := r.pub.Publish(pctx, m)
 		pc()
 		if perr == nil {
-			mark := d.Q.OutboxPublished
-			if r.opt.DeleteOnPublish {
-				mark = d.Q.OutboxDelete
-			}
-			if _, err := tx.Exec(dctx, mark, m.ID); err != nil {
-				return 0, fmt.Errorf("outbox: mark %d: %w", m.ID, d.Classify(err))
-			}
-			r.m.published.Inc()
-			r.m.latency.Observe(time.Since(m.CreatedAt).Seconds())
+			published = append(published, m.ID)
+			ages = append(ages, time.Since(m.CreatedAt))
 			continue
 		}
 		r.m.failed.Inc()
@@ -307,9 +302,16 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
 	}
+	if err := d.OutboxMark(dctx, tx, published, r.opt.DeleteOnPublish); err != nil {
+		return 0, fmt.Errorf("outbox: mark %d published: %w", len(published), d.Classify(err))
+	}
 	if err := tx.Commit(dctx); err != nil {
 		// the messages were published; they will be published again
 		return 0, fmt.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
+	}
+	r.m.published.Add(float64(len(published)))
+	for _, a := range ages {
+		r.m.latency.Observe(a.Seconds())
 	}
 	return len(msgs), nil
 }
