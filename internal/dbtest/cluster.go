@@ -132,7 +132,17 @@ func NewGalera(t testing.TB, n int) *Galera {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	nodes, err := localdb.StartGalera(ctx, n)
+	// The nodes' four ports each are picked before any node binds them:
+	// another process may take one meanwhile, so start again on fresh
+	// ports before giving up.
+	var nodes []*Server
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if nodes, err = localdb.StartGalera(ctx, n); err == nil {
+			break
+		}
+		t.Logf("galera start %d: %v", attempt+1, err)
+	}
 	if err != nil {
 		t.Fatalf("galera: %v", err)
 	}
