@@ -102,6 +102,37 @@ func Migrate(ctx context.Context, db Base, target Target) error {
 	return ctx.Err()
 }
 
+// Force records version as the applied schema version and clears the
+// dirty flag, without running any migration — after a failed migration
+// was repaired by hand (ErrDirty says which version failed). version must
+// be 0 (nothing applied) or one of Versions(family).
+func Force(ctx context.Context, db Base, version uint) error {
+	all, err := Versions(db.Dialect().Family())
+	if err != nil {
+		return err
+	}
+	known := version == 0
+	for _, v := range all {
+		known = known || v == version
+	}
+	if !known {
+		return fmt.Errorf("sqlcoord: force: %d is not a schema version (have %v)", version, all)
+	}
+	m, err := migrator(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	v := int(version)
+	if version == 0 {
+		v = -1 // golang-migrate's "nothing applied"
+	}
+	if err := m.Force(v); err != nil {
+		return fmt.Errorf("sqlcoord: force: %w", db.Dialect().Classify(err))
+	}
+	return nil
+}
+
 // MigrationStatus reports the applied and pending versions.
 func MigrationStatus(ctx context.Context, db Base) (Status, error) {
 	all, err := Versions(db.Dialect().Family())

@@ -25,10 +25,7 @@ import (
 func newBenchCmd() *cobra.Command {
 	var dur time.Duration
 	var clients, outDir string
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Benchmark the primitives beside the database's own mechanisms",
-	}
+	cmd := groupCmd("bench", "Benchmark the primitives beside the database's own mechanisms")
 	var rows, batch, insClients int
 	var groups, strategies string
 	var keep bool

@@ -15,7 +15,7 @@ func newJobsCmd() *cobra.Command {
 	var job, schedule, zone, fireS string
 	var since time.Duration
 	var shards int
-	cmd := &cobra.Command{Use: "jobs", Short: "Inspect and re-run scheduled job slots (coord_job_runs)"}
+	cmd := groupCmd("jobs", "Inspect and re-run scheduled job slots (coord_job_runs)")
 	need := func() error {
 		if job == "" {
 			return usageError{fmt.Errorf("--job is required")}

@@ -48,7 +48,7 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, msg)
 		var ue usageError
-		if errors.As(err, &ue) {
+		if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 			os.Exit(2)
 		}
 		if ctx.Err() != nil {
@@ -66,6 +66,8 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.Version = Version
+	root.SetVersionTemplate("sqlcoord {{.Version}}\n")
 	root.PersistentFlags().String("dsn", "", "database DSN (postgres://… or mysql://…); default $SQLCOORD_DSN")
 	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd(), newDrawSegmentCmd(), newBenchCmd(), newJobsCmd(), newRelayCmd(), newOutboxCmd(), newDoctorCmd())
 	return root
@@ -81,6 +83,21 @@ func newVersionCmd() *cobra.Command {
 			my, _ := sqlcoord.Versions("mysql")
 			fmt.Fprintf(cmd.OutOrStdout(), "sqlcoord %s (schema: postgres %d, mysql %d)\n", Version, pg[len(pg)-1], my[len(my)-1])
 			return nil
+		},
+	}
+}
+
+// groupCmd is a command that only holds subcommands: run bare it prints
+// its help; with an unknown subcommand it is a usage error (exit 2), not
+// help and success.
+func groupCmd(use, short string) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q for %q (see `%s --help`)", args[0], cmd.CommandPath(), cmd.CommandPath())}
+			}
+			return cmd.Help()
 		},
 	}
 }

@@ -48,10 +48,44 @@ func TestMigrateCLI(t *testing.T) {
 			t.Fatalf("to 1: %v\n%s", err, out)
 		}
 		out, err = runCLI(t, "migrate", "down")
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--yes") {
+			t.Fatalf("down without --yes: %v, want a usage error asking for --yes", err)
+		}
+		out, err = runCLI(t, "migrate", "force", "99")
+		if err == nil || !strings.Contains(err.Error(), "not a schema version") {
+			t.Fatalf("force 99: %v", err)
+		}
+		out, err = runCLI(t, "migrate", "force", "1")
+		if err != nil || !strings.Contains(out, "schema version: 1 of") {
+			t.Fatalf("force 1: %v\n%s", err, out)
+		}
+		out, err = runCLI(t, "migrate", "down", "--yes")
 		if err != nil || !strings.Contains(out, "schema version: 0 of") {
 			t.Fatalf("down: %v\n%s", err, out)
 		}
 	}, dbtest.NoMigrate())
+}
+
+// Issue 16: a CLI that scripts well — usage errors (exit 2) for unknown
+// subcommands and bad limits, before any connection; --version.
+func TestCLIUsage(t *testing.T) {
+	var ue usageError
+	for _, args := range [][]string{
+		{"migrate", "sideways"}, {"jobs", "nope"}, {"outbox", "nope"}, {"bench", "nope"},
+		{"outbox", "dead", "--limit", "-1", "--dsn", "postgres://u@127.0.0.1:1/db"},
+		{"outbox", "dead", "--limit", "0", "--dsn", "postgres://u@127.0.0.1:1/db"},
+		{"migrate", "down", "--dsn", "postgres://u@127.0.0.1:1/db"},
+		{"migrate", "force", "x", "--dsn", "postgres://u@127.0.0.1:1/db"},
+	} {
+		if _, err := runCLI(t, args...); !errors.As(err, &ue) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+	out, err := runCLI(t, "--version")
+	if err != nil || !strings.HasPrefix(out, "sqlcoord ") {
+		t.Errorf("--version: %v %q", err, out)
+	}
 }
 
 func TestCLIErrors(t *testing.T) {

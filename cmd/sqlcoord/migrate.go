@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -10,12 +11,10 @@ import (
 )
 
 func newMigrateCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "migrate",
-		Short: "Install, upgrade or remove sqlcoord's coord_ tables",
-		Long: `Runs sqlcoord's embedded golang-migrate migrations. Bookkeeping lives in
-coord_schema_migrations, so an application's own schema_migrations is untouched.`,
-	}
+	cmd := groupCmd("migrate", "Install, upgrade or remove sqlcoord's coord_ tables")
+	cmd.Long = `Runs sqlcoord's embedded golang-migrate migrations. Bookkeeping lives in
+coord_schema_migrations, so an application's own schema_migrations is untouched.`
+	var yes bool
 	run := func(use, short string, target func(args []string) (sqlcoord.Target, error), nargs cobra.PositionalArgs) *cobra.Command {
 		return &cobra.Command{
 			Use: use, Short: short, Args: nargs,
@@ -23,6 +22,9 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 				t, err := target(args)
 				if err != nil {
 					return usageError{err}
+				}
+				if t == sqlcoord.Down && !yes {
+					return usageError{errors.New("migrate down drops every coord_ table and its data (locks, leases, keys, outbox, job runs): add --yes to do it")}
 				}
 				db, err := openDB(cmd)
 				if err != nil {
@@ -36,9 +38,29 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 			},
 		}
 	}
+	down := run("down", "Revert all migrations (drops every coord_ table and its data; needs --yes)", func([]string) (sqlcoord.Target, error) { return sqlcoord.Down, nil }, cobra.NoArgs)
+	down.Flags().BoolVar(&yes, "yes", false, "really drop every coord_ table")
+	force := &cobra.Command{
+		Use: "force N", Short: "Record version N as applied and clear the dirty flag, running nothing (after repairing a failed migration by hand)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.ParseUint(args[0], 10, 32)
+			if err != nil {
+				return usageError{fmt.Errorf("version %q is not a number", args[0])}
+			}
+			db, err := openDB(cmd)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := sqlcoord.Force(cmd.Context(), db, uint(n)); err != nil {
+				return err
+			}
+			return printStatus(cmd, db)
+		},
+	}
 	cmd.AddCommand(
 		run("up", "Apply all pending migrations", func([]string) (sqlcoord.Target, error) { return sqlcoord.Up, nil }, cobra.NoArgs),
-		run("down", "Revert all migrations (drops every coord_ table and its data)", func([]string) (sqlcoord.Target, error) { return sqlcoord.Down, nil }, cobra.NoArgs),
+		down, force,
 		run("to N", "Migrate up or down to version N", func(args []string) (sqlcoord.Target, error) {
 			n, err := strconv.ParseUint(args[0], 10, 32)
 			if err != nil {

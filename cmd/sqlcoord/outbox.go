@@ -148,7 +148,7 @@ func newRelayCmd() *cobra.Command {
 }
 
 func newOutboxCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "outbox", Short: "Inspect the outbox: stats, dead letters, requeue"}
+	cmd := groupCmd("outbox", "Inspect the outbox: stats, dead letters, requeue")
 	withOutbox := func(fn func(cmd *cobra.Command, args []string, ob *outbox.Outbox[*sql.Tx]) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			db, err := openDB(cmd)
@@ -161,6 +161,12 @@ func newOutboxCmd() *cobra.Command {
 	}
 	var limit int
 	dead := &cobra.Command{Use: "dead", Short: "List dead-lettered messages", Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if limit < 1 || limit > 100000 {
+				return usageError{fmt.Errorf("--limit %d: want 1 to 100000", limit)}
+			}
+			return nil
+		},
 		RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox[*sql.Tx]) error {
 			ds, err := ob.Dead(cmd.Context(), limit)
 			if err != nil {
