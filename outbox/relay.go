@@ -297,7 +297,7 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		r.log.Warn("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
+		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, backoff.Policy{Base: r.opt.BaseBackoff, Max: r.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(m.Attempt-1).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
 			return 0, fmt.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
