@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +30,6 @@ type doctorGuarantee struct {
 }
 
 func newDoctorCmd() *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Show what sqlcoord detects about the database (role, replication, schema, LISTEN through poolers) and which guarantees hold there",
@@ -49,16 +47,13 @@ func newDoctorCmd() *cobra.Command {
 			}
 			defer db.Close()
 			rep := doctor(ctx, db)
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
+			if done, err := printJSON(cmd, rep); done || err != nil {
+				return err
 			}
 			printDoctor(cmd.OutOrStdout(), rep)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
 

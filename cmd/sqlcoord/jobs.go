@@ -35,6 +35,9 @@ func newJobsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if done, err := printJSON(cmd, defs); done || err != nil {
+					return err
+				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "JOB\tSCHEDULE\tTIME ZONE\tSHARDS\tREGISTERED (UTC)")
 				for _, d := range defs {
@@ -47,11 +50,7 @@ func newJobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "FIRE TIME (UTC)\tSHARD\tSTATUS\tATTEMPT\tOWNER\tERROR")
-			for _, r := range recs {
-				fmt.Fprintf(w, "%s\t%d/%d\t%s\t%d\t%s\t%s\n", r.FireTime.Format(time.RFC3339Nano), r.Shard, r.ShardTotal, r.Status, r.Attempt, r.Owner, r.Error)
-			}
+			var miss []time.Time
 			if schedule != "" {
 				loc, err := time.LoadLocation(zone)
 				if err != nil {
@@ -61,13 +60,20 @@ func newJobsCmd() *cobra.Command {
 				if err != nil {
 					return usageError{err}
 				}
-				miss, err := jobs.NewRuns(db).Missing(cmd.Context(), job, s, max(shards, 1), now.Add(-since), now)
-				if err != nil {
+				if miss, err = jobs.NewRuns(db).Missing(cmd.Context(), job, s, max(shards, 1), now.Add(-since), now); err != nil {
 					return err
 				}
-				for _, m := range miss {
-					fmt.Fprintf(w, "%s\t-\tNOT SUCCEEDED\t\t\t\n", m.Format(time.RFC3339Nano))
-				}
+			}
+			if done, err := printJSON(cmd, map[string]any{"job": job, "runs": recs, "not_succeeded": miss}); done || err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "FIRE TIME (UTC)\tSHARD\tSTATUS\tATTEMPT\tOWNER\tERROR")
+			for _, r := range recs {
+				fmt.Fprintf(w, "%s\t%d/%d\t%s\t%d\t%s\t%s\n", r.FireTime.Format(time.RFC3339Nano), r.Shard, r.ShardTotal, r.Status, r.Attempt, r.Owner, r.Error)
+			}
+			for _, m := range miss {
+				fmt.Fprintf(w, "%s\t-\tNOT SUCCEEDED\t\t\t\n", m.Format(time.RFC3339Nano))
 			}
 			return w.Flush()
 		},

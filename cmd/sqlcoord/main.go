@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -69,6 +70,7 @@ func newRoot() *cobra.Command {
 	root.Version = Version
 	root.SetVersionTemplate("sqlcoord {{.Version}}\n")
 	root.PersistentFlags().String("dsn", "", "database DSN (postgres://… or mysql://…); default $SQLCOORD_DSN")
+	root.PersistentFlags().Bool("json", false, "print data as JSON (commands that print data)")
 	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd(), newDrawSegmentCmd(), newBenchCmd(), newJobsCmd(), newRelayCmd(), newOutboxCmd(), newDoctorCmd())
 	return root
 }
@@ -100,6 +102,17 @@ func groupCmd(use, short string) *cobra.Command {
 			return cmd.Help()
 		},
 	}
+}
+
+// printJSON writes v as indented JSON when --json was given and reports
+// whether it did.
+func printJSON(cmd *cobra.Command, v any) (bool, error) {
+	if on, _ := cmd.Flags().GetBool("json"); !on {
+		return false, nil
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return true, enc.Encode(v)
 }
 
 // dsnFrom returns --dsn or $SQLCOORD_DSN.

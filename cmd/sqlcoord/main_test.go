@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -38,6 +40,11 @@ func TestMigrateCLI(t *testing.T) {
 		out, err = runCLI(t, "migrate", "up")
 		if err != nil || !strings.Contains(out, "up to date") {
 			t.Fatalf("up: %v\n%s", err, out)
+		}
+		out, err = runCLI(t, "migrate", "status", "--json")
+		var ms map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &ms) != nil || ms["version"] != ms["latest"] || ms["dirty"] != false {
+			t.Fatalf("status --json: %v\n%s", err, out)
 		}
 		out, err = runCLI(t, "migrate", "version")
 		if err != nil || strings.TrimSpace(out) == "0" {
@@ -187,6 +194,16 @@ func TestJobsCLI(t *testing.T) {
 		if err != nil || !strings.Contains(out, "report") || !strings.Contains(out, "0 * * * *") {
 			t.Errorf("jobs list without --job: %v\n%s", err, out)
 		}
+		out, err = runCLI(t, "jobs", "list", "--json", "--dsn", env.DSN)
+		var defs []map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &defs) != nil || len(defs) != 1 || defs[0]["Name"] != "report" {
+			t.Errorf("jobs list --json: %v\n%s", err, out)
+		}
+		out, err = runCLI(t, "jobs", "list", "--json", "--job", "report", "--schedule", "0 * * * *", "--since", "3h", "--dsn", env.DSN)
+		var runs2 map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &runs2) != nil || runs2["job"] != "report" || runs2["runs"] == nil {
+			t.Errorf("jobs list --job --json: %v\n%s", err, out)
+		}
 	})
 }
 
@@ -209,6 +226,17 @@ func TestOutboxCLI(t *testing.T) {
 		out, err = runCLI(t, "outbox", "dead", "--dsn", env.DSN)
 		if err != nil || !strings.Contains(out, "410 Gone") {
 			t.Fatalf("dead: %v\n%s", err, out)
+		}
+		// --json: the same data, machine-readable
+		out, err = runCLI(t, "outbox", "stats", "--json", "--dsn", env.DSN)
+		var st map[string]float64
+		if err != nil || json.Unmarshal([]byte(out), &st) != nil || st["published"] != 1 || st["dead"] != 1 {
+			t.Fatalf("stats --json: %v\n%s", err, out)
+		}
+		out, err = runCLI(t, "outbox", "dead", "--json", "--dsn", env.DSN)
+		var dead []map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &dead) != nil || len(dead) != 1 || !strings.Contains(fmt.Sprint(dead[0]), "410 Gone") {
+			t.Fatalf("dead --json: %v\n%s", err, out)
 		}
 		out, err = runCLI(t, "outbox", "requeue", "all", "--dsn", env.DSN)
 		if err != nil || !strings.Contains(out, "requeued 1") {

@@ -91,6 +91,9 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 				if err != nil {
 					return err
 				}
+				if done, err := printJSON(cmd, map[string]any{"version": st.Version, "dirty": st.Dirty}); done || err != nil {
+					return err
+				}
 				fmt.Fprintln(cmd.OutOrStdout(), st.Version)
 				return nil
 			},
@@ -102,6 +105,10 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 func printStatus(cmd *cobra.Command, db *sqlcoord.DB) error {
 	st, err := sqlcoord.MigrationStatus(cmd.Context(), db)
 	if err != nil {
+		return err
+	}
+	if done, err := printJSON(cmd, map[string]any{"database": db.String(), "dialect": db.Dialect().Name(),
+		"version": st.Version, "latest": st.Latest, "dirty": st.Dirty, "pending": st.Pending}); done || err != nil {
 		return err
 	}
 	w := cmd.OutOrStdout()

@@ -172,6 +172,12 @@ func newOutboxCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for i := range ds {
+				ds[i].LastError = redact.Text(ds[i].LastError)
+			}
+			if done, err := printJSON(cmd, ds); done || err != nil {
+				return err
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tTOPIC\tKEY\tATTEMPTS\tCREATED\tLAST ERROR")
 			for _, d := range ds {
@@ -185,6 +191,9 @@ func newOutboxCmd() *cobra.Command {
 			RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox[*sql.Tx]) error {
 				st, err := ob.Stats(cmd.Context())
 				if err != nil {
+					return err
+				}
+				if done, err := printJSON(cmd, map[string]any{"pending": st.Pending, "published": st.Published, "dead": st.Dead, "lag_seconds": st.Lag.Seconds()}); done || err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "pending %d\npublished %d\ndead %d\nlag %v\n", st.Pending, st.Published, st.Dead, st.Lag.Round(time.Millisecond))
