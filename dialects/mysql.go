@@ -182,6 +182,32 @@ ORDER BY published_at LIMIT ?`,
 		SessionEnd:   `KILL CONNECTION %d`,
 		SessionAlive: `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND ? = 0`,
 
+		WebSessionInsert: `INSERT INTO coord_sessions (id_hash, user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at)
+VALUES (?, ?, ?, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),
+  LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND),
+  UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`,
+		WebSessionGet: `SELECT user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at, UTC_TIMESTAMP(6)
+FROM coord_sessions WHERE id_hash = ? AND idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6)`,
+		WebSessionGetForUpdate: `SELECT user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at, UTC_TIMESTAMP(6)
+FROM coord_sessions WHERE id_hash = ? AND idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6) FOR UPDATE`,
+		WebSessionTouch: `UPDATE coord_sessions SET last_seen_at = UTC_TIMESTAMP(6),
+  idle_expires_at = LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, abs_expires_at)
+WHERE id_hash = ? AND idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6)
+  AND last_seen_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`,
+		WebSessionSave: `UPDATE coord_sessions SET data = ?, version = version + 1, last_seen_at = UTC_TIMESTAMP(6),
+  idle_expires_at = LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, abs_expires_at)
+WHERE id_hash = ? AND version = ? AND idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6)`,
+		WebSessionCopy: `INSERT INTO coord_sessions (id_hash, user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at)
+VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6), LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?), ?)`,
+		WebSessionDelete:     `DELETE FROM coord_sessions WHERE id_hash = ?`,
+		WebSessionDeleteUser: `DELETE FROM coord_sessions WHERE user_id = ?`,
+		WebSessionCleanup: `DELETE FROM coord_sessions WHERE LEAST(idle_expires_at, abs_expires_at) < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY idle_expires_at LIMIT ?`,
+		WebSessionStats: `SELECT COALESCE(SUM(idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6)), 0),
+  COUNT(DISTINCT CASE WHEN idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6) AND user_id <> '' THEN user_id END),
+  COALESCE(SUM(NOT (idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6))), 0)
+FROM coord_sessions`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES (?, UTC_TIMESTAMP(6))`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = ?`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND

@@ -216,6 +216,34 @@ WHERE pid = $1 AND (extract(epoch FROM backend_start) * 1000000)::bigint = $2`,
 			SessionAlive: `SELECT count(*) FROM pg_stat_activity
 WHERE pid = $1 AND (extract(epoch FROM backend_start) * 1000000)::bigint = $2`,
 
+			WebSessionInsert: `INSERT INTO coord_sessions (id_hash, user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at)
+VALUES ($1, $2, $3, 1, clock_timestamp(), clock_timestamp(),
+  LEAST(clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp() + $5 * interval '1 microsecond'),
+  clock_timestamp() + $6 * interval '1 microsecond')`,
+			WebSessionGet: `SELECT user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at, clock_timestamp()
+FROM coord_sessions WHERE id_hash = $1 AND idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp()`,
+			WebSessionGetForUpdate: `SELECT user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at, clock_timestamp()
+FROM coord_sessions WHERE id_hash = $1 AND idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp() FOR UPDATE`,
+			WebSessionTouch: `UPDATE coord_sessions SET last_seen_at = clock_timestamp(),
+  idle_expires_at = LEAST(clock_timestamp() + $1 * interval '1 microsecond', abs_expires_at)
+WHERE id_hash = $2 AND idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp()
+  AND last_seen_at < clock_timestamp() - $3 * interval '1 microsecond'`,
+			WebSessionSave: `UPDATE coord_sessions SET data = $1, version = version + 1, last_seen_at = clock_timestamp(),
+  idle_expires_at = LEAST(clock_timestamp() + $2 * interval '1 microsecond', abs_expires_at)
+WHERE id_hash = $3 AND version = $4 AND idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp()`,
+			WebSessionCopy: `INSERT INTO coord_sessions (id_hash, user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at)
+VALUES ($1, $2, $3, $4, $5, clock_timestamp(), LEAST(clock_timestamp() + $6 * interval '1 microsecond', $7), $8)`,
+			WebSessionDelete:     `DELETE FROM coord_sessions WHERE id_hash = $1`,
+			WebSessionDeleteUser: `DELETE FROM coord_sessions WHERE user_id = $1`,
+			WebSessionCleanup: `DELETE FROM coord_sessions WHERE id_hash IN (
+  SELECT id_hash FROM coord_sessions
+  WHERE LEAST(idle_expires_at, abs_expires_at) < clock_timestamp() - $1 * interval '1 microsecond'
+  LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+			WebSessionStats: `SELECT count(*) FILTER (WHERE idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp()),
+  count(DISTINCT user_id) FILTER (WHERE idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp() AND user_id <> ''),
+  count(*) FILTER (WHERE NOT (idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp()))
+FROM coord_sessions`,
+
 			CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES ($1, clock_timestamp())`,
 			CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = $1`,
 			CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (

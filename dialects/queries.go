@@ -19,6 +19,33 @@ type Queries struct {
 	// array argument; MySQL's is a template whose %s is the list of ?
 	// placeholders.
 	OutboxPublishedBatch, OutboxDeleteBatch string
+	// --- web sessions (coord_sessions, package session) ---
+	// Times are the database's; durations are µs.
+
+	// WebSessionInsert: id_hash, user_id, data, idle µs, absolute µs,
+	// absolute µs.
+	WebSessionInsert string
+	// WebSessionGet reads a live session. Args: id_hash. Columns: user_id,
+	// data, version, created_at, last_seen_at, idle_expires_at,
+	// abs_expires_at, the database's now.
+	WebSessionGet string
+	// WebSessionGetForUpdate is WebSessionGet locking the row.
+	WebSessionGetForUpdate string
+	// WebSessionTouch slides the idle expiry, only when the last renewal
+	// is older than the given age. Args: idle µs, id_hash, age µs.
+	WebSessionTouch string
+	// WebSessionSave writes data if the version still matches. Args:
+	// data, idle µs, id_hash, version.
+	WebSessionSave string
+	// WebSessionCopy inserts a rotated session. Args: new id_hash, user_id,
+	// data, version, created_at, idle µs, abs_expires_at, abs_expires_at.
+	WebSessionCopy string
+	// WebSessionDelete, WebSessionDeleteUser: by id_hash / by user_id.
+	WebSessionDelete, WebSessionDeleteUser string
+	// WebSessionCleanup deletes expired sessions. Args: grace µs, limit.
+	WebSessionCleanup string
+	// WebSessionStats: live sessions, distinct users, expired rows.
+	WebSessionStats string
 	// ReadOnly returns true when the server refuses writes: a hot standby
 	// or read-only transactions by default (PostgreSQL), read_only or
 	// innodb_read_only (MySQL/MariaDB replicas).
