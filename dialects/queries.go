@@ -40,6 +40,9 @@ type Queries struct {
 	// WebSessionCopy inserts a rotated session. Args: new id_hash, user_id,
 	// data, version, created_at, idle µs, abs_expires_at, abs_expires_at.
 	WebSessionCopy string
+	// WebSessionUpsert writes data with an absolute expiry given by the
+	// caller (scs's Commit). Args: id_hash, data, idle µs, expiry, expiry.
+	WebSessionUpsert string
 	// WebSessionDelete, WebSessionDeleteUser: by id_hash / by user_id.
 	WebSessionDelete, WebSessionDeleteUser string
 	// WebSessionCleanup deletes expired sessions. Args: grace µs, limit.

@@ -15,6 +15,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/session"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -247,6 +248,40 @@ func TestOutboxCLI(t *testing.T) {
 		}
 		if _, err := runCLI(t, "relay", "--publisher", "carrier-pigeon://x", "--dsn", env.DSN); err == nil {
 			t.Fatal("unknown publisher accepted")
+		}
+	})
+}
+
+// Issue 15: sqlcoord sessions stats|revoke --user.
+func TestSessionsCLI(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		st, err := session.NewStore(env.DB, session.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []string{"ann", "ann", "bob"} {
+			tx, _ := env.DB.BeginTx(ctx, nil)
+			if _, _, err := st.Create(ctx, tx, u, nil); err != nil {
+				t.Fatal(err)
+			}
+			tx.Commit()
+		}
+		out, err := runCLI(t, "sessions", "stats", "--dsn", env.DSN)
+		if err != nil || !strings.Contains(out, "live 3") || !strings.Contains(out, "users 2") {
+			t.Fatalf("stats: %v\n%s", err, out)
+		}
+		var ue usageError
+		if _, err := runCLI(t, "sessions", "revoke", "--dsn", env.DSN); !errors.As(err, &ue) {
+			t.Fatalf("revoke without --user: %v", err)
+		}
+		out, err = runCLI(t, "sessions", "revoke", "--user", "ann", "--json", "--dsn", env.DSN)
+		var res map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &res) != nil || res["revoked"] != float64(2) {
+			t.Fatalf("revoke --user ann: %v\n%s", err, out)
+		}
+		if s, _ := st.Stats(ctx); s.Live != 1 {
+			t.Fatalf("after revoke: %+v", s)
 		}
 	})
 }
