@@ -137,7 +137,9 @@ func (a *SCSStore[TTx]) CommitCtx(ctx context.Context, token string, b []byte, e
 }
 
 // DeleteCtx ends the session.
-func (a *SCSStore[TTx]) DeleteCtx(ctx context.Context, token string) error { return a.s.Revoke(ctx, token) }
+func (a *SCSStore[TTx]) DeleteCtx(ctx context.Context, token string) error {
+	return a.s.Revoke(ctx, token)
+}
 
 // Find is FindCtx without a context.
 func (a *SCSStore[TTx]) Find(token string) ([]byte, bool, error) {

@@ -182,4 +182,3 @@ func TestHTTP(t *testing.T) {
 		})
 	})
 }
-
