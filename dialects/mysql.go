@@ -212,6 +212,18 @@ ORDER BY idle_expires_at LIMIT ?`,
   COALESCE(SUM(NOT (idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6))), 0)
 FROM coord_sessions`,
 
+		MemberJoin: `INSERT INTO coord_members (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)
+VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE joined_at = IF(expires_at > UTC_TIMESTAMP(6), joined_at, VALUES(joined_at)),
+  meta = VALUES(meta), heartbeat_at = VALUES(heartbeat_at), expires_at = VALUES(expires_at)`,
+		MemberHeartbeat: `UPDATE coord_members SET heartbeat_at = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE group_name = ? AND member_id = ? AND expires_at > UTC_TIMESTAMP(6)`,
+		MemberLeave: `DELETE FROM coord_members WHERE group_name = ? AND member_id = ?`,
+		MemberList: `SELECT member_id, meta, joined_at, heartbeat_at, expires_at FROM coord_members
+WHERE group_name = ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY member_id`,
+		MemberCleanup: `DELETE FROM coord_members WHERE expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY expires_at LIMIT ?`,
+
 		CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES (?, UTC_TIMESTAMP(6))`,
 		CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = ?`,
 		CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND

@@ -248,6 +248,20 @@ ON CONFLICT (id_hash) DO UPDATE SET data = EXCLUDED.data, version = s.version + 
   count(*) FILTER (WHERE NOT (idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp()))
 FROM coord_sessions`,
 
+			MemberJoin: `INSERT INTO coord_members AS m (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)
+VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp(), clock_timestamp() + $4 * interval '1 microsecond')
+ON CONFLICT (group_name, member_id) DO UPDATE SET meta = EXCLUDED.meta, heartbeat_at = EXCLUDED.heartbeat_at,
+  expires_at = EXCLUDED.expires_at,
+  joined_at = CASE WHEN m.expires_at > clock_timestamp() THEN m.joined_at ELSE EXCLUDED.joined_at END`,
+			MemberHeartbeat: `UPDATE coord_members SET heartbeat_at = clock_timestamp(), expires_at = clock_timestamp() + $1 * interval '1 microsecond'
+WHERE group_name = $2 AND member_id = $3 AND expires_at > clock_timestamp()`,
+			MemberLeave: `DELETE FROM coord_members WHERE group_name = $1 AND member_id = $2`,
+			MemberList: `SELECT member_id, meta, joined_at, heartbeat_at, expires_at FROM coord_members
+WHERE group_name = $1 AND expires_at > clock_timestamp() ORDER BY member_id`,
+			MemberCleanup: `DELETE FROM coord_members WHERE (group_name, member_id) IN (
+  SELECT group_name, member_id FROM coord_members WHERE expires_at < clock_timestamp() - $1 * interval '1 microsecond'
+  LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+
 			CommitMarkerInsert: `INSERT INTO coord_txn_commits (id, created_at) VALUES ($1, clock_timestamp())`,
 			CommitMarkerExists: `SELECT 1 FROM coord_txn_commits WHERE id = $1`,
 			CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (

@@ -49,6 +49,21 @@ type Queries struct {
 	WebSessionCleanup string
 	// WebSessionStats: live sessions, distinct users, expired rows.
 	WebSessionStats string
+	// --- membership (coord_members) ---
+
+	// MemberJoin inserts or refreshes a member. Args: group, member, meta,
+	// TTL µs.
+	MemberJoin string
+	// MemberHeartbeat extends a live member. Args: TTL µs, group, member.
+	MemberHeartbeat string
+	// MemberLeave removes a member. Args: group, member.
+	MemberLeave string
+	// MemberList lists a group's live members by id. Args: group. Columns:
+	// member_id, meta, joined_at, heartbeat_at, expires_at.
+	MemberList string
+	// MemberCleanup deletes members expired for longer than µs. Args: µs,
+	// limit.
+	MemberCleanup string
 	// ReadOnly returns true when the server refuses writes: a hot standby
 	// or read-only transactions by default (PostgreSQL), read_only or
 	// innodb_read_only (MySQL/MariaDB replicas).

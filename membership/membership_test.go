@@ -1,0 +1,146 @@
+package membership_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/membership"
+)
+
+func TestMain(m *testing.M) {
+	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{"member": runMember})
+}
+
+// runMember joins the group as ID and stays until killed.
+func runMember(ctx context.Context, db *sqlcoord.DB) error {
+	m, err := membership.Join(ctx, db, "workers", membership.Options{ID: os.Getenv("ID"), TTL: 500 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	fmt.Println("JOINED")
+	<-m.Ctx().Done()
+	return nil
+}
+
+func ids(ms []membership.Member) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+func TestMembership(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		list := func() []string {
+			ms, err := membership.Members(ctx, env.DB, "workers")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids(ms)
+		}
+		a, err := membership.Join(ctx, env.DB, "workers", membership.Options{ID: "a", TTL: 300 * time.Millisecond, Meta: []byte("10.0.0.1:8080")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := membership.Join(ctx, env.Open(t), "workers", membership.Options{ID: "b", TTL: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run("live members, kept by heartbeats past the TTL", func(t *testing.T) {
+			time.Sleep(700 * time.Millisecond) // > 2 TTLs: only heartbeats keep them
+			if got := fmt.Sprint(list()); got != "[a b]" {
+				t.Fatalf("members %s, want [a b]", got)
+			}
+		})
+		t.Run("leave removes at once", func(t *testing.T) {
+			if err := a.Leave(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(list()); got != "[b]" {
+				t.Fatalf("after a left: %s", got)
+			}
+			if a.Ctx().Err() == nil {
+				t.Fatal("Ctx still live after Leave")
+			}
+		})
+		t.Run("a killed process drops out after its TTL", func(t *testing.T) {
+			p := dbtest.Spawn(t, "member", "DSN="+env.DSN, "ID=k")
+			p.WaitLine(t, "JOINED", 30*time.Second)
+			if got := fmt.Sprint(list()); got != "[b k]" {
+				t.Fatalf("with the helper: %s", got)
+			}
+			p.Kill()
+			deadline := time.Now().Add(5 * time.Second)
+			for fmt.Sprint(list()) != "[b]" {
+				if time.Now().After(deadline) {
+					t.Fatalf("killed member still listed: %s", list())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+		t.Run("Ctx ends with ErrLost when the row is gone", func(t *testing.T) {
+			dbtest.Exec(t, env.DB, env.DB.Rebind(`DELETE FROM coord_members WHERE member_id = ?`), "b")
+			select {
+			case <-b.Ctx().Done():
+				if !errors.Is(context.Cause(b.Ctx()), membership.ErrLost) {
+					t.Fatalf("cause %v, want ErrLost", context.Cause(b.Ctx()))
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("Ctx still live after the row was removed")
+			}
+		})
+		t.Run("watch reports joins and leaves", func(t *testing.T) {
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			ch, err := membership.Watch(wctx, env.DB, "watched", 20*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first := <-ch; len(first) != 0 {
+				t.Fatalf("first list %v, want empty", ids(first))
+			}
+			c, err := membership.Join(ctx, env.DB, "watched", membership.Options{ID: "c", TTL: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case got := <-ch:
+				if fmt.Sprint(ids(got)) != "[c]" {
+					t.Fatalf("after join: %v", ids(got))
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("no change reported after a join")
+			}
+			c.Leave(ctx)
+			select {
+			case got := <-ch:
+				if len(got) != 0 {
+					t.Fatalf("after leave: %v", ids(got))
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("no change reported after a leave")
+			}
+		})
+		t.Run("bad input", func(t *testing.T) {
+			for _, o := range []struct {
+				group string
+				opt   membership.Options
+			}{{"", membership.Options{}}, {"g", membership.Options{TTL: time.Millisecond}}, {"g", membership.Options{ID: "a\xff"}}, {"g\x00", membership.Options{}}} {
+				if _, err := membership.Join(ctx, env.DB, o.group, o.opt); !errors.Is(err, membership.ErrInvalid) {
+					t.Errorf("Join(%q, %+v): %v", o.group, o.opt, err)
+				}
+			}
+			if _, err := membership.Watch(ctx, env.DB, "g", -time.Second); !errors.Is(err, membership.ErrInvalid) {
+				t.Errorf("negative watch interval: %v", err)
+			}
+		})
+	})
+}
