@@ -212,6 +212,10 @@ ORDER BY idle_expires_at LIMIT ?`,
   COALESCE(SUM(NOT (idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6))), 0)
 FROM coord_sessions`,
 
+		JobSlotTotal: `INSERT IGNORE INTO coord_job_slots (job, fire_time, shard_total, created_at)
+SELECT ?, ?, GREATEST(COUNT(*), 1), UTC_TIMESTAMP(6) FROM coord_members
+WHERE group_name = ? AND expires_at > UTC_TIMESTAMP(6)`,
+		JobSlotRead: `SELECT shard_total FROM coord_job_slots WHERE job = ? AND fire_time = ?`,
 		MemberJoin: `INSERT INTO coord_members (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)
 VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE joined_at = IF(expires_at > UTC_TIMESTAMP(6), joined_at, VALUES(joined_at)),

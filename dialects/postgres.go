@@ -248,6 +248,11 @@ ON CONFLICT (id_hash) DO UPDATE SET data = EXCLUDED.data, version = s.version + 
   count(*) FILTER (WHERE NOT (idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp()))
 FROM coord_sessions`,
 
+			JobSlotTotal: `INSERT INTO coord_job_slots (job, fire_time, shard_total, created_at)
+SELECT $1, $2, GREATEST(count(*), 1), clock_timestamp() FROM coord_members
+WHERE group_name = $3 AND expires_at > clock_timestamp()
+ON CONFLICT (job, fire_time) DO NOTHING`,
+			JobSlotRead: `SELECT shard_total FROM coord_job_slots WHERE job = $1 AND fire_time = $2`,
 			MemberJoin: `INSERT INTO coord_members AS m (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)
 VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp(), clock_timestamp() + $4 * interval '1 microsecond')
 ON CONFLICT (group_name, member_id) DO UPDATE SET meta = EXCLUDED.meta, heartbeat_at = EXCLUDED.heartbeat_at,

@@ -49,6 +49,11 @@ type Queries struct {
 	WebSessionCleanup string
 	// WebSessionStats: live sessions, distinct users, expired rows.
 	WebSessionStats string
+	// JobSlotTotal records a slot's shard total as the number of live
+	// members of a group (at least 1) unless the slot has one. Args: job,
+	// fire time, group. JobSlotRead reads it. Args: job, fire time.
+	JobSlotTotal, JobSlotRead string
+
 	// --- membership (coord_members) ---
 
 	// MemberJoin inserts or refreshes a member. Args: group, member, meta,

@@ -124,6 +124,29 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 	return run, nil
 }
 
+// SlotTotal fixes the shard total of job's slot at fire to the number of
+// live members of group (package membership; at least 1), counted by the
+// database when the slot's first claimant asks, and returns it: every
+// caller for the same slot gets the same total, whenever it asks.
+func (r *Runs) SlotTotal(ctx context.Context, job string, fire time.Time, group string) (int, error) {
+	if err := validJob(job); err != nil {
+		return 0, err
+	}
+	if err := valid.Text("shard group", group, 255); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	d := r.db.Dialect()
+	f := norm(fire)
+	if _, err := r.db.Executor().Exec(ctx, d.Q.JobSlotTotal, job, f, group); err != nil {
+		return 0, fmt.Errorf("jobs: shard total of %s@%s: %w", job, f.Format(time.RFC3339Nano), d.Classify(err))
+	}
+	var n int
+	if err := r.db.Executor().QueryRow(ctx, d.Q.JobSlotRead, job, f).Scan(&n); err != nil {
+		return 0, fmt.Errorf("jobs: shard total of %s@%s: %w", job, f.Format(time.RFC3339Nano), d.Classify(err))
+	}
+	return n, nil
+}
+
 // Heartbeat refreshes a running attempt; ErrSuperseded when it is no
 // longer the current one.
 func (r *Runs) Heartbeat(ctx context.Context, run Run) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 // Missed says what a scheduler does on start with slots planned while no
@@ -86,7 +87,14 @@ type Job struct {
 	// superseded (cause ErrSuperseded), times out, or the scheduler stops.
 	Run func(ctx context.Context, info Info) error
 	// Shards splits each slot into independently claimed parts (default 1).
-	Shards     int
+	Shards int
+	// ShardGroup, if set, replaces Shards: each slot has as many shards as
+	// the membership group (package membership) has live members at the
+	// slot's fire time — XXL-JOB's shard broadcast. The total is recorded
+	// once per slot (coord_job_slots), so every shard of the slot agrees
+	// on it even if members join or leave meanwhile; each shard is still
+	// claimed exactly once. An empty group gives one shard.
+	ShardGroup string
 	Missed     Missed
 	CatchUpMax int
 	Overlap    Overlap
@@ -157,6 +165,11 @@ func (s *Scheduler) Register(j Job) error {
 	}
 	if j.Shards <= 0 {
 		j.Shards = 1
+	}
+	if j.ShardGroup != "" {
+		if err := valid.Text("shard group", j.ShardGroup, 255); err != nil {
+			return fmt.Errorf("%w: job %q: %w", ErrInvalid, j.Name, err)
+		}
 	}
 	if j.Grace < 0 {
 		return fmt.Errorf("%w: job %q: negative grace %v", ErrInvalid, j.Name, j.Grace)
@@ -281,8 +294,18 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 			status = Skipped
 		}
 	}
-	for shard := 0; shard < j.Shards; shard++ {
-		run, err := s.runs.claimAs(ctx, j.Name, fire, shard, j.Shards, s.opt.Owner, status)
+	total := j.Shards
+	if j.ShardGroup != "" {
+		n, err := s.runs.SlotTotal(ctx, j.Name, fire, j.ShardGroup)
+		if err != nil {
+			s.log.Warn("shard total", "job", j.Name, "fire", fire, "group", j.ShardGroup, "err", err)
+			s.fatal(err)
+			return
+		}
+		total = n
+	}
+	for shard := 0; shard < total; shard++ {
+		run, err := s.runs.claimAs(ctx, j.Name, fire, shard, total, s.opt.Owner, status)
 		if errors.Is(err, ErrAlreadyClaimed) {
 			continue
 		}

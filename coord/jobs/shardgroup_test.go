@@ -1,0 +1,119 @@
+package jobs_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord/coord/jobs"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/membership"
+)
+
+// Issue 15: a sharded job takes its shard total from the live members of a
+// group at the slot's fire time, fixed once per slot; each shard of a slot
+// is claimed exactly once, by two schedulers.
+func TestShardTotalFromMembership(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		join := func(id string) *membership.Membership {
+			m, err := membership.Join(ctx, env.DB, "mailers", membership.Options{ID: id, TTL: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Leave(context.Background()) })
+			return m
+		}
+		for _, id := range []string{"m1", "m2", "m3"} {
+			join(id)
+		}
+		runs := jobs.NewRuns(env.DB)
+		fire1 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+
+		t.Run("fixed once per slot", func(t *testing.T) {
+			var wg sync.WaitGroup
+			got := make(chan int, 8)
+			for i := 0; i < 8; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					n, err := runs.SlotTotal(ctx, "digest", fire1, "mailers")
+					if err != nil {
+						t.Error(err)
+					}
+					got <- n
+				}()
+			}
+			wg.Wait()
+			close(got)
+			for n := range got {
+				if n != 3 {
+					t.Fatalf("slot total %d, want 3 (the live members)", n)
+				}
+			}
+			join("m4") // membership changes mid-slot
+			if n, _ := runs.SlotTotal(ctx, "digest", fire1, "mailers"); n != 3 {
+				t.Fatalf("same slot after a join: %d, want the recorded 3", n)
+			}
+			if n, _ := runs.SlotTotal(ctx, "digest", fire1.Add(time.Hour), "mailers"); n != 4 {
+				t.Fatalf("next slot: %d, want 4", n)
+			}
+			if n, _ := runs.SlotTotal(ctx, "digest", fire1, "nobody"); n != 3 {
+				t.Fatalf("a recorded slot ignores a later group: %d", n)
+			}
+			if n, _ := runs.SlotTotal(ctx, "digest", fire1.Add(2*time.Hour), "empty-group"); n != 1 {
+				t.Fatalf("empty group: %d, want 1 shard", n)
+			}
+		})
+
+		t.Run("two schedulers claim each shard of a slot once", func(t *testing.T) {
+			var mu sync.Mutex
+			type runKey struct {
+				fire         time.Time
+				shard, total int
+			}
+			seen := map[runKey]int{}
+			job := jobs.Job{Name: "broadcast", Schedule: "* * * * * *", ShardGroup: "mailers", Grace: 5 * time.Second,
+				Run: func(ctx context.Context, in jobs.Info) error {
+					mu.Lock()
+					seen[runKey{in.FireTime.UTC(), in.Shard, in.ShardTotal}]++
+					mu.Unlock()
+					return nil
+				}}
+			sctx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			for _, owner := range []string{"A", "B"} {
+				s := jobs.NewScheduler(env.DB, jobs.Options{Owner: owner, Tick: 20 * time.Millisecond})
+				if err := s.Register(job); err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(1)
+				go func() { defer wg.Done(); s.Run(sctx) }()
+			}
+			time.Sleep(3500 * time.Millisecond)
+			cancel()
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			slots := map[time.Time]int{}
+			for k, n := range seen {
+				if n != 1 {
+					t.Errorf("%+v ran %d times", k, n)
+				}
+				if k.total != 4 {
+					t.Errorf("%+v: total %d, want the 4 live members", k, k.total)
+				}
+				slots[k.fire]++
+			}
+			if len(slots) < 2 {
+				t.Fatalf("only %d slots ran: %v", len(slots), seen)
+			}
+			for fire, n := range slots {
+				if n != 4 {
+					t.Errorf("slot %s ran %d shards, want 4", fire, n)
+				}
+			}
+		})
+	})
+}
