@@ -121,6 +121,14 @@ func Join(ctx context.Context, db sqlcoord.Base, group string, opt Options) (*Me
 // ID is this member's id.
 func (m *Membership) ID() string { return m.id }
 
+// Valid reports whether this instance is certainly still a member: the
+// membership has not ended and the last heartbeat's validity (TTL from its
+// send time, minus a margin, on this process's monotonic clock) has not run
+// out. It reads the clock itself, so a process resumed after a freeze sees
+// false before any timer of the heartbeat loop has run: check it right
+// before acting as a member.
+func (m *Membership) Valid() bool { return m.loop.Valid() }
+
 // Ctx ends when the membership ends (Leave, ctx of Join, or lost:
 // context.Cause tells which).
 func (m *Membership) Ctx() context.Context { return m.loop.Context() }

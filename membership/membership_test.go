@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{"member": runMember})
+	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{"member": runMember, "stopper": runStopper})
 }
 
 // runMember joins the group as ID and stays until killed.
@@ -142,5 +143,63 @@ func TestMembership(t *testing.T) {
 				t.Errorf("negative watch interval: %v", err)
 			}
 		})
+	})
+}
+
+// runStopper joins with a short TTL, then reports when its membership
+// ends, and whether it still believed itself a member at that point.
+func runStopper(ctx context.Context, db *sqlcoord.DB) error {
+	m, err := membership.Join(ctx, db, "workers", membership.Options{ID: os.Getenv("ID"), TTL: 600 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	fmt.Println("JOINED")
+	// A loop that acts only while a member: after a freeze past the TTL
+	// it must see that it is not one before acting again.
+	last := time.Now()
+	for m.Ctx().Err() == nil && m.Valid() {
+		if time.Since(last) > 600*time.Millisecond {
+			fmt.Println("ACTED AFTER A FREEZE PAST THE TTL")
+		}
+		last = time.Now()
+		time.Sleep(5 * time.Millisecond)
+	}
+	fmt.Println("EXPELLED")
+	<-m.Ctx().Done()
+	return nil
+}
+
+// Issue 15: a member frozen (SIGSTOP) past its TTL is gone from the list,
+// and when it resumes it learns it was expelled before acting again.
+func TestFrozenMemberExpelled(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		p := dbtest.Spawn(t, "stopper", "DSN="+env.DSN, "ID=frozen")
+		p.WaitLine(t, "JOINED", 30*time.Second)
+		p.Signal(syscall.SIGSTOP)
+		stopped := time.Now()
+		deadline := stopped.Add(5 * time.Second)
+		for {
+			ms, err := membership.Members(ctx, env.DB, "workers")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ms) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("frozen member still listed %v after SIGSTOP", time.Since(stopped))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("frozen member gone %v after SIGSTOP (TTL 600ms)", time.Since(stopped).Round(10*time.Millisecond))
+		p.Signal(syscall.SIGCONT)
+		if line := p.WaitLine(t, "", 5*time.Second); line != "EXPELLED" {
+			t.Fatalf("resumed member: %q, want it to see itself expelled before acting", line)
+		}
+		ms, _ := membership.Members(ctx, env.DB, "workers")
+		if len(ms) != 0 {
+			t.Fatalf("expelled member listed again after resuming: %v", ids(ms))
+		}
 	})
 }
