@@ -120,6 +120,18 @@ type Options struct {
 	// Logger receives warnings (failed claims, refused completions) and,
 	// at Info, takeovers. Default: warnings and errors to stderr.
 	Logger *slog.Logger
+	// MemberID is this instance's id in the membership groups of its
+	// ShardGroup jobs (membership.Membership.ID). With it, each member
+	// first claims only its own shard — index = its rank among the live
+	// members, by id — and claims the others only after SpreadDelay, when
+	// their members have had their turn (shards of members gone or of
+	// ranks past the total). Without it, the first instance to reach a
+	// slot claims every shard.
+	MemberID string
+	// SpreadDelay: see MemberID; default 1s. It must exceed the clock
+	// skew between instances: a member whose clock runs behind reaches a
+	// slot that much later.
+	SpreadDelay time.Duration
 }
 
 // Scheduler runs registered jobs. Start one per process; any number of
@@ -143,6 +155,9 @@ func NewScheduler(db sqlcoord.Base, opt Options) *Scheduler {
 	}
 	if opt.Clock == nil {
 		opt.Clock = time.Now
+	}
+	if opt.SpreadDelay <= 0 {
+		opt.SpreadDelay = time.Second
 	}
 	l := opt.Logger
 	if l == nil {
@@ -304,21 +319,69 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 		}
 		total = n
 	}
-	for shard := 0; shard < total; shard++ {
-		run, err := s.runs.claimAs(ctx, j.Name, fire, shard, total, s.opt.Owner, status)
-		if errors.Is(err, ErrAlreadyClaimed) {
-			continue
+	if j.ShardGroup != "" && s.opt.MemberID != "" {
+		rank := s.rank(ctx, j.ShardGroup)
+		if rank >= 0 && rank < total {
+			s.claim(ctx, j, fire, rank, total, status)
 		}
-		if err != nil {
-			s.log.Warn("claim", "job", j.Name, "fire", fire, "err", err)
-			s.fatal(err)
-			continue
-		}
-		if status == Skipped {
-			continue
-		}
-		s.start(ctx, j, run)
+		// the others' turn first; then whatever is left
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			t := time.NewTimer(s.opt.SpreadDelay)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for shard := 0; shard < total; shard++ {
+				if shard != rank {
+					s.claim(ctx, j, fire, shard, total, status)
+				}
+			}
+		}()
+		return
 	}
+	for shard := 0; shard < total; shard++ {
+		s.claim(ctx, j, fire, shard, total, status)
+	}
+}
+
+// rank is this instance's index among group's live members by id, or -1.
+func (s *Scheduler) rank(ctx context.Context, group string) int {
+	rows, err := s.runs.db.Executor().Query(ctx, s.runs.db.Dialect().Q.MemberList, group)
+	if err != nil {
+		s.log.Warn("member list", "group", group, "err", err)
+		return -1
+	}
+	defer rows.Close()
+	for i := 0; rows.Next(); i++ {
+		var id string
+		var meta []byte
+		var joined, beat, exp time.Time
+		if rows.Scan(&id, &meta, &joined, &beat, &exp) == nil && id == s.opt.MemberID {
+			return i
+		}
+	}
+	return -1
+}
+
+// claim claims one shard of a slot and runs it when this instance won.
+func (s *Scheduler) claim(ctx context.Context, j *Job, fire time.Time, shard, total int, status string) {
+	run, err := s.runs.claimAs(ctx, j.Name, fire, shard, total, s.opt.Owner, status)
+	if errors.Is(err, ErrAlreadyClaimed) {
+		return
+	}
+	if err != nil {
+		s.log.Warn("claim", "job", j.Name, "fire", fire, "err", err)
+		s.fatal(err)
+		return
+	}
+	if status == Skipped {
+		return
+	}
+	s.start(ctx, j, run)
 }
 
 func (s *Scheduler) takeOver(ctx context.Context, j *Job) {

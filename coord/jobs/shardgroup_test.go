@@ -117,3 +117,78 @@ func TestShardTotalFromMembership(t *testing.T) {
 		})
 	})
 }
+
+// Issue 15: shards spread across members — each member's scheduler claims
+// the shard of its rank first, even when another instance reaches the
+// slot first (its clock runs ahead); a shard without a live scheduler
+// (a member that runs none) is claimed by someone after the spread delay.
+func TestShardsSpreadAcrossMembers(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		for _, id := range []string{"m1", "m2", "m3", "m4"} { // m4 runs no scheduler
+			m, err := membership.Join(ctx, env.DB, "spread", membership.Options{ID: id, TTL: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Leave(context.Background())
+		}
+		var mu sync.Mutex
+		type runKey struct {
+			fire  time.Time
+			shard int
+		}
+		owner := map[runKey][]string{}
+		sctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, id := range []string{"m1", "m2", "m3"} {
+			clock := time.Now
+			if id == "m3" {
+				clock = func() time.Time { return time.Now().Add(600 * time.Millisecond) } // always first to a slot
+			}
+			s := jobs.NewScheduler(env.DB, jobs.Options{Owner: id, MemberID: id, Tick: 20 * time.Millisecond, Clock: clock}) // default SpreadDelay 1s > the 600 ms skew
+			err := s.Register(jobs.Job{Name: "spread", Schedule: "* * * * * *", ShardGroup: "spread", Grace: 5 * time.Second,
+				Run: func(ctx context.Context, in jobs.Info) error {
+					mu.Lock()
+					k := runKey{in.FireTime.UTC(), in.Shard}
+					owner[k] = append(owner[k], id)
+					mu.Unlock()
+					return nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); s.Run(sctx) }()
+		}
+		time.Sleep(5 * time.Second)
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		slots := map[time.Time]int{}
+		var first time.Time // the slot the schedulers started in: not every one saw it
+		for k := range owner {
+			if first.IsZero() || k.fire.Before(first) {
+				first = k.fire
+			}
+		}
+		for k, os := range owner {
+			if len(os) != 1 {
+				t.Errorf("%v shard %d ran %d times (%v)", k.fire, k.shard, len(os), os)
+			}
+			if k.fire.After(first) && k.shard < 3 && os[0] != []string{"m1", "m2", "m3"}[k.shard] {
+				t.Errorf("%v shard %d ran on %s, want the member of that rank", k.fire, k.shard, os[0])
+			}
+			slots[k.fire]++
+		}
+		complete := 0
+		for _, n := range slots {
+			if n == 4 {
+				complete++
+			}
+		}
+		if complete < 2 {
+			t.Fatalf("only %d complete slots of 4 shards: %v", complete, owner)
+		}
+	})
+}
