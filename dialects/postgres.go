@@ -253,14 +253,18 @@ SELECT $1, $2, GREATEST(count(*), 1), clock_timestamp() FROM coord_members
 WHERE group_name = $3 AND expires_at > clock_timestamp()
 ON CONFLICT (job, fire_time) DO NOTHING`,
 			JobSlotRead: `SELECT shard_total FROM coord_job_slots WHERE job = $1 AND fire_time = $2`,
-			MemberJoin: `INSERT INTO coord_members AS m (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)
+			// Joins and leaves NOTIFY coord_members (payload: the group) in
+			// the same statement, for Watch.
+			MemberJoin: `WITH j AS (INSERT INTO coord_members AS m (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)
 VALUES ($1, $2, $3, clock_timestamp(), clock_timestamp(), clock_timestamp() + $4 * interval '1 microsecond')
 ON CONFLICT (group_name, member_id) DO UPDATE SET meta = EXCLUDED.meta, heartbeat_at = EXCLUDED.heartbeat_at,
   expires_at = EXCLUDED.expires_at,
-  joined_at = CASE WHEN m.expires_at > clock_timestamp() THEN m.joined_at ELSE EXCLUDED.joined_at END`,
+  joined_at = CASE WHEN m.expires_at > clock_timestamp() THEN m.joined_at ELSE EXCLUDED.joined_at END)
+SELECT pg_notify('coord_members', $1)`,
 			MemberHeartbeat: `UPDATE coord_members SET heartbeat_at = clock_timestamp(), expires_at = clock_timestamp() + $1 * interval '1 microsecond'
 WHERE group_name = $2 AND member_id = $3 AND expires_at > clock_timestamp()`,
-			MemberLeave: `DELETE FROM coord_members WHERE group_name = $1 AND member_id = $2`,
+			MemberLeave: `WITH l AS (DELETE FROM coord_members WHERE group_name = $1 AND member_id = $2)
+SELECT pg_notify('coord_members', $1)`,
 			MemberList: `SELECT member_id, meta, joined_at, heartbeat_at, expires_at FROM coord_members
 WHERE group_name = $1 AND expires_at > clock_timestamp() ORDER BY member_id`,
 			MemberCleanup: `DELETE FROM coord_members WHERE (group_name, member_id) IN (

@@ -168,7 +168,10 @@ func Members(ctx context.Context, db sqlcoord.Base, group string) ([]Member, err
 
 // Watch lists group every interval and sends the list whenever the set of
 // member ids changes (the first list is always sent), until ctx ends; the
-// channel is then closed. List errors are skipped (the next poll retries).
+// channel is then closed. On PostgreSQL it also lists at once when a
+// member joins or leaves (LISTEN coord_members, proven by a probe; behind
+// a transaction-mode pooler it only polls). Members that expire are seen
+// by the next poll. List errors are skipped (the next poll retries).
 func Watch(ctx context.Context, db sqlcoord.Base, group string, every time.Duration) (<-chan []Member, error) {
 	if every <= 0 {
 		return nil, fmt.Errorf("%w: watch interval %v", ErrInvalid, every)
@@ -177,6 +180,28 @@ func Watch(ctx context.Context, db sqlcoord.Base, group string, every time.Durat
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	ch := make(chan []Member, 1)
+	wake := make(chan struct{}, 1)
+	if l, ok := db.(sqlcoord.Listener); ok && l.CanListen() == nil {
+		go func() {
+			for ctx.Err() == nil {
+				err := l.Listen(ctx, "coord_members", sqlcoord.ListenOptions{Probe: true}, func() {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				})
+				if err == nil || errors.Is(err, sqlcoord.ErrListenUnsupported) {
+					return // ctx ended, or no notifications here: polling only
+				}
+				t := time.NewTimer(time.Second)
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+				t.Stop()
+			}
+		}()
+	}
 	go func() {
 		defer close(ch)
 		var last []string
@@ -202,6 +227,8 @@ func Watch(ctx context.Context, db sqlcoord.Base, group string, every time.Durat
 			case <-ctx.Done():
 				t.Stop()
 				return
+			case <-wake:
+				t.Stop()
 			case <-t.C:
 			}
 		}

@@ -203,3 +203,40 @@ func TestFrozenMemberExpelled(t *testing.T) {
 		}
 	})
 }
+
+// Issue 15: on PostgreSQL Watch hears joins and leaves through NOTIFY,
+// well before its (long) polling interval.
+func TestWatchNotify(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := membership.Watch(ctx, env.DB, "notified", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch                               // the first list
+	time.Sleep(500 * time.Millisecond) // LISTEN (and its probe) in place
+	start := time.Now()
+	m, err := membership.Join(ctx, env.DB, "notified", membership.Options{ID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-ch:
+		if fmt.Sprint(ids(got)) != "[n1]" {
+			t.Fatalf("after join: %v", ids(got))
+		}
+		t.Logf("join seen after %v (polling every minute)", time.Since(start).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("join not seen within 10s: no NOTIFY wake-up")
+	}
+	m.Leave(ctx)
+	select {
+	case got := <-ch:
+		if len(got) != 0 {
+			t.Fatalf("after leave: %v", ids(got))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("leave not seen within 10s")
+	}
+}
