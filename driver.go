@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
 )
@@ -70,6 +71,41 @@ var (
 	_ Driver[*sqlx.Tx] = (*SQLX)(nil)
 	_ Driver[pgx.Tx]   = (*Pgx)(nil)
 )
+
+// ---- tracing ----
+
+// tracerName is the instrumentation scope of sqlcoord's spans.
+const tracerName = "github.com/sqlcoord/sqlcoord"
+
+// tracerOf returns the tracer of tp, or nil when tp is nil (tracing off).
+func tracerOf(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tp.Tracer(tracerName)
+}
+
+// SetTracerProvider turns on OpenTelemetry spans for every helper called
+// with this driver (lock, lease, fence, keys, barrier, enqueue, relay batch
+// and publish, job run), with the dialect and the outcome; nil turns them
+// off (the default). Enqueue then also puts the W3C traceparent in each
+// message's headers, and the relay publishes in that trace.
+func (db *DB) SetTracerProvider(tp trace.TracerProvider) { db.tracer = tracerOf(tp) }
+
+// Tracer is the driver's tracer (nil: tracing off).
+func (db *DB) Tracer() trace.Tracer { return db.tracer }
+
+// SetTracerProvider: see DB.SetTracerProvider.
+func (s *SQLX) SetTracerProvider(tp trace.TracerProvider) { s.tracer = tracerOf(tp) }
+
+// Tracer is the driver's tracer (nil: tracing off).
+func (s *SQLX) Tracer() trace.Tracer { return s.tracer }
+
+// SetTracerProvider: see DB.SetTracerProvider.
+func (p *Pgx) SetTracerProvider(tp trace.TracerProvider) { p.tracer = tracerOf(tp) }
+
+// Tracer is the driver's tracer (nil: tracing off).
+func (p *Pgx) Tracer() trace.Tracer { return p.tracer }
 
 // ---- database/sql: *DB ----
 
@@ -243,6 +279,7 @@ type SQLX struct {
 	X       *sqlx.DB
 	dialect *dialects.Dialect
 	pre     []any // see poolerArgs
+	tracer  trace.Tracer
 }
 
 // WrapSQLX uses an application's own *sqlx.DB; see WrapDB for the checks.
@@ -285,8 +322,9 @@ func (s *SQLX) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, er
 // Statements run in the pool's default_query_exec_mode, or in
 // pgx.QueryExecModeExec with WrapOptions.Pooler.
 type Pgx struct {
-	Pool *pgxpool.Pool
-	pre  []any // see poolerArgs
+	Pool   *pgxpool.Pool
+	pre    []any // see poolerArgs
+	tracer trace.Tracer
 }
 
 // WrapPgxPool uses an application's own pool; sqlcoord never closes it.

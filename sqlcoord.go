@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/jmoiron/sqlx"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
@@ -40,6 +41,7 @@ type DB struct {
 
 	dialect *dialects.Dialect // detected from the server
 	pre     []any             // statement-mode arguments, see poolerArgs
+	tracer  trace.Tracer      // nil: tracing off
 	dsn     string            // driver DSN with every option sqlcoord needs ("" when wrapped)
 	shown   string            // DSN with the password replaced, for messages
 }

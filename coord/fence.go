@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
+
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // StaleTokenError reports a fenced write that the database refused.
@@ -30,7 +33,9 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 // Use it as the first statement of the transaction that the lease
 // protects. Whatever tx does to resource without calling Fence is not
 // fenced.
-func (c *Client[TTx]) Fence(ctx context.Context, tx TTx, resource string, token int64) error {
+func (c *Client[TTx]) Fence(ctx context.Context, tx TTx, resource string, token int64) (retErr error) {
+	ctx, end := tracing.Start(ctx, c.drv, "fence", c.d, attribute.String("sqlcoord.name", resource))
+	defer func() { end(retErr) }()
 	if err := validName("resource", resource); err != nil {
 		return err
 	}
@@ -67,7 +72,9 @@ type FencedUpdate struct {
 // is newer than Token (or no row has that key). An update that changes no
 // value is accepted on every driver setting (on MySQL a 0-row result is
 // checked with a locking read of the fence; clientFoundRows is not needed).
-func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) error {
+func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) (retErr error) {
+	ctx, end := tracing.Start(ctx, c.drv, "fence.update", c.d, attribute.String("sqlcoord.table", u.Table))
+	defer func() { end(retErr) }()
 	if u.Token <= 0 {
 		return fmt.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, u.Token)
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/sqlcoord/sqlcoord/dialects"
 )
 
@@ -44,7 +47,9 @@ const MinTTL = time.Millisecond
 //
 // owner "" means a fresh NewOwnerID(). Reusing one owner id in several
 // processes makes them one holder: don't.
-func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error) {
+func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (_ Lease, retErr error) {
+	ctx, end := tracing.Start(ctx, c.drv, "lease.acquire", c.d, attribute.String("sqlcoord.name", name))
+	defer func() { end(retErr) }()
 	if err := validName("lease", name); err != nil {
 		return Lease{}, err
 	}
@@ -77,7 +82,9 @@ func heldError(name string) error {
 // released, or now belongs to another owner or token — even if the expired
 // lease is still free, because a writer with this token may already have
 // been overtaken; call Acquire for a new token instead.
-func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (Lease, error) {
+func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error) {
+	ctx, end := tracing.Start(ctx, c.drv, "lease.renew", c.d, attribute.String("sqlcoord.name", l.Name))
+	defer func() { end(retErr) }()
 	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
 		return l, err
 	}
@@ -99,7 +106,9 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (Lease, error) {
 // Release ends a lease the caller holds, keeping its row so the next
 // owner's token is larger. Releasing a lease that is no longer ours
 // (expired or taken over) returns ErrLeaseLost and changes nothing.
-func (c *Client[TTx]) Release(ctx context.Context, l Lease) error {
+func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
+	ctx, end := tracing.Start(ctx, c.drv, "lease.release", c.d, attribute.String("sqlcoord.name", l.Name))
+	defer func() { end(retErr) }()
 	n, err := c.pool().Exec(ctx, c.q.LeaseRelease, l.Name, l.Owner, l.Token)
 	if err != nil {
 		return c.wrap("release lease", l.Name, err)

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // ErrLockRowMissing: the coord_locks row disappeared between creation and
@@ -32,7 +35,9 @@ var ErrLockRowMissing = errors.New("coord: lock row missing (deleted concurrentl
 // consistent read, never a locking read of a missing key, which would take
 // a gap lock). No second pooled connection is ever needed, so it works with
 // a pool of one connection and behind PgBouncer.
-func (c *Client[TTx]) TryLock(ctx context.Context, tx TTx, name string) error {
+func (c *Client[TTx]) TryLock(ctx context.Context, tx TTx, name string) (retErr error) {
+	ctx, end := tracing.Start(ctx, c.drv, "lock.try", c.d, attribute.String("sqlcoord.name", name))
+	defer func() { end(retErr) }()
 	if err := validName("lock", name); err != nil {
 		return err
 	}
@@ -49,7 +54,9 @@ func (c *Client[TTx]) TryLock(ctx context.Context, tx TTx, name string) error {
 // Granularity: PostgreSQL honours milliseconds (SET LOCAL lock_timeout,
 // restored afterwards); MySQL/MariaDB only whole seconds, so wait is rounded
 // up to the next second. wait == 0 behaves like TryLock.
-func (c *Client[TTx]) Lock(ctx context.Context, tx TTx, name string, wait time.Duration) error {
+func (c *Client[TTx]) Lock(ctx context.Context, tx TTx, name string, wait time.Duration) (retErr error) {
+	ctx, end := tracing.Start(ctx, c.drv, "lock.wait", c.d, attribute.String("sqlcoord.name", name))
+	defer func() { end(retErr) }()
 	if wait == 0 {
 		return c.TryLock(ctx, tx, name)
 	}

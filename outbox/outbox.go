@@ -16,8 +16,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/google/uuid"
 
@@ -86,7 +92,13 @@ func NewOutbox[TTx any](db sqlcoord.Driver[TTx]) *Outbox[TTx] { return &Outbox[T
 // Enqueue inserts messages in tx, the caller's business transaction: they
 // become visible to relays when, and only if, tx commits. On PostgreSQL it
 // also queues a NOTIFY (delivered at commit) so listening relays wake up.
-func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...New) error {
+// With tracing on (the driver's SetTracerProvider) each message's headers
+// carry the W3C traceparent of the enqueue span: the relay publishes in
+// that trace and a consumer can continue it.
+func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...New) (retErr error) {
+	ctx, end := tracing.Start(ctx, o.db, "outbox.enqueue", o.db.Dialect(), attribute.Int("sqlcoord.messages", len(msgs)))
+	defer func() { end(retErr) }()
+	traced := trace.SpanContextFromContext(ctx).IsValid() && tracing.On(o.db)
 	q := o.db.Dialect().Q
 	x := o.db.TxExecutor(tx)
 	for i, m := range msgs {
@@ -102,9 +114,17 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...New) error {
 		if m.Payload == nil {
 			m.Payload = []byte{}
 		}
+		headers := m.Headers
+		if traced {
+			headers = maps.Clone(m.Headers)
+			if headers == nil {
+				headers = map[string]string{}
+			}
+			propagation.TraceContext{}.Inject(ctx, propagation.MapCarrier(headers))
+		}
 		h := "{}"
-		if len(m.Headers) > 0 {
-			b, _ := json.Marshal(m.Headers)
+		if len(headers) > 0 {
+			b, _ := json.Marshal(headers)
 			h = string(b)
 		}
 		key := sql.NullString{String: m.Key, Valid: m.Key != ""}

@@ -12,6 +12,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -277,9 +282,12 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	}
 	var published []int64 // marked together, in one statement, before the commit
 	var ages []time.Duration
+	bctx, endBatch := tracing.Start(dctx, r.db, "outbox.relay.batch", d, attribute.Int("sqlcoord.messages", len(msgs)))
+	var batchErr error
+	defer func() { endBatch(batchErr) }()
 	for _, m := range msgs {
 		pctx, pc := context.WithTimeout(dctx, r.opt.PublishTimeout)
-		perr := r.pub.Publish(pctx, m)
+		perr := r.publish(pctx, bctx, m)
 		pc()
 		if perr == nil {
 			published = append(published, m.ID)
@@ -303,17 +311,35 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		}
 	}
 	if err := d.OutboxMark(dctx, tx, published, r.opt.DeleteOnPublish); err != nil {
-		return 0, fmt.Errorf("outbox: mark %d published: %w", len(published), d.Classify(err))
+		batchErr = fmt.Errorf("outbox: mark %d published: %w", len(published), d.Classify(err))
+		return 0, batchErr
 	}
 	if err := tx.Commit(dctx); err != nil {
 		// the messages were published; they will be published again
-		return 0, fmt.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
+		batchErr = fmt.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
+		return 0, batchErr
 	}
 	r.m.published.Add(float64(len(published)))
 	for _, a := range ages {
 		r.m.latency.Observe(a.Seconds())
 	}
 	return len(msgs), nil
+}
+
+// publish hands m to the publisher in a span of m's own trace (the
+// traceparent Enqueue put in its headers), linked to the relay's batch span
+// in bctx; without tracing it just publishes.
+func (r *Relay) publish(ctx, bctx context.Context, m Message) (err error) {
+	if tracing.On(r.db) {
+		batch := trace.SpanContextFromContext(bctx)
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(m.Headers))
+		var end func(error)
+		ctx, end = tracing.StartLinked(ctx, r.db, "outbox.publish", r.db.Dialect(), batch,
+			attribute.String("messaging.destination.name", m.Topic), attribute.String("messaging.message.id", m.MessageID()),
+			attribute.Int("sqlcoord.attempt", m.Attempt))
+		defer func() { end(err) }()
+	}
+	return r.pub.Publish(ctx, m)
 }
 
 // storedError is a publish error as last_error keeps it: URL userinfo

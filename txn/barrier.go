@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
@@ -64,7 +67,9 @@ func (b *Barrier[TTx]) Call(ctx context.Context, gid, branch string, op Op, fn f
 }
 
 // CallTx is Call inside the caller's transaction tx.
-func (b *Barrier[TTx]) CallTx(ctx context.Context, tx TTx, gid, branch string, op Op, fn func(ctx context.Context, tx TTx) error) (bool, error) {
+func (b *Barrier[TTx]) CallTx(ctx context.Context, tx TTx, gid, branch string, op Op, fn func(ctx context.Context, tx TTx) error) (_ bool, retErr error) {
+	ctx, end := tracing.Start(ctx, b.db, "barrier", b.db.Dialect(), attribute.String("sqlcoord.op", string(op)))
+	defer func() { end(retErr) }()
 	if err := valid.Text("barrier gid", gid, 128); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalidBranch, err)
 	}

@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
@@ -98,7 +100,9 @@ type Options struct {
 // TTx is the application stack's transaction type: *sql.Tx with a
 // *sqlcoord.DB, *sqlx.Tx with sqlcoord.WrapSQLX, pgx.Tx with
 // sqlcoord.WrapPgxPool; fn receives that.
-func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn func(ctx context.Context, tx TTx) error) error {
+func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn func(ctx context.Context, tx TTx) error) (retErr error) {
+	ctx, end := tracing.Start(ctx, db, "txn.do", db.Dialect())
+	defer func() { end(retErr) }()
 	if opts.MaxAttempts < 0 || opts.BaseBackoff < 0 || opts.MaxBackoff < 0 || opts.VerifyTimeout < 0 {
 		return fmt.Errorf("%w: negative MaxAttempts %d, BaseBackoff %v, MaxBackoff %v or VerifyTimeout %v",
 			ErrInvalidOptions, opts.MaxAttempts, opts.BaseBackoff, opts.MaxBackoff, opts.VerifyTimeout)

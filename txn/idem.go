@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -96,7 +99,9 @@ func Fingerprint(parts ...[]byte) []byte {
 // fingerprint returns ErrKeyReused.
 //
 // On PostgreSQL, an error aborts tx; roll it back.
-func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, fingerprint []byte) (Claim, error) {
+func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, fingerprint []byte) (_ Claim, retErr error) {
+	ctx, end := tracing.Start(ctx, k.db, "keys.begin", k.db.Dialect(), attribute.String("sqlcoord.scope", scope))
+	defer func() { end(retErr) }()
 	if err := validKey(scope, key); err != nil {
 		return Claim{}, err
 	}
@@ -153,7 +158,9 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 
 // Complete stores the response and marks the key done, in tx (the
 // transaction of Begin, or any later one in two-phase mode).
-func (k *Keys[TTx]) Complete(ctx context.Context, tx TTx, scope, key string, response []byte) error {
+func (k *Keys[TTx]) Complete(ctx context.Context, tx TTx, scope, key string, response []byte) (retErr error) {
+	ctx, end := tracing.Start(ctx, k.db, "keys.complete", k.db.Dialect(), attribute.String("sqlcoord.scope", scope))
+	defer func() { end(retErr) }()
 	return k.complete(ctx, k.db.TxExecutor(tx), "complete", scope, key, response)
 }
 

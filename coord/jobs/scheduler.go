@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/dialects"
@@ -453,6 +456,9 @@ func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
 }
 
 func safeRun(ctx context.Context, runs *Runs, j *Job, run Run) (err error) {
+	ctx, end := tracing.Start(ctx, runs.db, "job.run", runs.db.Dialect(), attribute.String("sqlcoord.job", run.Job),
+		attribute.Int("sqlcoord.shard", run.Shard), attribute.Int("sqlcoord.attempt", run.Attempt))
+	defer func() { end(err) }()
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("jobs: %s panicked: %v", j.Name, p)

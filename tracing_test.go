@@ -1,0 +1,143 @@
+package sqlcoord_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+func attr(s tracetest.SpanStub, key string) string {
+	for _, a := range s.Attributes {
+		if a.Key == attribute.Key(key) {
+			return a.Value.Emit()
+		}
+	}
+	return ""
+}
+
+// Issue 16: OpenTelemetry spans for every helper, with the dialect and the
+// outcome, off unless a tracer provider is given; the traceparent goes from
+// Enqueue through the message headers to the publisher.
+func TestTracing(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		db := env.Open(t)
+		c, ob := coord.New(db), outbox.NewOutbox(db)
+		keys, bar := txn.NewKeys(db, txn.KeysOptions{}), txn.NewBarrier(db)
+
+		// off by default: no traceparent added
+		if err := ob.EnqueueNow(ctx, outbox.New{Topic: "off", Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+
+		exp := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		defer tp.Shutdown(ctx)
+		db.SetTracerProvider(tp)
+
+		lease, err := c.Acquire(ctx, "traced", "", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+			if err := c.TryLock(ctx, tx, "traced-lock"); err != nil {
+				return err
+			}
+			if err := c.Fence(ctx, tx, "traced-res", lease.Token); err != nil {
+				return err
+			}
+			if _, err := keys.Begin(ctx, tx, "s", "k1", nil); err != nil {
+				return err
+			}
+			if err := keys.Complete(ctx, tx, "s", "k1", []byte("r")); err != nil {
+				return err
+			}
+			if _, err := bar.CallTx(ctx, tx, "g", "b", txn.OpTry, func(context.Context, *sql.Tx) error { return nil }); err != nil {
+				return err
+			}
+			// a lock held by another transaction: outcome "locked"
+			otx, _ := env.DB.BeginTx(ctx, nil)
+			defer otx.Rollback()
+			coord.New(env.DB).TryLock(ctx, otx, "held")
+			if err := c.TryLock(ctx, tx, "held"); !errors.Is(err, dialects.ErrLocked) {
+				return err
+			}
+			return ob.Enqueue(ctx, tx, outbox.New{Topic: "traced", Payload: []byte("p")})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pubCtx trace.SpanContext
+		var headers map[string]string
+		r, _ := outbox.NewRelay(db, outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
+			if m.Topic == "traced" {
+				pubCtx, headers = trace.SpanContextFromContext(ctx), m.Headers
+			} else if _, ok := m.Headers["traceparent"]; ok {
+				t.Errorf("a message enqueued with tracing off carries a traceparent")
+			}
+			return nil
+		}), outbox.RelayOptions{Listen: outbox.ListenOff})
+		if _, err := r.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		spans := tracetest.SpanStubs(exp.GetSpans())
+		byName := map[string][]tracetest.SpanStub{}
+		for _, s := range spans {
+			byName[s.Name] = append(byName[s.Name], s)
+		}
+		for _, name := range []string{"sqlcoord.lease.acquire", "sqlcoord.txn.do", "sqlcoord.lock.try", "sqlcoord.fence",
+			"sqlcoord.keys.begin", "sqlcoord.keys.complete", "sqlcoord.barrier", "sqlcoord.outbox.enqueue",
+			"sqlcoord.outbox.relay.batch", "sqlcoord.outbox.publish"} {
+			ss := byName[name]
+			if len(ss) == 0 {
+				t.Errorf("no span %s (have %d spans)", name, len(spans))
+				continue
+			}
+			if attr(ss[0], "db.system") != env.Family {
+				t.Errorf("%s: db.system %q, want %s", name, attr(ss[0], "db.system"), env.Family)
+			}
+		}
+		outcomes := map[string]bool{}
+		for _, s := range byName["sqlcoord.lock.try"] {
+			outcomes[attr(s, "sqlcoord.outcome")] = true
+		}
+		if !outcomes["ok"] || !outcomes["locked"] {
+			t.Errorf("lock.try outcomes %v, want ok and locked", outcomes)
+		}
+		// the helpers inside txn.Do are its children
+		do := byName["sqlcoord.txn.do"][0]
+		if fence := byName["sqlcoord.fence"][0]; fence.Parent.SpanID() != do.SpanContext.SpanID() {
+			t.Errorf("fence span is not a child of txn.do")
+		}
+		// traceparent: Enqueue's trace continues in the publisher
+		enq := byName["sqlcoord.outbox.enqueue"][0]
+		if headers["traceparent"] == "" {
+			t.Fatalf("message headers without traceparent: %v", headers)
+		}
+		if pubCtx.TraceID() != enq.SpanContext.TraceID() {
+			t.Errorf("publisher's trace %s, want the enqueue's %s", pubCtx.TraceID(), enq.SpanContext.TraceID())
+		}
+		for _, pub := range byName["sqlcoord.outbox.publish"] {
+			if attr(pub, "messaging.destination.name") != "traced" {
+				continue
+			}
+			if pub.SpanContext.TraceID() != enq.SpanContext.TraceID() || len(pub.Links) != 1 {
+				t.Errorf("publish span: trace %s (want %s), %d links (want the batch)", pub.SpanContext.TraceID(), enq.SpanContext.TraceID(), len(pub.Links))
+			}
+		}
+	})
+}
