@@ -463,10 +463,20 @@ func installMariaDB(ctx context.Context, kind string) (*mariaInstall, error) {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	if err := run(ctx, cred, dir, installDB, "--no-defaults", "--datadir="+data,
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"); err != nil {
+	// Its own tmpdir: concurrent installs (test packages run in parallel,
+	// Galera nodes) sharing /tmp were seen failing on each other's
+	// temporary tables ("Error on delete of '/tmp/#sql-temptable-…'").
+	var ierr error
+	for attempt := 0; attempt < 2; attempt++ {
+		os.RemoveAll(data)
+		if ierr = run(ctx, cred, dir, installDB, "--no-defaults", "--datadir="+data, "--tmpdir="+dir,
+			"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve"); ierr == nil {
+			break
+		}
+	}
+	if ierr != nil {
 		os.RemoveAll(dir)
-		return nil, err
+		return nil, ierr
 	}
 	return &mariaInstall{bin: server, dir: dir, data: data, cred: cred}, nil
 }
