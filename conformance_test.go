@@ -30,7 +30,8 @@ import (
 // With pooler, each stack is told it is behind a transaction-mode pooler
 // by the Pooler option (Open, WrapDB, WrapSQLX, WrapPgxPool), its own
 // statement mode left at pgx's default (cached prepared statements).
-func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, prefix string, pooler bool) {
+func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, prefix string, pooler bool, behind ...bool) {
+	viaPooler := len(behind) > 0 && behind[0]
 	ctx := context.Background()
 	wo := sqlcoord.WrapOptions{Pooler: pooler}
 	driverName, appDSN := "pgx", dsn
@@ -50,7 +51,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 			t.Fatal(err)
 		}
 		defer db.Close()
-		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("open"), Workers: workers})
+		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("open"), Workers: workers, Pooler: viaPooler})
 	})
 	t.Run("database/sql", func(t *testing.T) {
 		raw, err := sql.Open(driverName, appDSN)
@@ -63,7 +64,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 		if err != nil {
 			t.Fatal(err)
 		}
-		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("sqldb"), Workers: workers})
+		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("sqldb"), Workers: workers, Pooler: viaPooler})
 	})
 	t.Run("sqlx", func(t *testing.T) {
 		x, err := sqlx.Open(driverName, appDSN)
@@ -76,7 +77,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 		if err != nil {
 			t.Fatal(err)
 		}
-		conformance.Test(t, conformance.Target[*sqlx.Tx]{Driver: d, Other: env.DB, Tag: tag("sqlx"), Workers: workers})
+		conformance.Test(t, conformance.Target[*sqlx.Tx]{Driver: d, Other: env.DB, Tag: tag("sqlx"), Workers: workers, Pooler: viaPooler})
 		// the callback gets the app's *sqlx.Tx, driver name intact
 		err = txn.Do(ctx, d, txn.Options{}, func(ctx context.Context, tx *sqlx.Tx) error {
 			_, err := tx.NamedExecContext(ctx, `UPDATE conf_items_`+tag("sqlx")+` SET body = :body WHERE id = :id`, map[string]any{"body": "named", "id": "x"})
@@ -104,7 +105,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 		if err != nil {
 			t.Fatal(err)
 		}
-		conformance.Test(t, conformance.Target[pgx.Tx]{Driver: d, Other: env.DB, Tag: tag("pgx"), Workers: workers})
+		conformance.Test(t, conformance.Target[pgx.Tx]{Driver: d, Other: env.DB, Tag: tag("pgx"), Workers: workers, Pooler: viaPooler})
 	})
 }
 
@@ -131,10 +132,10 @@ func TestConformancePgBouncer(t *testing.T) {
 		t.Run(fmt.Sprintf("pool=%d", size), func(t *testing.T) {
 			dsn := env.PgBouncer(t, size)
 			t.Run("told by the DSN", func(t *testing.T) {
-				runStacks(t, env, dsn+"&default_query_exec_mode=exec", 16, 8, fmt.Sprintf("bd%d_", size), false)
+				runStacks(t, env, dsn+"&default_query_exec_mode=exec", 16, 8, fmt.Sprintf("bd%d_", size), false, true)
 			})
 			t.Run("told by the Pooler option", func(t *testing.T) {
-				runStacks(t, env, dsn, 16, 8, fmt.Sprintf("bo%d_", size), true)
+				runStacks(t, env, dsn, 16, 8, fmt.Sprintf("bo%d_", size), true, true)
 			})
 		})
 	}
