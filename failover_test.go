@@ -56,6 +56,18 @@ func (w *failoverWorld) fence(ctx context.Context, token int64) error {
 	})
 }
 
+// acquireAfterFailover takes the test lease for owner on the promoted
+// server, retrying while the pool replaces the connections the failover cut.
+func (w *failoverWorld) acquireAfterFailover(ctx context.Context, owner string) (coord.Lease, error) {
+	for {
+		l, err := w.c.Acquire(ctx, foLease, owner, time.Minute)
+		if err == nil || ctx.Err() != nil {
+			return l, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // ids fetches one fresh segment (a new allocator: another process) and
 // returns its ids.
 func (w *failoverWorld) ids(ctx context.Context) ([]int64, error) {
@@ -81,11 +93,12 @@ func (w *failoverWorld) ids(ctx context.Context) ([]int64, error) {
 // such a token must have its write refused.
 func TestAsyncFailoverNeverReissues(t *testing.T) {
 	cl := dbtest.NewPGCluster(t, false)
-	asyncFailoverScenario(t, cl.DSN(), failoverHooks{
-		caughtUp: cl.WaitCaughtUp,
-		stall:    func() { cl.Link.SetStalled(true) },
-		failover: cl.Failover,
-	})
+	asyncFailoverScenario(t, cl.DSN(), clusterHooks(cl))
+}
+
+// clusterHooks drive a loopback primary/standby pair.
+func clusterHooks(cl *dbtest.PGCluster) failoverHooks {
+	return failoverHooks{caughtUp: cl.WaitCaughtUp, stall: func() { cl.Link.SetStalled(true) }, failover: cl.Failover}
 }
 
 // failoverHooks drive a cluster for asyncFailoverScenario: wait until the
@@ -197,14 +210,7 @@ func asyncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 	}()
 
 	// The promoted standby: C takes the lease, D a segment, runner-3 the job.
-	var cTok coord.Lease
-	for {
-		cTok, err = w.c.Acquire(ctx, foLease, "C", time.Minute)
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // the pool's cut connections
-	}
+	cTok, err := w.acquireAfterFailover(ctx, "C")
 	if err != nil || cTok.Owner != "C" {
 		t.Fatalf("C acquire after failover: %+v %v", cTok, err)
 	}
@@ -368,11 +374,7 @@ func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
 // failover everything acknowledged before it is there.
 func TestSyncFailoverLosesNothingAcknowledged(t *testing.T) {
 	cl := dbtest.NewPGCluster(t, true)
-	syncFailoverScenario(t, cl.DSN(), failoverHooks{
-		caughtUp: cl.WaitCaughtUp,
-		stall:    func() { cl.Link.SetStalled(true) },
-		failover: cl.Failover,
-	})
+	syncFailoverScenario(t, cl.DSN(), clusterHooks(cl))
 }
 
 // syncFailoverScenario is the sync failover test on any cluster (see
@@ -413,14 +415,7 @@ func syncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 		t.Fatalf("B's acquire was acknowledged while the synchronous standby could not confirm it: %+v", b)
 	}
 	h.failover(t)
-	var c coord.Lease
-	for {
-		c, err = w.c.Acquire(ctx, foLease, "C", time.Minute)
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c, err := w.acquireAfterFailover(ctx, "C")
 	if err != nil || c.Token <= a.Token {
 		t.Fatalf("C after failover: %+v %v (A had %d)", c, err, a.Token)
 	}

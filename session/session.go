@@ -38,6 +38,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
+	"github.com/sqlcoord/sqlcoord/txn"
 )
 
 var (
@@ -241,7 +242,7 @@ func (s *Store[TTx]) Update(ctx context.Context, token string, fn func(data []by
 	pause := backoff.Policy{Base: time.Millisecond, Max: 50 * time.Millisecond, Jitter: backoff.Full}
 	for attempt := 0; ; attempt++ {
 		var saved Session
-		err := s.inTx(ctx, func(ctx context.Context, tx TTx) error {
+		err := txn.Do(ctx, s.db, txn.Options{MaxAttempts: 1}, func(ctx context.Context, tx TTx) error {
 			sess, err := s.get(ctx, s.db.TxExecutor(tx), h, true)
 			if err != nil {
 				return err
@@ -259,20 +260,6 @@ func (s *Store[TTx]) Update(ctx context.Context, token string, fn func(data []by
 			return Session{}, err
 		}
 	}
-}
-
-// inTx runs fn in a transaction of the store's own, committed when fn
-// returns nil.
-func (s *Store[TTx]) inTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.wrap("begin", err)
-	}
-	if err := fn(ctx, tx); err != nil {
-		s.db.RollbackTx(context.WithoutCancel(ctx), tx)
-		return err
-	}
-	return s.wrap("commit", s.db.CommitTx(ctx, tx))
 }
 
 // Rotate gives token's session a new token in tx and makes the old one

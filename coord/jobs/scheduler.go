@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"github.com/sqlcoord/sqlcoord/membership"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -353,21 +355,12 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 
 // rank is this instance's index among group's live members by id, or -1.
 func (s *Scheduler) rank(ctx context.Context, group string) int {
-	rows, err := s.runs.db.Executor().Query(ctx, s.runs.db.Dialect().Q.MemberList, group)
+	ms, err := membership.Members(ctx, s.runs.db, group)
 	if err != nil {
 		s.log.Warn("member list", "group", group, "err", err)
 		return -1
 	}
-	defer rows.Close()
-	for i := 0; rows.Next(); i++ {
-		var id string
-		var meta []byte
-		var joined, beat, exp time.Time
-		if rows.Scan(&id, &meta, &joined, &beat, &exp) == nil && id == s.opt.MemberID {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(ms, func(m membership.Member) bool { return m.ID == s.opt.MemberID })
 }
 
 // claim claims one shard of a slot and runs it when this instance won.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -28,26 +26,8 @@ func StartPostgres(ctx context.Context, extra ...string) (*Server, error) {
 // stalled) and starts it as a hot standby streaming from there, on its own
 // free port. extra are server arguments after the defaults.
 func StartStandby(ctx context.Context, host string, port int, extra ...string) (*Server, error) {
-	bin, err := findPgBin()
-	if err != nil {
-		return nil, err
-	}
-	cred, uid, gid, err := serviceUser("postgres")
-	if err != nil {
-		return nil, err
-	}
-	dir, err := newDir("pgstandby", uid, gid)
-	if err != nil {
-		return nil, err
-	}
-	data := filepath.Join(dir, "data")
-	if err := run(ctx, cred, dir, filepath.Join(bin, "pg_basebackup"), "-h", host, "-p", strconv.Itoa(port), "-U", "postgres",
-		"-D", data, "-R", "-X", "stream", "--no-sync", "-c", "fast"); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return startOnFreePort(ctx, dir, func(p int) *Server {
-		return pgServer(bin, dir, data, p, cred, extra)
+	return startPostgresOn(ctx, "pgstandby", extra, "pg_basebackup", func(data string) []string {
+		return []string{"-h", host, "-p", strconv.Itoa(port), "-U", "postgres", "-D", data, "-R", "-X", "stream", "--no-sync", "-c", "fast"}
 	})
 }
 

@@ -362,6 +362,15 @@ func startLocalPostgres(ctx context.Context) (*Server, error) {
 }
 
 func startLocalPostgresArgs(ctx context.Context, extra []string) (*Server, error) {
+	return startPostgresOn(ctx, "pg", extra, "initdb", func(data string) []string {
+		return []string{"-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"}
+	})
+}
+
+// startPostgresOn makes a fresh directory (named for kind), fills its data
+// directory by running the PostgreSQL program fill (initdb, pg_basebackup)
+// with fillArgs(data), and starts postgres on it with extra arguments.
+func startPostgresOn(ctx context.Context, kind string, extra []string, fill string, fillArgs func(data string) []string) (*Server, error) {
 	bin, err := findPgBin()
 	if err != nil {
 		return nil, err
@@ -370,12 +379,12 @@ func startLocalPostgresArgs(ctx context.Context, extra []string) (*Server, error
 	if err != nil {
 		return nil, err
 	}
-	dir, err := newDir("pg", uid, gid)
+	dir, err := newDir(kind, uid, gid)
 	if err != nil {
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	if err := run(ctx, cred, dir, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
+	if err := run(ctx, cred, dir, filepath.Join(bin, fill), fillArgs(data)...); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -46,8 +46,9 @@ func StartLinked(ctx context.Context, db any, name string, d *dialects.Dialect, 
 	}
 	ctx, span := tr.Start(ctx, "sqlcoord."+name, opts...)
 	return ctx, func(err error) {
-		span.SetAttributes(attribute.String("sqlcoord.outcome", Outcome(err)))
-		if err != nil && Outcome(err) == "error" {
+		outcome := Outcome(err)
+		span.SetAttributes(attribute.String("sqlcoord.outcome", outcome))
+		if outcome == "error" {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}
