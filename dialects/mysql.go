@@ -16,6 +16,7 @@ import (
 // differ are patched in below.
 func mysqlQueries() Queries {
 	return Queries{
+		Console:  mysqlConsole,
 		Version:  `SELECT VERSION()`,
 		ReadOnly: `SELECT @@global.read_only = 1 OR @@global.innodb_read_only = 1`,
 		// No failover epoch on the MySQL family (README).
@@ -125,7 +126,7 @@ WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'runn
 		JobGet: `SELECT status, attempt FROM coord_job_runs WHERE job = ? AND fire_time = ? AND shard = ?`,
 		JobRegister: `INSERT INTO coord_jobs (name, schedule, tz, shards, updated_at) VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE schedule = VALUES(schedule), tz = VALUES(tz), shards = VALUES(shards), updated_at = VALUES(updated_at)`,
-		JobDef:   `SELECT schedule, tz, shards FROM coord_jobs WHERE name = ?`,
+		JobDef:   `SELECT schedule, tz, shards, updated_at FROM coord_jobs WHERE name = ?`,
 		JobNames: `SELECT name, schedule, tz, shards, updated_at FROM coord_jobs ORDER BY name`,
 		JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
 WHERE job = ? AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))
@@ -253,6 +254,8 @@ var MariaDB = newMySQL("mariadb", mariaDBPatch)
 
 // mariaDBPatch is what MariaDB's statements change from MySQL's.
 func mariaDBPatch(q *Queries) {
+	q.Console.LocksHeld = mariaDBLocksHeld
+	q.Console.LockWaits = mariaDBLockWaits
 	q.LockWait = `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE WAIT %d`
 	q.LockCreate = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO coord_locks (name) VALUES (?)`
 	q.LockCreateNowait = q.LockCreate

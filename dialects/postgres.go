@@ -41,6 +41,7 @@ func newPostgres() *Dialect {
 		numbered: true,
 		classify: classifyPostgres,
 		Q: &Queries{
+			Console:  pgConsole,
 			Version:  `SELECT version()`,
 			ReadOnly: `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`,
 			Now:      `SELECT clock_timestamp()`,
@@ -153,7 +154,7 @@ WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = '
 			JobGet: `SELECT status, attempt FROM coord_job_runs WHERE job = $1 AND fire_time = $2 AND shard = $3`,
 			JobRegister: `INSERT INTO coord_jobs (name, schedule, tz, shards, updated_at) VALUES ($1, $2, $3, $4, clock_timestamp())
 ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, tz = EXCLUDED.tz, shards = EXCLUDED.shards, updated_at = EXCLUDED.updated_at`,
-			JobDef:   `SELECT schedule, tz, shards FROM coord_jobs WHERE name = $1`,
+			JobDef:   `SELECT schedule, tz, shards, updated_at FROM coord_jobs WHERE name = $1`,
 			JobNames: `SELECT name, schedule, tz, shards, updated_at FROM coord_jobs ORDER BY name`,
 			JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
 WHERE job = $1 AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 microsecond'))

@@ -6,6 +6,9 @@ package dialects
 // caller fills with a validated integer or a quoted identifier, never with
 // caller data.
 type Queries struct {
+	// Console holds the read-only inspection statements of the web
+	// console (package console).
+	Console ConsoleQueries
 	// Version returns the server version string.
 	Version string
 	// WorkerEpochReady records when the server first saw its failover
@@ -243,7 +246,7 @@ type Queries struct {
 	// schedule, time zone, shards.
 	JobRegister string
 	// JobDef reads a registered job. Args: name. Columns: schedule, tz,
-	// shards.
+	// shards, updated_at (last registration).
 	JobDef string
 	// JobNames lists registered jobs. Columns: name, schedule, tz, shards,
 	// updated_at.
@@ -305,4 +308,41 @@ type Queries struct {
 	InboxInsert string
 	// InboxCleanup deletes up to N inbox rows older than an age. Args: age µs, N.
 	InboxCleanup string
+}
+
+// ConsoleQueries are the web console's statements: read-only, bounded by a
+// LIMIT argument, every age and time left computed by the database clock
+// (seconds as float).
+type ConsoleQueries struct {
+	// Now: the database's clock (UTC).
+	Now string
+	// Leases: name, owner, token, expires_at, acquired_at, renewed_at,
+	// seconds left (negative: expired). Live first. Args: N.
+	Leases string
+	// LocksHeld: lock names (coord_locks rows) held by an open transaction,
+	// as far as the server exposes them: name, holder (backend pid /
+	// thread id), user or application, client, transaction age, state.
+	// Args: N. PostgreSQL shows every held name (row xmax joined with
+	// the holder's transaction lock); MariaDB only names that someone
+	// waits for (information_schema.INNODB_LOCKS lists contended locks).
+	LocksHeld string
+	// LockTxns: transactions holding row locks (MySQL family; PostgreSQL
+	// returns none): holder, user, client, age, rows locked, state. Args: N.
+	LockTxns string
+	// LockWaits: sessions waiting for a lock: waiter, user or
+	// application, blockers (comma separated), seconds waited, statement.
+	// Args: N.
+	LockWaits string
+	// OutboxSeries: messages published per minute over the last hour and
+	// the largest insert→publish lag among them: minutes ago (0..59),
+	// count, lag seconds.
+	OutboxSeries string
+	// KeyCounts: idempotency keys done, pending (in progress), stuck
+	// (pending past locked_until).
+	KeyCounts string
+	// KeysPending: scope, key, age seconds, seconds until the claim may be
+	// taken over (negative: stuck). Oldest first. Args: N.
+	KeysPending string
+	// MemberGroups: group, live members, expired rows. Args: N.
+	MemberGroups string
 }

@@ -159,8 +159,29 @@ func (o *Outbox[TTx]) EnqueueNow(ctx context.Context, msgs ...New) error {
 	})
 }
 
+// Admin inspects and repairs the outbox table of any driver: what the CLI
+// and the web console use. Outbox's Stats, Dead and Requeue are Admin's.
+type Admin struct{ db sqlcoord.Base }
+
+// NewAdmin returns the outbox administration of db.
+func NewAdmin(db sqlcoord.Base) Admin { return Admin{db: db} }
+
 // Stats counts messages per state.
-func (o *Outbox[TTx]) Stats(ctx context.Context) (Stats, error) {
+func (o *Outbox[TTx]) Stats(ctx context.Context) (Stats, error) { return NewAdmin(o.db).Stats(ctx) }
+
+// Dead lists up to n dead-lettered messages, oldest first.
+func (o *Outbox[TTx]) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
+	return NewAdmin(o.db).Dead(ctx, n)
+}
+
+// Requeue makes a dead message (id > 0) or all dead messages (id == 0)
+// pending again with a fresh attempt budget.
+func (o *Outbox[TTx]) Requeue(ctx context.Context, id int64) (int64, error) {
+	return NewAdmin(o.db).Requeue(ctx, id)
+}
+
+// Stats counts messages per state.
+func (o Admin) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	var lag float64
 	if err := o.db.Executor().QueryRow(ctx, o.db.Dialect().Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag); err != nil {
@@ -182,7 +203,7 @@ type DeadMessage struct {
 }
 
 // Dead lists up to n dead-lettered messages, oldest first.
-func (o *Outbox[TTx]) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
+func (o Admin) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
 	rows, err := o.db.Executor().Query(ctx, o.db.Dialect().Q.OutboxListDead, n)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: dead: %w", o.db.Dialect().Classify(err))
@@ -201,7 +222,7 @@ func (o *Outbox[TTx]) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
 
 // Requeue makes a dead message (id > 0) or all dead messages (id == 0)
 // pending again with a fresh attempt budget.
-func (o *Outbox[TTx]) Requeue(ctx context.Context, id int64) (int64, error) {
+func (o Admin) Requeue(ctx context.Context, id int64) (int64, error) {
 	n, err := o.db.Executor().Exec(ctx, o.db.Dialect().Q.OutboxRequeue, id, id)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: requeue: %w", o.db.Dialect().Classify(err))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what sqlcoord's tests, demo and benchmarks need, when missing:
 # the PostgreSQL 15 server, the MariaDB server, PgBouncer and Galera
-# (galera-4, rsync) — Debian packages. Nothing is started here: the test harness starts throwaway
+# (galera-4, rsync) and Chromium for the console's browser test — Debian packages. Nothing is started here: the test harness starts throwaway
 # servers (and bouncers) of its own.
 set -euo pipefail
 
@@ -20,6 +20,9 @@ if [ ! -e /usr/lib/galera/libgalera_smm.so ]; then
 fi
 if ! command -v rsync >/dev/null 2>&1; then
   need+=(rsync) # Galera's state transfer between the throwaway nodes
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  need+=(chromium) # the console's browser test (headless, driven by chromedp)
 fi
 if [ "${1:-}" = "--ha" ]; then # make test-ha: Patroni and its etcd
   command -v patroni >/dev/null 2>&1 || need+=(patroni)

@@ -85,6 +85,9 @@ func TestCLIUsage(t *testing.T) {
 		{"outbox", "dead", "--limit", "0", "--dsn", "postgres://u@127.0.0.1:1/db"},
 		{"migrate", "down", "--dsn", "postgres://u@127.0.0.1:1/db"},
 		{"migrate", "force", "x", "--dsn", "postgres://u@127.0.0.1:1/db"},
+		{"console", "--listen", "0.0.0.0:8080", "--dsn", "postgres://u@127.0.0.1:1/db"},
+		{"console", "--listen", "nonsense", "--dsn", "postgres://u@127.0.0.1:1/db"},
+		{"console", "--token", "short", "--dsn", "postgres://u@127.0.0.1:1/db"},
 	} {
 		if _, err := runCLI(t, args...); !errors.As(err, &ue) {
 			t.Errorf("%v: %v, want a usage error", args, err)

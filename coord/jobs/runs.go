@@ -317,7 +317,7 @@ func (r *Runs) Definition(ctx context.Context, name string) (Definition, *Schedu
 		return Definition{}, nil, err
 	}
 	d := Definition{Name: name}
-	err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobDef, name).Scan(&d.Schedule, &d.Location, &d.Shards)
+	err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobDef, name).Scan(&d.Schedule, &d.Location, &d.Shards, &d.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, nil, fmt.Errorf("jobs: %q: %w (no scheduler has registered it)", name, ErrUnknownJob)
 	}

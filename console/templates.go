@@ -1,0 +1,52 @@
+package console
+
+import (
+	"fmt"
+	"html/template"
+	"math"
+	"time"
+)
+
+var pages = []string{"overview", "leases", "locks", "jobs", "job", "outbox", "keys", "members", "confirm", "signin"}
+
+func parseTemplates() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"ts":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
+		"rfc":  func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		"secs": secs,
+		"num":  num,
+		"abs":  math.Abs,
+	}
+	out := make(map[string]*template.Template, len(pages))
+	for _, p := range pages {
+		t, err := template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/jobtable.html", "assets/"+p+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", p, err)
+		}
+		out[p] = t
+	}
+	return out, nil
+}
+
+// secs prints a duration in seconds the way a person reads it.
+func secs(s float64) string {
+	neg := s < 0
+	s = math.Abs(s)
+	var out string
+	switch {
+	case s < 1:
+		out = fmt.Sprintf("%d ms", int(s*1000))
+	case s < 60:
+		out = fmt.Sprintf("%.1f s", s)
+	case s < 3600:
+		out = fmt.Sprintf("%dm %02ds", int(s)/60, int(s)%60)
+	case s < 86400:
+		out = fmt.Sprintf("%dh %02dm", int(s)/3600, int(s)%3600/60)
+	default:
+		out = fmt.Sprintf("%dd %02dh", int(s)/86400, int(s)%86400/3600)
+	}
+	if neg {
+		return "−" + out
+	}
+	return out
+}

@@ -1,0 +1,100 @@
+package dialects
+
+// The web console's statements per dialect (see ConsoleQueries).
+
+var pgConsole = ConsoleQueries{
+	Now: `SELECT clock_timestamp()`,
+	Leases: `SELECT name, owner, token, expires_at, acquired_at, renewed_at,
+  EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8
+FROM coord_leases ORDER BY expires_at > clock_timestamp() DESC, name LIMIT $1`,
+	// A row locked FOR UPDATE carries the locker's xid in xmax, a row
+	// inserted by a transaction still open its xid in xmin; a transaction
+	// holds an ExclusiveLock on its own xid while it is open.
+	LocksHeld: `SELECT c.name, a.pid::bigint, COALESCE(a.application_name, ''), COALESCE(host(a.client_addr), 'local'),
+  COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - a.xact_start), 0)::float8, COALESCE(a.state, '')
+FROM coord_locks c
+JOIN pg_locks l ON l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
+  AND (l.transactionid = c.xmax OR l.transactionid = c.xmin)
+JOIN pg_stat_activity a ON a.pid = l.pid
+ORDER BY c.name LIMIT $1`,
+	LockTxns: `SELECT 0::bigint, '', '', 0::float8, 0::bigint, '' WHERE $1::int < 0`,
+	LockWaits: `SELECT a.pid::bigint, COALESCE(a.application_name, ''), array_to_string(pg_blocking_pids(a.pid), ','),
+  COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - a.state_change), 0)::float8, left(COALESCE(a.query, ''), 300)
+FROM pg_stat_activity a
+WHERE a.wait_event_type = 'Lock' AND a.datname = current_database()
+ORDER BY a.state_change LIMIT $1`,
+	OutboxSeries: `SELECT floor(EXTRACT(EPOCH FROM clock_timestamp() - published_at) / 60)::int AS ago, count(*),
+  COALESCE(max(EXTRACT(EPOCH FROM published_at - created_at)), 0)::float8
+FROM coord_outbox WHERE state = 'published' AND published_at > clock_timestamp() - interval '1 hour'
+GROUP BY 1 ORDER BY 1`,
+	KeyCounts: `SELECT count(*) FILTER (WHERE state = 'done'),
+  count(*) FILTER (WHERE state = 'pending' AND locked_until >= clock_timestamp()),
+  count(*) FILTER (WHERE state = 'pending' AND locked_until < clock_timestamp())
+FROM coord_idempotency`,
+	KeysPending: `SELECT scope, idem_key, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8,
+  EXTRACT(EPOCH FROM locked_until - clock_timestamp())::float8
+FROM coord_idempotency WHERE state = 'pending' ORDER BY created_at LIMIT $1`,
+	MemberGroups: `SELECT group_name, count(*) FILTER (WHERE expires_at > clock_timestamp()), count(*) FILTER (WHERE expires_at <= clock_timestamp())
+FROM coord_members GROUP BY group_name ORDER BY group_name LIMIT $1`,
+}
+
+// MySQL 8: performance_schema.data_locks lists every granted record lock
+// (not exercised here: the suite runs MariaDB).
+var mysqlConsole = ConsoleQueries{
+	Now: `SELECT UTC_TIMESTAMP(6)`,
+	Leases: `SELECT name, owner, token, expires_at, acquired_at, renewed_at,
+  TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1e6
+FROM coord_leases ORDER BY expires_at > UTC_TIMESTAMP(6) DESC, name LIMIT ?`,
+	LocksHeld: `SELECT l.LOCK_DATA, t.trx_mysql_thread_id, COALESCE(p.USER, ''), COALESCE(p.HOST, ''),
+  TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)) / 1e6, t.trx_state
+FROM performance_schema.data_locks l
+JOIN information_schema.INNODB_TRX t ON t.trx_id = l.ENGINE_TRANSACTION_ID
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE l.OBJECT_SCHEMA = DATABASE() AND l.OBJECT_NAME = 'coord_locks' AND l.LOCK_TYPE = 'RECORD'
+  AND l.LOCK_STATUS = 'GRANTED' AND l.LOCK_MODE LIKE 'X%'
+ORDER BY l.LOCK_DATA LIMIT ?`,
+	LockTxns: `SELECT t.trx_mysql_thread_id, COALESCE(p.USER, ''), COALESCE(p.HOST, ''),
+  TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)) / 1e6, t.trx_rows_locked, t.trx_state
+FROM information_schema.INNODB_TRX t
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE t.trx_rows_locked > 0 AND (p.DB IS NULL OR p.DB = DATABASE())
+ORDER BY t.trx_started LIMIT ?`,
+	LockWaits: `SELECT t.trx_mysql_thread_id, COALESCE(p.USER, ''), COALESCE(CAST(b.trx_mysql_thread_id AS CHAR), ''),
+  TIMESTAMPDIFF(MICROSECOND, t.trx_wait_started, NOW(6)) / 1e6, LEFT(COALESCE(t.trx_query, ''), 300)
+FROM information_schema.INNODB_TRX t
+LEFT JOIN performance_schema.data_lock_waits w ON w.REQUESTING_ENGINE_TRANSACTION_ID = t.trx_id
+LEFT JOIN information_schema.INNODB_TRX b ON b.trx_id = w.BLOCKING_ENGINE_TRANSACTION_ID
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE t.trx_state = 'LOCK WAIT' ORDER BY t.trx_wait_started LIMIT ?`,
+	OutboxSeries: `SELECT FLOOR(TIMESTAMPDIFF(SECOND, published_at, UTC_TIMESTAMP(6)) / 60) AS ago, COUNT(*),
+  COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, created_at, published_at)) / 1e6, 0)
+FROM coord_outbox WHERE state = 'published' AND published_at > UTC_TIMESTAMP(6) - INTERVAL 1 HOUR
+GROUP BY 1 ORDER BY 1`,
+	KeyCounts: `SELECT COALESCE(SUM(state = 'done'), 0), COALESCE(SUM(state = 'pending' AND locked_until >= UTC_TIMESTAMP(6)), 0),
+  COALESCE(SUM(state = 'pending' AND locked_until < UTC_TIMESTAMP(6)), 0)
+FROM coord_idempotency`,
+	KeysPending: `SELECT scope, idem_key, TIMESTAMPDIFF(MICROSECOND, created_at, UTC_TIMESTAMP(6)) / 1e6,
+  TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until) / 1e6
+FROM coord_idempotency WHERE state = 'pending' ORDER BY created_at LIMIT ?`,
+	MemberGroups: `SELECT group_name, COALESCE(SUM(expires_at > UTC_TIMESTAMP(6)), 0), COALESCE(SUM(expires_at <= UTC_TIMESTAMP(6)), 0)
+FROM coord_members GROUP BY group_name ORDER BY group_name LIMIT ?`,
+}
+
+// MariaDB has no performance_schema.data_locks: information_schema's
+// INNODB_LOCKS / INNODB_LOCK_WAITS list locks that someone waits for.
+const mariaDBLocksHeld = `SELECT l.lock_data, t.trx_mysql_thread_id, COALESCE(p.USER, ''), COALESCE(p.HOST, ''),
+  TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)) / 1e6, t.trx_state
+FROM information_schema.INNODB_LOCKS l
+JOIN information_schema.INNODB_TRX t ON t.trx_id = l.lock_trx_id
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE l.lock_table = CONCAT('` + "`" + `', DATABASE(), '` + "`" + `.` + "`" + `coord_locks` + "`" + `')
+  AND l.lock_type = 'RECORD' AND l.lock_mode = 'X' AND t.trx_state <> 'LOCK WAIT'
+ORDER BY l.lock_data LIMIT ?`
+
+const mariaDBLockWaits = `SELECT t.trx_mysql_thread_id, COALESCE(p.USER, ''), COALESCE(CAST(b.trx_mysql_thread_id AS CHAR), ''),
+  TIMESTAMPDIFF(MICROSECOND, t.trx_wait_started, NOW(6)) / 1e6, LEFT(COALESCE(t.trx_query, ''), 300)
+FROM information_schema.INNODB_TRX t
+LEFT JOIN information_schema.INNODB_LOCK_WAITS w ON w.requesting_trx_id = t.trx_id
+LEFT JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE t.trx_state = 'LOCK WAIT' ORDER BY t.trx_wait_started LIMIT ?`
