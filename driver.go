@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/metrics"
 	"strings"
 	"time"
 
@@ -106,6 +107,28 @@ func (p *Pgx) SetTracerProvider(tp trace.TracerProvider) { p.tracer = tracerOf(t
 
 // Tracer is the driver's tracer (nil: tracing off).
 func (p *Pgx) Tracer() trace.Tracer { return p.tracer }
+
+// SetMetrics gives every helper called with this driver a Recorder
+// (metrics/prom.New for Prometheus): call durations and outcomes, txn.Do
+// retries and unknown commits, lease renewal failures, job runs and
+// takeovers, outbox publishes. Nil turns it off (the default). Set it
+// before use; it is not synchronised with calls in flight.
+func (db *DB) SetMetrics(r metrics.Recorder) { db.metrics = r }
+
+// Metrics is the driver's Recorder (nil: off).
+func (db *DB) Metrics() metrics.Recorder { return db.metrics }
+
+// SetMetrics: see DB.SetMetrics.
+func (s *SQLX) SetMetrics(r metrics.Recorder) { s.metrics = r }
+
+// Metrics is the driver's Recorder (nil: off).
+func (s *SQLX) Metrics() metrics.Recorder { return s.metrics }
+
+// SetMetrics: see DB.SetMetrics.
+func (p *Pgx) SetMetrics(r metrics.Recorder) { p.metrics = r }
+
+// Metrics is the driver's Recorder (nil: off).
+func (p *Pgx) Metrics() metrics.Recorder { return p.metrics }
 
 // ---- database/sql: *DB ----
 
@@ -280,6 +303,7 @@ type SQLX struct {
 	dialect *dialects.Dialect
 	pre     []any // see poolerArgs
 	tracer  trace.Tracer
+	metrics metrics.Recorder
 }
 
 // WrapSQLX uses an application's own *sqlx.DB; see WrapDB for the checks.
@@ -322,9 +346,10 @@ func (s *SQLX) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, er
 // Statements run in the pool's default_query_exec_mode, or in
 // pgx.QueryExecModeExec with WrapOptions.Pooler.
 type Pgx struct {
-	Pool   *pgxpool.Pool
-	pre    []any // see poolerArgs
-	tracer trace.Tracer
+	Pool    *pgxpool.Pool
+	pre     []any // see poolerArgs
+	tracer  trace.Tracer
+	metrics metrics.Recorder
 }
 
 // WrapPgxPool uses an application's own pool; sqlcoord never closes it.

@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/metrics"
 	"net/url"
 	"regexp"
 	"strings"
@@ -42,6 +43,7 @@ type DB struct {
 	dialect *dialects.Dialect // detected from the server
 	pre     []any             // statement-mode arguments, see poolerArgs
 	tracer  trace.Tracer      // nil: tracing off
+	metrics metrics.Recorder  // nil: off
 	dsn     string            // driver DSN with every option sqlcoord needs ("" when wrapped)
 	shown   string            // DSN with the password replaced, for messages
 }

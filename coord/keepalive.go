@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
+	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
 // KeepAliveOptions tune KeepAlive.
@@ -53,7 +54,14 @@ func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptio
 		return nil, fmt.Errorf("%w: negative keep-alive interval %v or margin %v", ErrInvalidTTL, opt.Interval, opt.Margin)
 	}
 	k := &Keeper{renew: c.Renew}
-	o := keepalive.Options{TTL: l.TTL, Interval: opt.Interval, Margin: opt.Margin, OnError: opt.OnError,
+	rec, dialect := metrics.Of(c.drv), c.d.Name()
+	o := keepalive.Options{TTL: l.TTL, Interval: opt.Interval, Margin: opt.Margin,
+		OnError: func(err error) {
+			rec.LeaseRenewFailed(dialect, false) // transient: retried
+			if opt.OnError != nil {
+				opt.OnError(err)
+			}
+		},
 		Renew: func(ctx context.Context) error {
 			nl, err := k.renew(ctx, k.Lease())
 			if err == nil {
@@ -63,8 +71,15 @@ func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptio
 			}
 			return err
 		},
-		Lost: func(err error) bool { return errors.Is(err, ErrLeaseLost) },
+		Lost: func(err error) bool {
+			lost := errors.Is(err, ErrLeaseLost)
+			if lost {
+				rec.LeaseRenewFailed(dialect, true)
+			}
+			return lost
+		},
 		Expired: func(last error) error {
+			rec.LeaseRenewFailed(dialect, true)
 			return fmt.Errorf("%w: renewal failing until the lease may have expired: %v", ErrLeaseLost, last)
 		},
 	}

@@ -40,7 +40,7 @@ func newPostgres() *Dialect {
 		quote:    `"`,
 		numbered: true,
 		classify: classifyPostgres,
-		Q: &Queries{
+		Q: withCommitTS(&Queries{
 			Console:  pgConsole,
 			Version:  `SELECT version()`,
 			ReadOnly: `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`,
@@ -188,6 +188,7 @@ WHERE state = 'pending' AND available_at <= clock_timestamp()
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
 			OutboxPublishedBatch: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1
 WHERE id = ANY($1::bigint[])`,
+			OutboxCommitTSOn:  `SELECT current_setting('track_commit_timestamp') = 'on'`,
 			OutboxDeleteBatch: `DELETE FROM coord_outbox WHERE id = ANY($1::bigint[])`,
 			OutboxFailed: `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1,
   available_at = clock_timestamp() + $2 * interval '1 microsecond',
@@ -277,7 +278,7 @@ WHERE group_name = $1 AND expires_at > clock_timestamp() ORDER BY member_id`,
 			CommitMarkerCleanup: `DELETE FROM coord_txn_commits WHERE id IN (
   SELECT id FROM coord_txn_commits WHERE created_at < clock_timestamp() - $1 * interval '1 microsecond'
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
-		},
+		}),
 	}
 	d.ops = pgOps{q: d.Q}
 	return d
@@ -363,4 +364,15 @@ func isConnLost(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "broken pipe") ||
 		strings.Contains(msg, "connection reset")
+}
+
+// withCommitTS derives the claim statements that read a message's commit
+// time (track_commit_timestamp on): the commit of the transaction that
+// made the row pending (its xmin) for a first attempt, created_at
+// otherwise (a failed attempt rewrote the row).
+func withCommitTS(q *Queries) *Queries {
+	const from, to = "created_at, attempts FROM coord_outbox", "COALESCE(CASE WHEN attempts = 0 THEN pg_xact_commit_timestamp(xmin) END, created_at), attempts FROM coord_outbox"
+	q.OutboxClaimCommitTS = strings.Replace(q.OutboxClaim, from, to, 1)
+	q.OutboxClaimOrderedCommitTS = strings.Replace(q.OutboxClaimOrdered, from, to, 1)
+	return q
 }

@@ -288,6 +288,11 @@ type Queries struct {
 	// OutboxClaimOrdered is OutboxClaim that only takes a keyed message when
 	// no older message with the same key is pending.
 	OutboxClaimOrdered string
+	// OutboxCommitTSOn reports whether the server records commit times
+	// (PostgreSQL track_commit_timestamp; empty: never, MySQL family).
+	// OutboxClaimCommitTS and OutboxClaimOrderedCommitTS are the claims
+	// whose created_at column is the message's commit time when known.
+	OutboxCommitTSOn, OutboxClaimCommitTS, OutboxClaimOrderedCommitTS string
 	// OutboxFailed records a failed attempt, with backoff, dead-lettering
 	// at the limit. Args: error, backoff µs, max attempts, id.
 	OutboxFailed string

@@ -9,10 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"github.com/sqlcoord/sqlcoord/metrics"
+	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -72,7 +75,9 @@ type RelayOptions struct {
 	// relays take it; default 10s.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
-	// Registerer, if set, gets the relay's Prometheus metrics.
+	// Registerer, if set, gets the relay's Prometheus metrics (as
+	// metrics/prom.New(Registerer) would record them); the driver's own
+	// Recorder (db.SetMetrics) gets them too.
 	Registerer prometheus.Registerer
 }
 
@@ -92,12 +97,11 @@ type Relay struct {
 	pub Publisher
 	opt RelayOptions
 	log *slog.Logger
-	m   metrics
-}
-
-type metrics struct {
-	published, failed, dead prometheus.Counter
-	latency                 prometheus.Histogram
+	rec metrics.Recorder
+	// claimQ/claimOrderedQ: the claims, reading commit times when the
+	// server records them (decided on the first batch).
+	claimOnce             sync.Once
+	claimQ, claimOrderedQ string
 }
 
 // NewRelay returns a relay for db publishing to pub.
@@ -154,19 +158,13 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 		l = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	r := &Relay{db: db, pub: pub, opt: opt, log: l}
-	r.m = metrics{
-		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "sqlcoord_outbox_published_total", Help: "Messages published and marked."}),
-		failed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "sqlcoord_outbox_publish_failures_total", Help: "Failed publish attempts."}),
-		dead:      prometheus.NewCounter(prometheus.CounterOpts{Name: "sqlcoord_outbox_dead_total", Help: "Messages dead-lettered."}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sqlcoord_outbox_commit_to_publish_seconds",
-			Help: "Time from enqueue to broker ack.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
-	}
+	r.rec = metrics.Of(db)
 	if opt.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.m.published, r.m.failed, r.m.dead, r.m.latency} {
-			if err := opt.Registerer.Register(c); err != nil {
-				return nil, err
-			}
+		pr, err := prom.New(opt.Registerer)
+		if err != nil {
+			return nil, err
 		}
+		r.rec = metrics.Multi(r.rec, pr)
 	}
 	return r, nil
 }
@@ -258,9 +256,10 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	defer stop()
 
 	d := r.db.Dialect()
-	q := d.Q.OutboxClaim
+	r.claimOnce.Do(func() { r.claimQ, r.claimOrderedQ = claimQueries(dctx, r.db) })
+	q := r.claimQ
 	if r.opt.Ordered {
-		q = d.Q.OutboxClaimOrdered
+		q = r.claimOrderedQ
 	}
 	// READ COMMITTED: under InnoDB's REPEATABLE READ the claim's locking
 	// read takes next-key (gap) locks, and two relays marking rows of
@@ -281,7 +280,7 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		return 0, tx.Commit(dctx)
 	}
 	var published []int64 // marked together, in one statement, before the commit
-	var ages []time.Duration
+	var ok []Message
 	bctx, endBatch := tracing.Start(dctx, r.db, "outbox.relay.batch", d, attribute.Int("sqlcoord.messages", len(msgs)))
 	var batchErr error
 	defer func() { endBatch(batchErr) }()
@@ -291,20 +290,20 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		pc()
 		if perr == nil {
 			published = append(published, m.ID)
-			ages = append(ages, time.Since(m.CreatedAt))
+			ok = append(ok, m)
 			continue
 		}
-		r.m.failed.Inc()
 		// Stored and logged without URL credentials, as valid UTF-8.
 		msg := storedError(perr)
 		if IsPermanent(perr) || m.Attempt >= r.opt.MaxAttempts {
-			r.m.dead.Inc()
+			r.rec.OutboxPublish(m.Topic, "dead", 0)
 			r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 			if _, err := tx.Exec(dctx, d.Q.OutboxDead, msg, m.ID); err != nil {
 				return 0, fmt.Errorf("outbox: dead-letter %d: %w", m.ID, d.Classify(err))
 			}
 			continue
 		}
+		r.rec.OutboxPublish(m.Topic, "retry", 0)
 		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, backoff.Policy{Base: r.opt.BaseBackoff, Max: r.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(m.Attempt-1).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
 			return 0, fmt.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
@@ -319,9 +318,8 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		batchErr = fmt.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
 		return 0, batchErr
 	}
-	r.m.published.Add(float64(len(published)))
-	for _, a := range ages {
-		r.m.latency.Observe(a.Seconds())
+	for _, m := range ok {
+		r.rec.OutboxPublish(m.Topic, "ok", time.Since(m.CreatedAt))
 	}
 	return len(msgs), nil
 }
@@ -354,6 +352,20 @@ func storedError(err error) string {
 		msg = msg[:cut]
 	}
 	return msg
+}
+
+// claimQueries picks the claim statements: with commit times when the
+// server records them (PostgreSQL's track_commit_timestamp), so that
+// commit→publish is measured from the commit, else from the INSERT.
+func claimQueries(ctx context.Context, db sqlcoord.Base) (string, string) {
+	d := db.Dialect()
+	if d.Q.OutboxCommitTSOn != "" {
+		var on bool
+		if err := db.Executor().QueryRow(ctx, d.Q.OutboxCommitTSOn).Scan(&on); err == nil && on {
+			return d.Q.OutboxClaimCommitTS, d.Q.OutboxClaimOrderedCommitTS
+		}
+	}
+	return d.Q.OutboxClaim, d.Q.OutboxClaimOrdered
 }
 
 func claim(ctx context.Context, tx sqlcoord.Executor, q string, n int) ([]Message, error) {

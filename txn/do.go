@@ -24,6 +24,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -125,9 +126,11 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 		opts.MaxBackoff = opts.BaseBackoff
 	}
 	d := db.Dialect()
+	rec := metrics.Of(db)
 	var last error
 	for attempt := 1; attempt <= opts.MaxAttempts; attempt++ {
 		if attempt > 1 {
+			rec.TxnRetry(d.Name(), retryReason(d.Classify(last)))
 			if opts.OnRetry != nil {
 				opts.OnRetry(attempt-1, last)
 			}
@@ -141,15 +144,19 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 		}
 		if errors.Is(err, dialects.ErrCommitUnknown) {
 			if opts.CommitMarker == "" && opts.Verify == nil {
+				rec.TxnCommitUnknown(d.Name(), "unknown")
 				return err
 			}
 			committed, verr := verify(ctx, db, opts, sess)
 			if verr != nil {
+				rec.TxnCommitUnknown(d.Name(), "unknown")
 				return fmt.Errorf("%w; verification failed too: %v", err, verr)
 			}
 			if committed {
+				rec.TxnCommitUnknown(d.Name(), "committed")
 				return nil
 			}
+			rec.TxnCommitUnknown(d.Name(), "not_committed")
 			last = fmt.Errorf("%w: verified not committed", ErrNotCommitted)
 			continue
 		}
@@ -160,6 +167,21 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 		last = err
 	}
 	return fmt.Errorf("txn: gave up after %d attempts: %w", opts.MaxAttempts, last)
+}
+
+// retryReason names the error that made Do retry, for metrics.
+func retryReason(err error) string {
+	switch {
+	case errors.Is(err, dialects.ErrDeadlock):
+		return "deadlock"
+	case errors.Is(err, dialects.ErrSerialization):
+		return "serialization"
+	case errors.Is(err, dialects.ErrConnLost):
+		return "conn_lost"
+	case errors.Is(err, ErrNotCommitted):
+		return "not_committed"
+	}
+	return "error"
 }
 
 // errMarkerFound: the commit marker was already present, so the logical

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
@@ -14,11 +13,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
+	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/kafkapub"
 	"github.com/sqlcoord/sqlcoord/outbox/natspub"
@@ -78,9 +79,16 @@ func newRelayCmd() *cobra.Command {
 				return err
 			}
 			reg := prometheus.NewRegistry()
+			rec, err := prom.New(reg)
+			if err != nil {
+				return err
+			}
+			db.SetMetrics(rec) // the relay's publishes and every call it makes
+			reg.MustRegister(outbox.NewCollector(db), collectors.NewGoCollector(),
+				collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 			opt := outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del,
-				MaxAttempts: maxAttempts, Listen: outbox.ListenMode(listenNotify), Logger: logger, Registerer: reg}
+				MaxAttempts: maxAttempts, Listen: outbox.ListenMode(listenNotify), Logger: logger}
 			if listenDSN == "" {
 				listenDSN = os.Getenv("SQLCOORD_LISTEN_DSN")
 			}
@@ -96,17 +104,6 @@ func newRelayCmd() *cobra.Command {
 				return usageError{err}
 			}
 			if listen != "" {
-				ob := outbox.NewOutbox(db)
-				lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sqlcoord_outbox_lag_seconds", Help: "Age of the oldest pending message."}, func() float64 {
-					ctx, c := context.WithTimeout(context.Background(), 2*time.Second)
-					defer c()
-					st, err := ob.Stats(ctx)
-					if err != nil {
-						return -1
-					}
-					return st.Lag.Seconds()
-				})
-				reg.MustRegister(lag)
 				mux := http.NewServeMux()
 				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 				mux.HandleFunc("/healthz", func(w http.ResponseWriter, req *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -393,6 +394,7 @@ func (s *Scheduler) takeOver(ctx context.Context, j *Job) {
 		s.fatal(err)
 	}
 	for _, run := range won {
+		metrics.Of(s.runs.db).JobTakeover(j.Name)
 		s.log.Info("took over run", "job", j.Name, "fire", run.FireTime, "shard", run.Shard, "attempt", run.Attempt)
 		s.start(ctx, j, run)
 	}
@@ -431,11 +433,13 @@ func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
 			rctx, c = context.WithTimeout(rctx, j.Timeout)
 			defer c()
 		}
+		began := time.Now()
 		err := safeRun(rctx, s.runs, j, run)
 		if c := context.Cause(loop.Context()); errors.Is(c, ErrSuperseded) {
 			err = c
 		}
 		loop.Stop()
+		metrics.Of(s.runs.db).JobRun(j.Name, runOutcome(err), sent.Sub(run.FireTime), time.Since(began))
 		if errors.Is(err, ErrSuperseded) {
 			s.log.Warn("run superseded", "job", j.Name, "fire", run.FireTime, "attempt", run.Attempt)
 			return
@@ -446,6 +450,19 @@ func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
 			s.log.Warn("finish refused", "job", j.Name, "fire", run.FireTime, "attempt", run.Attempt, "err", ferr)
 		}
 	}()
+}
+
+// runOutcome names how a run ended, for metrics.
+func runOutcome(err error) string {
+	switch {
+	case err == nil:
+		return Succeeded
+	case errors.Is(err, ErrSuperseded):
+		return "superseded"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return Failed
 }
 
 func safeRun(ctx context.Context, runs *Runs, j *Job, run Run) (err error) {

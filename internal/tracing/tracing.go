@@ -1,18 +1,22 @@
-// Package tracing is sqlcoord's OpenTelemetry span helper: one span per
-// helper call, named "sqlcoord.<what>", with the dialect and the outcome.
-// Off (no spans, nothing allocated beyond a type check) unless the driver
-// was given a tracer provider (sqlcoord.DB.SetTracerProvider and friends).
+// Package tracing is sqlcoord's per-call instrumentation: one
+// OpenTelemetry span per helper call, named "sqlcoord.<what>", with the
+// dialect and the outcome, and one metrics.Recorder Call with the same
+// op, outcome and the duration. Each is off (nothing allocated beyond a
+// type check) unless the driver was given a tracer provider
+// (sqlcoord.DB.SetTracerProvider and friends) or a Recorder (SetMetrics).
 package tracing
 
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
 // Traced is what a driver implements when it carries a tracer.
@@ -29,14 +33,23 @@ func Start(ctx context.Context, db any, name string, d *dialects.Dialect, attrs 
 
 // StartLinked is Start with a link to another span (when valid).
 func StartLinked(ctx context.Context, db any, name string, d *dialects.Dialect, link trace.SpanContext, attrs ...attribute.KeyValue) (context.Context, func(err error)) {
-	t, ok := db.(Traced)
-	if !ok {
+	var tr trace.Tracer
+	if t, ok := db.(Traced); ok {
+		tr = t.Tracer()
+	}
+	rec := metricsOf(db)
+	if rec == nil && tr == nil {
 		return ctx, func(error) {}
 	}
-	tr := t.Tracer()
+	dialect := ""
+	if d != nil {
+		dialect = d.Name()
+	}
 	if tr == nil {
-		return ctx, func(error) {}
+		start := time.Now()
+		return ctx, func(err error) { rec.Call(name, dialect, Outcome(err), time.Since(start)) }
 	}
+	start := time.Now()
 	if d != nil {
 		attrs = append(attrs, attribute.String("db.system", d.Family()), attribute.String("sqlcoord.dialect", d.Name()))
 	}
@@ -48,12 +61,23 @@ func StartLinked(ctx context.Context, db any, name string, d *dialects.Dialect, 
 	return ctx, func(err error) {
 		outcome := Outcome(err)
 		span.SetAttributes(attribute.String("sqlcoord.outcome", outcome))
+		if rec != nil {
+			rec.Call(name, dialect, outcome, time.Since(start))
+		}
 		if outcome == "error" {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End()
 	}
+}
+
+// metricsOf is the driver's Recorder, nil when it has none.
+func metricsOf(db any) metrics.Recorder {
+	if m, ok := db.(metrics.Metered); ok {
+		return m.Metrics()
+	}
+	return nil
 }
 
 // On reports whether the driver db has tracing on.
