@@ -17,7 +17,7 @@ import (
 //	sqlcoord_outbox_lag_seconds          age of the oldest pending message
 //	sqlcoord_outbox_stats_up             1 when the last read succeeded
 type Collector struct {
-	db                      sqlcoord.Base
+	db                     sqlcoord.Base
 	pending, dead, lag, up *prometheus.Desc
 }
 

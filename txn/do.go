@@ -24,10 +24,10 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
-	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
+	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
 // ErrNotCommitted is returned when a COMMIT's acknowledgement was lost,

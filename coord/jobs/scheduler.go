@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
-	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/membership"
+	"github.com/sqlcoord/sqlcoord/metrics"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sqlcoord/sqlcoord"
