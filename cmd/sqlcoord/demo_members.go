@@ -49,6 +49,11 @@ func demoMembers(ctx context.Context, e *demoEnv) error {
 		s := jobs.NewScheduler(idb, jobs.Options{Owner: name, MemberID: name, Tick: 20 * time.Millisecond, SpreadDelay: 500 * time.Millisecond})
 		err = s.Register(jobs.Job{Name: group, Schedule: "*/2 * * * * *", ShardGroup: group, Grace: 10 * time.Second,
 			Run: func(ctx context.Context, in jobs.Info) error {
+				// A leaving instance finishes the shard it is running
+				// (graceful leave): its stop cancels ctx, which would
+				// otherwise cut the shard short with only some users sent
+				// until another instance takes it over after the grace.
+				ctx = context.WithoutCancel(ctx)
 				// one multi-row INSERT per shard: the users of this shard
 				var sb strings.Builder
 				var args []any
