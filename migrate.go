@@ -77,6 +77,10 @@ func Migrate(ctx context.Context, db Base, target Target) error {
 		}
 	})
 	defer stop()
+	// An empty database has no instance of an older sqlcoord locking rows:
+	// the lock protocol can start advisory-only (see migration 14).
+	_, _, verr := m.Version()
+	fresh := errors.Is(verr, migrate.ErrNilVersion)
 	switch target.kind {
 	case 0:
 		err = m.Up()
@@ -99,7 +103,62 @@ func Migrate(ctx context.Context, db Base, target Target) error {
 	if err != nil {
 		return fmt.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))
 	}
+	if fresh && target.kind != 1 {
+		if err := setLockProtocol(ctx, db, false, true); err != nil {
+			return err
+		}
+	}
 	return ctx.Err()
+}
+
+// ErrLockProtocol: the lock protocol cannot be read or changed (MySQL
+// family, or a schema older than version 14).
+var ErrLockProtocol = errors.New("sqlcoord: lock protocol")
+
+// LockProtocol reports whether PostgreSQL locks still take the row lock
+// beside the advisory lock (true while instances older than schema
+// version 14 may run; see SetLockProtocol). MySQL/MariaDB: always row
+// locks (true).
+func LockProtocol(ctx context.Context, db Base) (rowLocks bool, err error) {
+	q := db.Dialect().Q.LockProtocolGet
+	if q == "" {
+		return true, nil
+	}
+	if err := db.Executor().QueryRow(ctx, q).Scan(&rowLocks); err != nil {
+		return true, fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
+	}
+	return rowLocks, nil
+}
+
+// SetLockProtocol switches PostgreSQL's lock protocol. rowLocks false —
+// advisory locks only, nothing written by a lock — is safe only once
+// every instance of the application runs a sqlcoord that knows schema
+// version 14 (an older one locks the row only and would not see the
+// advisory lock). true goes back to taking both. Migrate of an empty
+// database sets false by itself.
+func SetLockProtocol(ctx context.Context, db Base, rowLocks bool) error {
+	return setLockProtocol(ctx, db, rowLocks, false)
+}
+
+func setLockProtocol(ctx context.Context, db Base, rowLocks, ifPresent bool) error {
+	q := db.Dialect().Q.LockProtocolSet
+	if q == "" {
+		if ifPresent || rowLocks {
+			return nil
+		}
+		return fmt.Errorf("%w: %s keeps row locks (InnoDB row locks write nothing)", ErrLockProtocol, db.Dialect().Name())
+	}
+	n, err := db.Executor().Exec(ctx, q, rowLocks)
+	if err != nil {
+		if ifPresent {
+			return nil // migrated to a version before 14
+		}
+		return fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
+	}
+	if n != 1 && !ifPresent {
+		return fmt.Errorf("%w: coord_lock_protocol has %d rows, want 1", ErrLockProtocol, n)
+	}
+	return nil
 }
 
 // Force records version as the applied schema version and clears the

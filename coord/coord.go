@@ -1,10 +1,12 @@
 // Package coord provides row locks, leases with fencing tokens and fenced
 // writes whose safety is enforced by the database:
 //
-//   - a row lock (TryLock, Lock) is a SELECT … FOR UPDATE on a coord_locks
-//     row in the caller's transaction: the server refuses a second holder
-//     while that transaction lives and frees it the moment the holder's
-//     session ends (commit, rollback, crash, killed connection);
+//   - a lock (TryLock, Lock) is taken in the caller's transaction — on
+//     PostgreSQL a transaction-scoped advisory lock on the name's permanent
+//     id in coord_locks (nothing written), on MySQL/MariaDB a SELECT … FOR
+//     UPDATE of the name's row: the server refuses a second holder while
+//     that transaction lives and frees it the moment the holder's session
+//     ends (commit, rollback, crash, killed connection);
 //   - a lease (Acquire, Renew, Release) outlives transactions; every new
 //     ownership gets a strictly larger fencing token, decided by one atomic
 //     statement using the database clock;

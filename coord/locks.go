@@ -23,11 +23,20 @@ var ErrLockRowMissing = errors.New("coord: lock row missing (deleted concurrentl
 // once. A holder that is alive but frozen keeps the lock until a server-side
 // timeout ends its session: see SetIdleTimeout.
 //
-// After ErrLocked tx is still usable on both dialects (PostgreSQL asks
-// with FOR UPDATE SKIP LOCKED and creates missing rows under a savepoint,
-// so no statement aborts the transaction; MySQL/MariaDB's NOWAIT error
-// rolls back the statement only): the caller may go on without the lock,
-// try another name, or commit.
+// PostgreSQL: pg_try_advisory_xact_lock on (1936813155, the name's id),
+// one statement, nothing written — a transaction that only locks commits
+// without flushing WAL. Each name's id is assigned once in coord_locks and
+// never changes (the database refuses to delete or renumber lock rows), so
+// two names never share a lock and a name never has two. During a rolling
+// upgrade from a schema before version 14 the row is locked too (see
+// sqlcoord.SetLockProtocol). MySQL/MariaDB: SELECT … FOR UPDATE NOWAIT of
+// the name's row (InnoDB keeps row locks in memory).
+//
+// After ErrLocked tx is still usable on both dialects (PostgreSQL's try
+// does not raise and creates missing rows under a savepoint, so no
+// statement aborts the transaction; MySQL/MariaDB's NOWAIT error rolls
+// back the statement only): the caller may go on without the lock, try
+// another name, or commit.
 //
 // Everything happens in tx — the lock row is created inside it on first use
 // (PostgreSQL: INSERT … ON CONFLICT DO NOTHING under a savepoint and a

@@ -7,16 +7,23 @@ var pgConsole = ConsoleQueries{
 	Leases: `SELECT name, owner, token, expires_at, acquired_at, renewed_at,
   EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8
 FROM coord_leases ORDER BY expires_at > clock_timestamp() DESC, name LIMIT $1`,
-	// A row locked FOR UPDATE carries the locker's xid in xmax, a row
-	// inserted by a transaction still open its xid in xmin; a transaction
-	// holds an ExclusiveLock on its own xid while it is open.
-	LocksHeld: `SELECT c.name, a.pid::bigint, COALESCE(a.application_name, ''), COALESCE(host(a.client_addr), 'local'),
+	// Advisory locks (schema 14 on) are in pg_locks: (pgLockSpace, id).
+	// Row locks (the protocol before 14, still taken during a rolling
+	// upgrade): a row locked FOR UPDATE carries the locker's xid in xmax,
+	// a row inserted by a transaction still open its xid in xmin; a
+	// transaction holds an ExclusiveLock on its own xid while it is open.
+	LocksHeld: `SELECT h.name, h.pid, COALESCE(a.application_name, ''), COALESCE(host(a.client_addr), 'local'),
   COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - a.xact_start), 0)::float8, COALESCE(a.state, '')
-FROM coord_locks c
-JOIN pg_locks l ON l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
-  AND (l.transactionid = c.xmax OR l.transactionid = c.xmin)
-JOIN pg_stat_activity a ON a.pid = l.pid
-ORDER BY c.name LIMIT $1`,
+FROM (
+  SELECT c.name, l.pid::bigint AS pid FROM coord_locks c
+  JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.classid = ` + pgLockSpace + `::oid AND l.objsubid = 2
+    AND l.objid = c.lock_id::oid
+  UNION
+  SELECT c.name, l.pid::bigint FROM coord_locks c
+  JOIN pg_locks l ON l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted
+    AND (l.transactionid = c.xmax OR l.transactionid = c.xmin)
+) h JOIN pg_stat_activity a ON a.pid = h.pid
+ORDER BY h.name LIMIT $1`,
 	LockTxns: `SELECT 0::bigint, '', '', 0::float8, 0::bigint, '' WHERE $1::int < 0`,
 	LockWaits: `SELECT a.pid::bigint, COALESCE(a.application_name, ''), array_to_string(pg_blocking_pids(a.pid), ','),
   COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - a.state_change), 0)::float8, left(COALESCE(a.query, ''), 300)

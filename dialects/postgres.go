@@ -54,6 +54,26 @@ func newPostgres() *Dialect {
 			// transaction; an empty result leaves it usable.
 			LockNowait: `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE SKIP LOCKED`,
 			LockWait:   `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE`,
+			// Advisory locks on (pgLockSpace, the name's permanent id):
+			// nothing is written. NULL first column: nothing was locked —
+			// the transaction is read-only (a standby would grant an
+			// advisory lock the primary knows nothing of), or the protocol
+			// still requires the row lock as well (rolling upgrade, see
+			// migration 14).
+			LockAdvTry: `SELECT CASE WHEN s.ro OR p.row_locks THEN NULL ELSE pg_try_advisory_xact_lock(` + pgLockSpace + `, l.lock_id)::text END,
+  l.lock_id, s.ro
+FROM coord_locks l CROSS JOIN coord_lock_protocol p
+  CROSS JOIN (SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS ro) s
+WHERE l.name = $1`,
+			LockAdvWait: `SELECT CASE WHEN s.ro OR p.row_locks THEN NULL ELSE pg_advisory_xact_lock(` + pgLockSpace + `, l.lock_id)::text END,
+  l.lock_id, s.ro
+FROM coord_locks l CROSS JOIN coord_lock_protocol p
+  CROSS JOIN (SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS ro) s
+WHERE l.name = $1`,
+			LockAdvTryID:    `SELECT pg_try_advisory_xact_lock(` + pgLockSpace + `, $1::int)`,
+			LockAdvWaitID:   `SELECT pg_advisory_xact_lock(` + pgLockSpace + `, $1::int)::text`,
+			LockProtocolGet: `SELECT row_locks FROM coord_lock_protocol`,
+			LockProtocolSet: `UPDATE coord_lock_protocol SET row_locks = $1`,
 			// set_config(..., true) is SET LOCAL: it ends with the transaction
 			// even if LockWaitEnd never runs (the lock statement failed).
 			LockWaitBegin:    `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1::text || 'ms', true)`,
@@ -370,6 +390,11 @@ func isConnLost(err error) bool {
 // time (track_commit_timestamp on): the commit of the transaction that
 // made the row pending (its xmin) for a first attempt, created_at
 // otherwise (a failed attempt rewrote the row).
+// pgLockSpace is the first key of sqlcoord's advisory locks: the
+// two-integer form (objsubid 2 in pg_locks) with this constant ('sqlc')
+// never meets an application's one-bigint advisory locks.
+const pgLockSpace = "1936813155"
+
 func withCommitTS(q *Queries) *Queries {
 	const from, to = "created_at, attempts FROM coord_outbox", "COALESCE(CASE WHEN attempts = 0 THEN pg_xact_commit_timestamp(xmin) END, created_at), attempts FROM coord_outbox"
 	q.OutboxClaimCommitTS = strings.Replace(q.OutboxClaim, from, to, 1)

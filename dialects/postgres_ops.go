@@ -57,59 +57,110 @@ func (o pgOps) lockCreate(ctx context.Context, tx Executor, name string, timeout
 	return inserted && err == nil, err
 }
 
+// lockTry takes the name's advisory lock without waiting (one statement
+// when the row exists and the protocol is advisory-only). A missing row
+// is created in tx (see lockCreate): invisible to others until tx
+// commits, it is held by tx alone.
 func (o pgOps) lockTry(ctx context.Context, tx Executor, name string) error {
-	var got string
-	err := tx.QueryRow(ctx, o.q.LockNowait, name).Scan(&got)
-	if err == nil || !errors.Is(err, sql.ErrNoRows) {
-		return classifyPostgres(err)
-	}
-	// Skipped because held, or missing. A plain read in tx tells which
-	// (READ COMMITTED sees the latest row; an older snapshot sends us to
-	// the create path, which finds the row there).
-	var one int
-	switch err := tx.QueryRow(ctx, o.q.LockExists, name).Scan(&one); {
-	case err == nil:
-		return &Error{Kind: ErrLocked, Err: errHeld}
-	case !errors.Is(err, sql.ErrNoRows):
-		return classifyPostgres(err)
-	}
-	inserted, err := o.lockCreate(ctx, tx, name, time.Millisecond)
-	if err != nil {
-		if errors.Is(classifyPostgres(err), ErrLockTimeout) {
-			return &Error{Kind: ErrLocked, Err: errHeld} // another transaction is creating it
+	for i := 0; ; i++ {
+		var got sql.NullString
+		var id int64
+		var ro bool
+		err := tx.QueryRow(ctx, o.q.LockAdvTry, name).Scan(&got, &id, &ro)
+		switch {
+		case err == nil && ro:
+			return errReadOnlyLock
+		case err == nil && got.Valid && got.String == "true":
+			return nil
+		case err == nil && got.Valid:
+			return &Error{Kind: ErrLocked, Err: errHeld}
+		case err == nil:
+			return o.lockBoth(ctx, tx, name, id, 0)
+		case !errors.Is(err, sql.ErrNoRows):
+			return classifyPostgres(err)
+		case i > 0:
+			return err // created by another transaction, then gone
 		}
-		return classifyPostgres(err)
+		inserted, err := o.lockCreate(ctx, tx, name, time.Millisecond)
+		if err != nil {
+			if errors.Is(classifyPostgres(err), ErrLockTimeout) {
+				return &Error{Kind: ErrLocked, Err: errHeld} // another transaction is creating it
+			}
+			return classifyPostgres(err)
+		}
+		if inserted {
+			return nil
+		}
 	}
-	if inserted {
-		return nil
-	}
-	err = tx.QueryRow(ctx, o.q.LockNowait, name).Scan(&got)
-	if errors.Is(err, sql.ErrNoRows) {
-		return &Error{Kind: ErrLocked, Err: errHeld}
-	}
-	return classifyPostgres(err)
 }
 
+// lockWait is lockTry that waits up to wait (lock_timeout, restored
+// afterwards; a timeout aborts tx, as documented on coord.Lock).
 func (o pgOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
-	var one int
-	err := tx.QueryRow(ctx, o.q.LockExists, name).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		inserted, cerr := o.lockCreate(ctx, tx, name, wait)
-		if cerr != nil || inserted {
-			return classifyPostgres(cerr)
+	for i := 0; ; i++ {
+		var old, set string
+		if err := tx.QueryRow(ctx, o.q.LockWaitBegin, strconv.FormatInt(max(wait.Milliseconds(), 1), 10)).Scan(&old, &set); err != nil {
+			return classifyPostgres(err)
 		}
-	} else if err != nil {
-		return classifyPostgres(err)
+		var got sql.NullString
+		var id int64
+		var ro bool
+		lerr := tx.QueryRow(ctx, o.q.LockAdvWait, name).Scan(&got, &id, &ro)
+		if lerr != nil && !errors.Is(lerr, sql.ErrNoRows) {
+			return classifyPostgres(lerr)
+		}
+		if err := tx.QueryRow(ctx, o.q.LockWaitEnd, old).Scan(&set); err != nil {
+			return classifyPostgres(err)
+		}
+		switch {
+		case lerr == nil && ro:
+			return errReadOnlyLock
+		case lerr == nil && got.Valid:
+			return nil
+		case lerr == nil:
+			return o.lockBoth(ctx, tx, name, id, wait)
+		case i > 0:
+			return lerr
+		}
+		inserted, err := o.lockCreate(ctx, tx, name, wait)
+		if err != nil || inserted {
+			return classifyPostgres(err)
+		}
 	}
-	var old, set string
-	if err := tx.QueryRow(ctx, o.q.LockWaitBegin, strconv.FormatInt(max(wait.Milliseconds(), 1), 10)).Scan(&old, &set); err != nil {
-		return classifyPostgres(err)
-	}
-	var got string
-	if err := tx.QueryRow(ctx, o.q.LockWait, name).Scan(&got); err != nil {
-		return classifyPostgres(err) // lock_timeout aborts the transaction (documented)
-	}
-	return classifyPostgres(tx.QueryRow(ctx, o.q.LockWaitEnd, old).Scan(&set))
+}
+
+// errReadOnlyLock: a lock asked for in a read-only transaction. A
+// standby grants advisory locks that its primary knows nothing of, so
+// they are refused there as a row lock would be.
+var errReadOnlyLock = &Error{Kind: ErrReadOnly, Code: "25006", Err: errors.New("cannot lock in a read-only transaction (a standby, or transaction_read_only)")}
+
+// lockBoth takes the row lock (the protocol of sqlcoord before migration
+// 14, which older instances still follow during a rolling upgrade) and
+// then the advisory lock, under a savepoint: if either is refused, both
+// are released and tx stays usable. wait 0: neither waits.
+func (o pgOps) lockBoth(ctx context.Context, tx Executor, name string, id int64, wait time.Duration) error {
+	err := o.bounded(ctx, tx, max(wait, time.Millisecond), func() error {
+		var got string
+		q := o.q.LockWait
+		if wait == 0 {
+			q = o.q.LockNowait
+		}
+		if err := tx.QueryRow(ctx, q, name).Scan(&got); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return &Error{Kind: ErrLocked, Err: errHeld}
+			}
+			return err
+		}
+		if wait > 0 {
+			return tx.QueryRow(ctx, o.q.LockAdvWaitID, id).Scan(&got)
+		}
+		var ok bool
+		if err := tx.QueryRow(ctx, o.q.LockAdvTryID, id).Scan(&ok); err != nil || ok {
+			return err
+		}
+		return &Error{Kind: ErrLocked, Err: errHeld}
+	})
+	return classifyPostgres(err)
 }
 
 func (o pgOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error {

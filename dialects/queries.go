@@ -79,6 +79,15 @@ type Queries struct {
 
 	// --- row locks (coord_locks) ---
 
+	// LockAdvTry / LockAdvWait (PostgreSQL) take the advisory lock of a
+	// name without waiting / waiting under lock_timeout. Args: name.
+	// Columns: the result (NULL: the row-lock protocol is still on; true/
+	// false or '' otherwise), the name's lock id. No row: no such name.
+	// LockAdvTryID / LockAdvWaitID take it by id. LockProtocolGet/Set
+	// read and write coord_lock_protocol.row_locks (empty: MySQL family,
+	// row locks only).
+	LockAdvTry, LockAdvWait, LockAdvTryID, LockAdvWaitID, LockProtocolGet, LockProtocolSet string
+
 	// LockExists is a non-locking read: does the lock row exist?
 	LockExists string
 	// LockCreate creates the lock row if missing, without waiting on or

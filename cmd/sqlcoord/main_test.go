@@ -88,6 +88,7 @@ func TestCLIUsage(t *testing.T) {
 		{"console", "--listen", "0.0.0.0:8080", "--dsn", "postgres://u@127.0.0.1:1/db"},
 		{"console", "--listen", "nonsense", "--dsn", "postgres://u@127.0.0.1:1/db"},
 		{"console", "--token", "short", "--dsn", "postgres://u@127.0.0.1:1/db"},
+		{"locks", "protocol", "sideways", "--dsn", "postgres://u@127.0.0.1:1/db"},
 	} {
 		if _, err := runCLI(t, args...); !errors.As(err, &ue) {
 			t.Errorf("%v: %v, want a usage error", args, err)

@@ -29,6 +29,12 @@ type Result struct {
 	P99      time.Duration `json:"p99_ns"`
 	Baseline string        `json:"baseline,omitempty"` // case this one is compared with
 	Ratio    float64       `json:"ratio,omitempty"`    // OpsPerS / baseline's OpsPerS
+	// PostgreSQL only (pg_stat_wal, server-wide: run on a server of its
+	// own): WAL records, bytes and syncs (fsync calls; 0 with fsync=off)
+	// per operation.
+	WALRecords float64 `json:"wal_records_per_op,omitempty"`
+	WALBytes   float64 `json:"wal_bytes_per_op,omitempty"`
+	WALSyncs   float64 `json:"wal_syncs_per_op,omitempty"`
 }
 
 // Op is one operation of client number worker.
@@ -100,7 +106,12 @@ type suite struct {
 }
 
 func (s *suite) run(ctx context.Context, name, baseline string, clients int, op Op) {
+	before, walOK := s.wal(ctx)
 	r := Measure(ctx, clients, s.cfg.Duration, op)
+	if after, ok := s.wal(ctx); walOK && ok && r.Ops > 0 {
+		n := float64(r.Ops)
+		r.WALRecords, r.WALBytes, r.WALSyncs = (after[0]-before[0])/n, (after[1]-before[1])/n, (after[2]-before[2])/n
+	}
 	r.Dialect, r.Group, r.Case, r.Baseline = s.db.Dialect().Name(), s.group, name, baseline
 	for _, b := range s.out {
 		if b.Case == baseline && b.Clients == clients && b.OpsPerS > 0 {
@@ -108,23 +119,42 @@ func (s *suite) run(ctx context.Context, name, baseline string, clients int, op 
 		}
 	}
 	if s.cfg.Progress != nil {
-		fmt.Fprintf(s.cfg.Progress, "  %-8s %-28s clients=%-3d %9.0f ops/s  p50 %-9v p99 %-9v errors %d\n",
-			r.Dialect, name, clients, r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors)
+		fmt.Fprintf(s.cfg.Progress, "  %-8s %-28s clients=%-3d %9.0f ops/s  p50 %-9v p99 %-9v errors %d  WAL %.0f B %.2f syncs /op\n",
+			r.Dialect, name, clients, r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors, r.WALBytes, r.WALSyncs)
 	}
 	s.out = append(s.out, r)
+}
+
+// wal reads pg_stat_wal (records, bytes, syncs) after closing the pool's
+// idle connections: a backend reports its WAL statistics when it exits
+// (otherwise only now and then).
+func (s *suite) wal(ctx context.Context) ([3]float64, bool) {
+	var w [3]float64
+	if s.db.Dialect().Family() != "postgres" {
+		return w, false
+	}
+	s.db.SetMaxIdleConns(0)
+	s.db.SetMaxIdleConns(64)
+	time.Sleep(100 * time.Millisecond) // the backends' exits
+	err := s.db.QueryRowContext(ctx, `SELECT wal_records::float8, wal_bytes::float8, wal_sync::float8 FROM pg_stat_wal`).Scan(&w[0], &w[1], &w[2])
+	return w, err == nil
 }
 
 // Markdown renders results as a table.
 func Markdown(rs []Result) string {
 	var b strings.Builder
-	b.WriteString("| dialect | group | case | clients | ops/s | p50 | p99 | vs baseline | errors |\n|---|---|---|---:|---:|---:|---:|---|---:|\n")
+	b.WriteString("| dialect | group | case | clients | ops/s | p50 | p99 | vs baseline | WAL bytes/op | WAL syncs/op | errors |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, r := range rs {
 		ratio := ""
 		if r.Baseline != "" && r.Ratio > 0 {
 			ratio = fmt.Sprintf("%.2f× %s", r.Ratio, r.Baseline)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %v | %v | %s | %d |\n", r.Dialect, r.Group, r.Case, r.Clients,
-			r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), ratio, r.Errors)
+		walB, walS := "", ""
+		if r.Dialect == "postgres" {
+			walB, walS = fmt.Sprintf("%.0f", r.WALBytes), fmt.Sprintf("%.2f", r.WALSyncs)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %v | %v | %s | %s | %s | %d |\n", r.Dialect, r.Group, r.Case, r.Clients,
+			r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), ratio, walB, walS, r.Errors)
 	}
 	return b.String()
 }
