@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -52,6 +53,19 @@ type RelayOptions struct {
 	// PollMin, PollMax bound the adaptive polling interval (it doubles on
 	// each empty poll, resets after a busy one); defaults 50ms, 2s.
 	PollMin, PollMax time.Duration
+	// PollBusy is the pause after a batch that found messages when no
+	// notification wakes the relay (MySQL/MariaDB, or LISTEN off or lost):
+	// messages are probably still arriving; default 5ms. Empty polls then
+	// back off from it, doubling up to PollMax.
+	PollBusy time.Duration
+	// PublishConcurrency bounds how many topics of a batch are published
+	// at once (default 8; 1: one topic after the other). Messages of one
+	// topic go one after the other, in id order; after a failed publish
+	// (not a permanent one) the topic's remaining messages in the batch are
+	// left pending, unattempted, for a later batch — so a slow or failing
+	// topic costs at most one PublishTimeout per batch and never holds up
+	// the other topics' publishes.
+	PublishConcurrency int
 	// Listen (PostgreSQL): whether the relay also wakes on the NOTIFY that
 	// Enqueue sends, on a dedicated connection (polling always runs too):
 	//   - ListenAuto (the default): listen after proving, with a probe
@@ -101,6 +115,7 @@ type Relay struct {
 	// claimQ/claimOrderedQ: the claims, reading commit times when the
 	// server records them (decided on the first batch).
 	claimOnce             sync.Once
+	listening             atomic.Bool // notifications wake the relay
 	claimQ, claimOrderedQ string
 }
 
@@ -117,6 +132,12 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	}
 	if opt.MaxAttempts == 0 {
 		opt.MaxAttempts = 10
+	}
+	if opt.PublishConcurrency == 0 {
+		opt.PublishConcurrency = 8
+	}
+	if opt.PublishConcurrency < 0 || opt.PublishConcurrency > 1024 {
+		return nil, fmt.Errorf("%w: publish concurrency %d: want 1 to 1024", ErrInvalid, opt.PublishConcurrency)
 	}
 	if opt.Listen == "" {
 		opt.Listen = ListenAuto
@@ -137,7 +158,7 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 		return nil, fmt.Errorf("%w: listen mode %q (want auto, on or off)", ErrInvalid, opt.Listen)
 	}
 	for name, d := range map[string]time.Duration{"BaseBackoff": opt.BaseBackoff, "MaxBackoff": opt.MaxBackoff,
-		"PollMin": opt.PollMin, "PollMax": opt.PollMax, "PublishTimeout": opt.PublishTimeout, "ShutdownTimeout": opt.ShutdownTimeout} {
+		"PollMin": opt.PollMin, "PollMax": opt.PollMax, "PollBusy": opt.PollBusy, "PublishTimeout": opt.PublishTimeout, "ShutdownTimeout": opt.ShutdownTimeout} {
 		if d < 0 {
 			return nil, fmt.Errorf("%w: negative %s %v", ErrInvalid, name, d)
 		}
@@ -151,6 +172,7 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	def(&opt.MaxBackoff, 5*time.Minute)
 	def(&opt.PollMin, 50*time.Millisecond)
 	def(&opt.PollMax, 2*time.Second)
+	def(&opt.PollBusy, 5*time.Millisecond)
 	def(&opt.PublishTimeout, 30*time.Second)
 	def(&opt.ShutdownTimeout, 10*time.Second)
 	l := opt.Logger
@@ -179,8 +201,15 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.opt.Listener != nil && r.opt.Listen != ListenOff {
 		go r.listen(ctx, r.opt.Listener, wake)
 	}
-	interval := r.opt.PollMin
+	var interval time.Duration // the first empty poll waits PollBusy (or PollMin), then it doubles
 	for {
+		// After a busy batch the next pause is PollMin when a NOTIFY
+		// will wake the relay anyway, PollBusy when only polling finds
+		// new messages.
+		busy := r.opt.PollMin
+		if !r.listening.Load() {
+			busy = min(r.opt.PollBusy, r.opt.PollMin)
+		}
 		n, err := r.Once(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -195,9 +224,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		case n >= r.opt.BatchSize:
 			interval = 0 // more waiting: go again at once
 		case n > 0:
-			interval = r.opt.PollMin
+			interval = busy
 		default:
-			interval = min(max(interval*2, r.opt.PollMin), r.opt.PollMax)
+			interval = min(max(interval*2, busy), r.opt.PollMax)
 		}
 		if interval == 0 {
 			continue
@@ -208,7 +237,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			t.Stop()
 			return nil
 		case <-wake:
-			interval = r.opt.PollMin
+			interval = busy
 		case <-t.C:
 		}
 		t.Stop()
@@ -219,8 +248,10 @@ func (r *Relay) Run(ctx context.Context) error {
 // it gives up (polling only) where LISTEN is not available.
 func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- struct{}) {
 	opt := sqlcoord.ListenOptions{Probe: r.opt.Listen == ListenAuto}
+	defer r.listening.Store(false)
 	for ctx.Err() == nil {
 		err := l.Listen(ctx, "coord_outbox", opt, func() {
+			r.listening.Store(true)
 			select {
 			case wake <- struct{}{}:
 			default:
@@ -234,6 +265,7 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 			r.log.Info("outbox listen off; polling only", "reason", redact.Text(err.Error()))
 			return
 		}
+		r.listening.Store(false)
 		if ctx.Err() == nil {
 			r.log.Warn("outbox listen", "err", redact.Text(fmt.Sprint(err)))
 			backoff.Sleep(ctx, time.Second)
@@ -284,10 +316,14 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	bctx, endBatch := tracing.Start(dctx, r.db, "outbox.relay.batch", d, attribute.Int("sqlcoord.messages", len(msgs)))
 	var batchErr error
 	defer func() { endBatch(batchErr) }()
-	for _, m := range msgs {
-		pctx, pc := context.WithTimeout(dctx, r.opt.PublishTimeout)
-		perr := r.publish(pctx, bctx, m)
-		pc()
+	results := r.publishAll(ctx, dctx, bctx, msgs)
+	skipped := 0
+	for i, m := range msgs {
+		perr := results[i]
+		if perr == errSkipped {
+			skipped++
+			continue
+		}
 		if perr == nil {
 			published = append(published, m.ID)
 			ok = append(ok, m)
@@ -309,6 +345,9 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
 	}
+	if skipped > 0 {
+		r.log.Debug("messages left for a later batch", "count", skipped)
+	}
 	if err := d.OutboxMark(dctx, tx, published, r.opt.DeleteOnPublish); err != nil {
 		batchErr = fmt.Errorf("outbox: mark %d published: %w", len(published), d.Classify(err))
 		return 0, batchErr
@@ -321,7 +360,54 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	for _, m := range ok {
 		r.rec.OutboxPublish(m.Topic, "ok", time.Since(m.CreatedAt))
 	}
-	return len(msgs), nil
+	return len(msgs) - skipped, nil
+}
+
+// errSkipped marks a message left unattempted: its topic failed earlier
+// in the batch, or the relay is stopping.
+var errSkipped = errors.New("outbox: not attempted")
+
+// publishAll publishes a batch: topics concurrently (at most
+// PublishConcurrency at once), each topic's messages in order. After a
+// failed publish (not a permanent one) a topic's later messages are
+// skipped; once ctx (the relay's) ends no new publish starts — the ones in
+// flight finish under dctx and their outcome is still recorded. The
+// result for msgs[i] is results[i].
+func (r *Relay) publishAll(ctx, dctx, bctx context.Context, msgs []Message) []error {
+	results := make([]error, len(msgs))
+	var topics []string
+	byTopic := map[string][]int{}
+	for i, m := range msgs {
+		if _, seen := byTopic[m.Topic]; !seen {
+			topics = append(topics, m.Topic)
+		}
+		byTopic[m.Topic] = append(byTopic[m.Topic], i)
+	}
+	sem := make(chan struct{}, r.opt.PublishConcurrency)
+	var wg sync.WaitGroup
+	for _, topic := range topics {
+		idx := byTopic[topic]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			failed := false
+			for _, i := range idx {
+				if failed || ctx.Err() != nil {
+					results[i] = errSkipped
+					continue
+				}
+				pctx, pc := context.WithTimeout(dctx, r.opt.PublishTimeout)
+				err := r.publish(pctx, bctx, msgs[i])
+				pc()
+				results[i] = err
+				failed = err != nil && !IsPermanent(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return results
 }
 
 // publish hands m to the publisher in a span of m's own trace (the
