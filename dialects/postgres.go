@@ -197,7 +197,8 @@ FROM coord_job_runs WHERE job = $1 AND fire_time >= $2 AND fire_time < $3 ORDER 
 VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6)`,
 			OutboxInsertWake: `WITH ins AS (INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at, msg_id)
 VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6))
-SELECT pg_notify('coord_outbox', '')`,
+SELECT pg_notify('coord_outbox', '') WHERE EXISTS (
+  SELECT 1 FROM coord_members WHERE group_name = '` + OutboxListeners + `' AND expires_at > clock_timestamp())`,
 			OutboxClaim: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
 WHERE state = 'pending' AND available_at <= clock_timestamp()
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
@@ -390,6 +391,14 @@ func isConnLost(err error) bool {
 // time (track_commit_timestamp on): the commit of the transaction that
 // made the row pending (its xmin) for a first attempt, created_at
 // otherwise (a failed attempt rewrote the row).
+// OutboxListeners is the membership group (coord_members) of relays
+// listening for NOTIFY coord_outbox. Enqueue notifies only while it has a
+// live member: a NOTIFY serialises the commits of every notifying
+// transaction (PostgreSQL's notification queue lock), which costs
+// concurrent producers more than the notification is worth when no relay
+// listens.
+const OutboxListeners = "sqlcoord.outbox.listeners"
+
 // pgLockSpace is the first key of sqlcoord's advisory locks: the
 // two-integer form (objsubid 2 in pg_locks) with this constant ('sqlc')
 // never meets an application's one-bigint advisory locks.

@@ -287,8 +287,10 @@ type Queries struct {
 	OutboxInsert string
 	// OutboxInsertWake is OutboxInsert that also wakes listening relays
 	// when the transaction commits, in the same round trip (PostgreSQL:
-	// the INSERT in a CTE beside pg_notify; MySQL: OutboxInsert, relays
-	// poll). Enqueue uses it for the last message of a call.
+	// the INSERT in a CTE beside pg_notify, sent only while a relay is
+	// listening — a member of the OutboxListeners group; MySQL:
+	// OutboxInsert, relays poll). Enqueue uses it for the last message of
+	// a call.
 	OutboxInsertWake string
 	// OutboxClaim locks up to N due pending rows, oldest first, skipping
 	// rows other relays hold. Args: N. Columns: id, msg_id, topic,

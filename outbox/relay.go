@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"go.opentelemetry.io/otel/attribute"
@@ -199,7 +200,10 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	if r.opt.Listener != nil && r.opt.Listen != ListenOff {
-		go r.listen(ctx, r.opt.Listener, wake)
+		var lwg sync.WaitGroup
+		lwg.Add(1)
+		go func() { defer lwg.Done(); r.listen(ctx, r.opt.Listener, wake) }()
+		defer lwg.Wait() // it leaves the listeners' group before Run returns
 	}
 	var interval time.Duration // the first empty poll waits PollBusy (or PollMin), then it doubles
 	for {
@@ -250,6 +254,15 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 	opt := sqlcoord.ListenOptions{Probe: r.opt.Listen == ListenAuto}
 	defer r.listening.Store(false)
 	for ctx.Err() == nil {
+		// Producers send NOTIFY only while a listening relay is a live
+		// member of this group (see dialects.OutboxListeners).
+		var m *membership.Membership
+		if l.CanListen() == nil {
+			var jerr error
+			if m, jerr = membership.Join(ctx, r.db, dialects.OutboxListeners, membership.Options{TTL: 10 * time.Second}); jerr != nil {
+				r.log.Warn("outbox listen: cannot register as a listener; producers will not notify", "err", redact.Text(jerr.Error()))
+			}
+		}
 		err := l.Listen(ctx, "coord_outbox", opt, func() {
 			r.listening.Store(true)
 			select {
@@ -257,6 +270,12 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 			default:
 			}
 		})
+		r.listening.Store(false)
+		if m != nil {
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			m.Leave(lctx)
+			cancel()
+		}
 		switch {
 		case errors.Is(err, sqlcoord.ErrNotificationLost):
 			r.log.Warn("outbox listen off; polling only", "reason", redact.Text(err.Error()))
@@ -265,7 +284,6 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 			r.log.Info("outbox listen off; polling only", "reason", redact.Text(err.Error()))
 			return
 		}
-		r.listening.Store(false)
 		if ctx.Err() == nil {
 			r.log.Warn("outbox listen", "err", redact.Text(fmt.Sprint(err)))
 			backoff.Sleep(ctx, time.Second)
