@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
 
-.PHONY: setup test test-ha vet demo bench build clean
+.PHONY: setup test test-ha vet demo bench bench-peers build clean
 
 # Idempotent: installs the database servers when missing, downloads modules.
 setup:
@@ -33,6 +33,12 @@ demo: setup build
 
 bench: setup build
 	./bin/sqlcoord bench all $(ARGS)
+
+# sqlcoord beside River, watermill-sql and bwmarrin/snowflake on throwaway
+# servers (fsync on), interleaved rounds, median ratios. A module of its own
+# (bench/peers) so the library's go.mod does not carry the peers.
+bench-peers: setup
+	cd bench/peers && $(GO) run . -rounds 3 -out ../out-peers.md $(ARGS)
 
 clean:
 	rm -rf bin

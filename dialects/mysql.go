@@ -80,6 +80,8 @@ ON DUPLICATE KEY UPDATE
 VALUES (?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 		IdemInsertNowait: `INSERT /*+ SET_VAR(innodb_lock_wait_timeout = 1) */ IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
 VALUES (?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+		IdemInsertDone: `INSERT IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
+VALUES (?, ?, ?, 'done', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 		IdemRead: `SELECT fingerprint, state, response, locked_until > UTC_TIMESTAMP(6) FROM coord_idempotency
 WHERE scope = ? AND idem_key = ? FOR UPDATE`,
 		IdemTakeover: `UPDATE coord_idempotency SET locked_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, fingerprint = ?, updated_at = UTC_TIMESTAMP(6)

@@ -119,6 +119,9 @@ ON CONFLICT (scope, idem_key) DO NOTHING`,
 VALUES ($1, $2, $3, 'pending', clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
 ON CONFLICT (scope, idem_key) DO NOTHING`,
 			IdemRead: `SELECT fingerprint, state, response, locked_until > clock_timestamp() FROM coord_idempotency WHERE scope = $1 AND idem_key = $2`,
+			IdemInsertDone: `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
+VALUES ($1, $2, $3, 'done', $4, clock_timestamp(), clock_timestamp(), clock_timestamp())
+ON CONFLICT (scope, idem_key) DO NOTHING`,
 			IdemTakeover: `UPDATE coord_idempotency SET locked_until = clock_timestamp() + $1 * interval '1 microsecond', fingerprint = $2, updated_at = clock_timestamp()
 WHERE scope = $3 AND idem_key = $4 AND state = 'pending' AND locked_until <= clock_timestamp()`,
 			IdemComplete: `UPDATE coord_idempotency SET state = 'done', response = $1, updated_at = clock_timestamp()

@@ -165,6 +165,11 @@ type Queries struct {
 	// another transaction holds the key. On PostgreSQL it is preceded by
 	// LockWaitBegin with a 1 ms bound.
 	IdemInsertNowait string
+	// IdemInsertDone records a key already done, with its response, when
+	// it is new (Keys.Record): 1 row inserted, 0 on a conflict (after
+	// waiting for a concurrent inserter). Args: scope, key, fingerprint,
+	// response.
+	IdemInsertDone string
 	// IdemRead reads a key (locking read on MySQL so REPEATABLE READ sees
 	// the latest row). Columns: fingerprint, state, response, locked (bool:
 	// locked_until in the future). Args: scope, key.

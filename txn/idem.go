@@ -156,6 +156,66 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
 }
 
+// Record is the write-once mode, for a request whose effect lives in this
+// database: do the effect in tx first, then Record the key with the
+// response, then commit — one INSERT, the cheapest correct pattern (no
+// pending row written and rewritten). The guarantees are Begin's: key and
+// effect commit or roll back together and the unique index makes a second
+// effect impossible; a concurrent duplicate's Record waits for tx at the
+// index (whatever OnBusy says) and then sees the key done.
+//
+// When the key was recorded before, Record returns a Claim with Replay set
+// and the stored Response: the effect just done in tx is a duplicate —
+// roll tx back and answer with Response. ErrKeyReused: the key was used
+// with another fingerprint (roll back too). ErrInProgress: a two-phase
+// key (Start) is pending.
+//
+// Versus Begin/Complete: a duplicate does its effect before it learns it
+// is one (then rolls it back); with Begin it waits or replays before
+// doing anything. Use Begin when the effect is costly or not only in this
+// database.
+func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, fingerprint, response []byte) (_ Claim, retErr error) {
+	ctx, end := tracing.Start(ctx, k.db, "keys.record", k.db.Dialect(), attribute.String("sqlcoord.scope", scope))
+	defer func() { end(retErr) }()
+	if err := validKey(scope, key); err != nil {
+		return Claim{}, err
+	}
+	if len(fingerprint) > 64 {
+		return Claim{}, fmt.Errorf("%w: fingerprint over 64 bytes (use Fingerprint)", ErrInvalidKey)
+	}
+	if fingerprint == nil {
+		fingerprint = []byte{}
+	}
+	if response == nil {
+		response = []byte{}
+	}
+	d := k.db.Dialect()
+	x := k.db.TxExecutor(tx)
+	n, err := x.Exec(ctx, k.q.IdemInsertDone, scope, key, fingerprint, response)
+	if err != nil {
+		return Claim{}, fmt.Errorf("txn: record key %s/%s: %w", scope, key, d.Classify(err))
+	}
+	if n == 1 {
+		return Claim{}, nil
+	}
+	var fp, resp []byte
+	var state string
+	var locked bool
+	if err := x.QueryRow(ctx, k.q.IdemRead, scope, key).Scan(&fp, &state, &resp, &locked); err != nil {
+		if errors.Is(err, sql.ErrNoRows) { // abandoned or cleaned up in between
+			return Claim{}, fmt.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
+		}
+		return Claim{}, fmt.Errorf("txn: read key %s/%s: %w", scope, key, d.Classify(err))
+	}
+	if !bytes.Equal(fp, fingerprint) {
+		return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrKeyReused)
+	}
+	if state == "done" {
+		return Claim{Replay: true, Response: resp}, nil
+	}
+	return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+}
+
 // Complete stores the response and marks the key done, in tx (the
 // transaction of Begin, or any later one in two-phase mode).
 func (k *Keys[TTx]) Complete(ctx context.Context, tx TTx, scope, key string, response []byte) (retErr error) {

@@ -94,7 +94,7 @@ func compare(name, unit, peer string, ours, theirs func() (float64, error)) row 
 			continue
 		}
 		r.ours, r.theirs = append(r.ours, a), append(r.theirs, b)
-		fmt.Printf("  %-58s round %d: sqlcoord %10.1f  %s %10.1f  (%s)\n", name, i+1, a, peer, b, unit)
+		fmt.Printf("  %-58s round %d: sqlcoord %10s  %s %10s  (%s)\n", name, i+1, num(a), peer, num(b), unit)
 	}
 	return r
 }
@@ -164,6 +164,14 @@ func main() {
 	}
 }
 
+// num prints a figure: whole numbers from 100 up, two decimals below.
+func num(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "peers:", err)
 	os.Exit(1)
@@ -198,7 +206,7 @@ func table(rows []row) string {
 		for _, x := range r.ratios() {
 			rs = append(rs, fmt.Sprintf("%.2f", x))
 		}
-		fmt.Fprintf(&b, "| %s (%s) | %.1f | %s | %.1f | %s | **%.2f** |\n", r.name, r.unit, median(r.ours), r.peer, median(r.theirs),
+		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | **%.2f** |\n", r.name, r.unit, num(median(r.ours)), r.peer, num(median(r.theirs)),
 			strings.Join(rs, " / "), median(r.ratios()))
 	}
 	return b.String()

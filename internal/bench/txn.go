@@ -20,6 +20,17 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 		return nil, err
 	}
 	defer db.ExecContext(context.Background(), `DROP TABLE bench_orders`)
+	// The hand-written pattern: the effect, then the key and its response
+	// in one INSERT that does nothing on a duplicate.
+	db.ExecContext(ctx, `DROP TABLE IF EXISTS bench_keys`)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE bench_keys (scope VARCHAR(255) NOT NULL, idem_key VARCHAR(255) NOT NULL, response VARCHAR(100) NOT NULL, PRIMARY KEY (scope, idem_key))`); err != nil {
+		return nil, err
+	}
+	defer db.ExecContext(context.Background(), `DROP TABLE bench_keys`)
+	handKey := `INSERT INTO bench_keys (scope, idem_key, response) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`
+	if db.Dialect().Family() != "postgres" {
+		handKey = `INSERT IGNORE INTO bench_keys (scope, idem_key, response) VALUES (?, ?, ?)`
+	}
 	ins := fmt.Sprintf(`INSERT INTO bench_orders (id, body) VALUES (%s, %s)`, db.Dialect().Placeholder(1), db.Dialect().Placeholder(2))
 	keys := txn.NewKeys(db, txn.KeysOptions{})
 	var seq atomic.Int64
@@ -46,6 +57,35 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 					return err
 				}
 				return keys.Complete(ctx, tx, "bench", key, []byte("ok"))
+			})
+		})
+		s.run(ctx, "hand-written key (insert + INSERT … ON CONFLICT DO NOTHING)", "", n, func(ctx context.Context, w int) error {
+			return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+				id := seq.Add(1)
+				if _, err := tx.ExecContext(ctx, ins, id, "order"); err != nil {
+					return err
+				}
+				n, err := tx.ExecContext(ctx, handKey, "bench", fmt.Sprintf("req-%d", id), "ok")
+				if err != nil {
+					return err
+				}
+				if k, _ := n.RowsAffected(); k != 1 {
+					return fmt.Errorf("duplicate key")
+				}
+				return nil
+			})
+		})
+		s.run(ctx, "insert+Record (write-once)", "hand-written key (insert + INSERT … ON CONFLICT DO NOTHING)", n, func(ctx context.Context, w int) error {
+			return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+				id := seq.Add(1)
+				if _, err := tx.ExecContext(ctx, ins, id, "order"); err != nil {
+					return err
+				}
+				c, err := keys.Record(ctx, tx, "bench", fmt.Sprintf("req-%d", id), fp, []byte("ok"))
+				if err == nil && c.Replay {
+					err = fmt.Errorf("replayed a fresh key")
+				}
+				return err
 			})
 		})
 	}
