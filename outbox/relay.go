@@ -201,9 +201,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	if r.opt.Listener != nil && r.opt.Listen != ListenOff {
 		var lwg sync.WaitGroup
+		lctx, stopListen := context.WithCancel(ctx)
 		lwg.Add(1)
-		go func() { defer lwg.Done(); r.listen(ctx, r.opt.Listener, wake) }()
-		defer lwg.Wait() // it leaves the listeners' group before Run returns
+		go func() { defer lwg.Done(); r.listen(lctx, r.opt.Listener, wake) }()
+		defer lwg.Wait()   // it leaves the listeners' group before Run returns,
+		defer stopListen() // however Run ends (a fatal error too)
 	}
 	var interval time.Duration // the first empty poll waits PollBusy (or PollMin), then it doubles
 	for {
