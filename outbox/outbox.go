@@ -25,9 +25,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/google/uuid"
-
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -128,7 +127,7 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...New) (retErr 
 			h = string(b)
 		}
 		key := sql.NullString{String: m.Key, Valid: m.Key != ""}
-		id, err := uuid.NewV7()
+		id, err := ids.NewUUIDv7()
 		if err != nil {
 			return fmt.Errorf("outbox: message id: %w", err)
 		}

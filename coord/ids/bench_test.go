@@ -31,6 +31,28 @@ func BenchmarkUUIDv7(b *testing.B) {
 	})
 }
 
+// BenchmarkUUIDv7GooglePool is google/uuid's NewV7 with its own rand pool
+// (a process-wide switch a library must not flip; set here, in a test
+// binary of its own, for the comparison). Run alone:
+// go test -run '^$' -bench 'UUIDv7' -count 5 ./coord/ids/
+func BenchmarkUUIDv7GooglePool(b *testing.B) {
+	uuid.EnableRandPool()
+	defer uuid.DisableRandPool()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			uuid.NewV7()
+		}
+	})
+}
+
+func BenchmarkUUIDv7Google(b *testing.B) {
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			uuid.NewV7()
+		}
+	})
+}
+
 func BenchmarkUUIDv4(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

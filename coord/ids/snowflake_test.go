@@ -3,6 +3,7 @@ package ids_test
 import (
 	"bytes"
 	"errors"
+	"github.com/google/uuid"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -167,9 +168,51 @@ func TestUUIDv7Monotonic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if u.Version() != 7 || bytes.Compare(u[:], prev[:]) <= 0 {
-			t.Fatalf("uuid %s not after %s", u, prev)
+		if u.Version() != 7 || u.Variant() != uuid.RFC4122 || bytes.Compare(u[:], prev[:]) <= 0 {
+			t.Fatalf("uuid %s not after %s (or not v7 / RFC 9562 variant)", u, prev)
 		}
 		prev = u
 	}
+	// The time field is the clock's milliseconds; parsing round-trips.
+	u, _ := ids.NewUUIDv7()
+	if sec, nsec := u.Time().UnixTime(); time.Since(time.Unix(sec, nsec)).Abs() > time.Second {
+		t.Fatalf("uuid %s carries time %v", u, time.Unix(sec, nsec))
+	}
+	if p, err := uuid.Parse(u.String()); err != nil || p != u {
+		t.Fatalf("parse %s: %v", u, err)
+	}
+}
+
+// Concurrent callers: all distinct and each goroutine's sequence
+// increasing.
+func TestUUIDv7Concurrent(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[uuid.UUID]bool{}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var prev uuid.UUID
+			local := make([]uuid.UUID, 0, 20000)
+			for i := 0; i < 20000; i++ {
+				u, err := ids.NewUUIDv7()
+				if err != nil || bytes.Compare(u[:], prev[:]) <= 0 {
+					t.Errorf("uuid %s after %s: %v", u, prev, err)
+					return
+				}
+				prev = u
+				local = append(local, u)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, u := range local {
+				if seen[u] {
+					t.Errorf("duplicate %s", u)
+				}
+				seen[u] = true
+			}
+		}()
+	}
+	wg.Wait()
 }
