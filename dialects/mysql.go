@@ -160,8 +160,12 @@ WHERE state = 'pending' AND available_at <= UTC_TIMESTAMP(6)
     SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
 		// templates: %s is the list of placeholders
-		OutboxPublishedBatch: `UPDATE coord_outbox SET state = 'published', published_at = UTC_TIMESTAMP(6), attempts = attempts + 1 WHERE id IN (%s)`,
-		OutboxDeleteBatch:    `DELETE FROM coord_outbox WHERE id IN (%s)`,
+		// ORDER BY id LIMIT n: InnoDB stops at the batch's last row instead
+		// of reading (and waiting for) the next one, which another relay
+		// has claimed — with three relays and batches of 1,000 that read
+		// deadlocked and rolled back a published batch.
+		OutboxPublishedBatch: `UPDATE coord_outbox SET state = 'published', published_at = UTC_TIMESTAMP(6), attempts = attempts + 1 WHERE id IN (%s) ORDER BY id LIMIT %d`,
+		OutboxDeleteBatch:    `DELETE FROM coord_outbox WHERE id IN (%s) ORDER BY id LIMIT %d`,
 		// Assigned left to right: state reads attempts before it is bumped.
 		OutboxFailed: `UPDATE coord_outbox SET last_error = ?, available_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
   state = IF(attempts + 1 >= ?, 'dead', 'pending'), attempts = attempts + 1

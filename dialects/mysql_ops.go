@@ -152,7 +152,7 @@ func (o mysqlOps) outboxMark(ctx context.Context, tx Executor, ids []int64, dele
 		for i, id := range ids[:n] {
 			args[i] = id
 		}
-		q := fmt.Sprintf(tmpl, strings.TrimSuffix(strings.Repeat("?,", n), ","))
+		q := fmt.Sprintf(tmpl, strings.TrimSuffix(strings.Repeat("?,", n), ","), n)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return err
 		}

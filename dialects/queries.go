@@ -20,7 +20,7 @@ type Queries struct {
 	// OutboxPublishedBatch / OutboxDeleteBatch mark or delete published
 	// messages by id in one statement: PostgreSQL takes the ids as one
 	// array argument; MySQL's is a template whose %s is the list of ?
-	// placeholders.
+	// placeholders and %d their number (ORDER BY id LIMIT n).
 	OutboxPublishedBatch, OutboxDeleteBatch string
 	// --- web sessions (coord_sessions, package session) ---
 	// Times are the database's; durations are µs.
