@@ -260,6 +260,10 @@ var MariaDB = newMySQL("mariadb", mariaDBPatch)
 
 // mariaDBPatch is what MariaDB's statements change from MySQL's.
 func mariaDBPatch(q *Queries) {
+	// INSERT … ON DUPLICATE KEY UPDATE … RETURNING returns the row as the
+	// statement left it (inserted, updated or unchanged).
+	q.LeaseAcquireReturning = q.LeaseAcquire + "\nRETURNING owner, token, expires_at"
+	q.FenceAdvanceReturning = q.FenceAdvance + "\nRETURNING fence"
 	q.Console.LocksHeld = mariaDBLocksHeld
 	q.Console.LockWaits = mariaDBLockWaits
 	q.LockWait = `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE WAIT %d`

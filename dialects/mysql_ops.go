@@ -73,6 +73,10 @@ func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) err
 // is what it is by then.
 func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl int64) (LeaseRow, error) {
 	var r LeaseRow
+	if o.q.LeaseAcquireReturning != "" { // MariaDB: one round trip
+		err := pool.QueryRow(ctx, o.q.LeaseAcquireReturning, name, owner, ttl).Scan(&r.Owner, &r.Token, &r.ExpiresAt)
+		return r, err
+	}
 	if _, err := pool.Exec(ctx, o.q.LeaseAcquire, name, owner, ttl); err != nil {
 		return r, err
 	}
@@ -96,6 +100,13 @@ func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner str
 }
 
 func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token int64) (bool, error) {
+	if o.q.FenceAdvanceReturning != "" { // MariaDB: one round trip
+		var fence int64
+		if err := tx.QueryRow(ctx, o.q.FenceAdvanceReturning, resource, token).Scan(&fence); err != nil {
+			return false, err
+		}
+		return fence == token, nil
+	}
 	if _, err := tx.Exec(ctx, o.q.FenceAdvance, resource, token); err != nil {
 		return false, err
 	}

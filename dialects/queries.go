@@ -77,6 +77,12 @@ type Queries struct {
 	// innodb_read_only (MySQL/MariaDB replicas).
 	ReadOnly string
 
+	// LeaseAcquireReturning / FenceAdvanceReturning (MariaDB; empty for
+	// MySQL 8, which has no RETURNING): LeaseAcquire and FenceAdvance
+	// returning the row as the statement left it — owner, token,
+	// expires_at / fence — so each is one round trip.
+	LeaseAcquireReturning, FenceAdvanceReturning string
+
 	// --- row locks (coord_locks) ---
 
 	// LockAdvTry / LockAdvWait (PostgreSQL) take the advisory lock of a
