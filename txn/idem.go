@@ -128,20 +128,9 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	if inserted {
 		return Claim{}, nil
 	}
-	var fp, resp []byte
-	var state string
-	var locked bool
-	if err := x.QueryRow(ctx, k.q.IdemRead, scope, key).Scan(&fp, &state, &resp, &locked); err != nil {
-		if errors.Is(err, sql.ErrNoRows) { // deleted by Abandon/cleanup in between
-			return Claim{}, fmt.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
-		}
-		return Claim{}, fmt.Errorf("txn: read key %s/%s: %w", scope, key, d.Classify(err))
-	}
-	if !bytes.Equal(fp, fingerprint) {
-		return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrKeyReused)
-	}
-	if state == "done" {
-		return Claim{Replay: true, Response: resp}, nil
+	c, locked, err := k.existing(ctx, x, scope, key, fingerprint)
+	if err != nil || c.Replay {
+		return c, err
 	}
 	if locked {
 		return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
@@ -198,22 +187,33 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 	if n == 1 {
 		return Claim{}, nil
 	}
+	c, _, err := k.existing(ctx, x, scope, key, fingerprint)
+	if err != nil || c.Replay {
+		return c, err
+	}
+	return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+}
+
+// existing reads a key that was there when we tried to insert it: a
+// Replay claim when it is done, ErrKeyReused for another fingerprint,
+// otherwise whether its pending claim is still protected (locked).
+func (k *Keys[TTx]) existing(ctx context.Context, x sqlcoord.Executor, scope, key string, fingerprint []byte) (Claim, bool, error) {
 	var fp, resp []byte
 	var state string
 	var locked bool
 	if err := x.QueryRow(ctx, k.q.IdemRead, scope, key).Scan(&fp, &state, &resp, &locked); err != nil {
 		if errors.Is(err, sql.ErrNoRows) { // abandoned or cleaned up in between
-			return Claim{}, fmt.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
+			return Claim{}, false, fmt.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
 		}
-		return Claim{}, fmt.Errorf("txn: read key %s/%s: %w", scope, key, d.Classify(err))
+		return Claim{}, false, fmt.Errorf("txn: read key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
 	}
 	if !bytes.Equal(fp, fingerprint) {
-		return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrKeyReused)
+		return Claim{}, false, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrKeyReused)
 	}
 	if state == "done" {
-		return Claim{Replay: true, Response: resp}, nil
+		return Claim{Replay: true, Response: resp}, false, nil
 	}
-	return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+	return Claim{}, locked, nil
 }
 
 // Complete stores the response and marks the key done, in tx (the
