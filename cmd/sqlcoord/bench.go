@@ -162,6 +162,10 @@ func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) erro
 	}
 	for _, fam := range fams {
 		fmt.Fprintf(cmd.OutOrStdout(), "no --dsn: starting a throwaway local %s server\n", fam)
+		if fam == "postgres" {
+			// statements per operation in the report (pg_stat_statements)
+			os.Setenv("SQLCOORD_PG_ARGS", strings.TrimSpace(os.Getenv("SQLCOORD_PG_ARGS")+" -c shared_preload_libraries=pg_stat_statements"))
+		}
 		srv, err := localdb.Start(ctx, fam)
 		if err != nil {
 			return err
@@ -190,6 +194,11 @@ func openMigrated(ctx context.Context, dsn string, fn func(context.Context, *sql
 	defer db.Close()
 	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
 		return err
+	}
+	if db.Dialect().Family() == "postgres" {
+		// Statements per operation, where the server can count them (a
+		// throwaway server preloads the module; elsewhere, if allowed).
+		db.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`)
 	}
 	return fn(ctx, db)
 }

@@ -35,6 +35,10 @@ type Result struct {
 	WALRecords float64 `json:"wal_records_per_op,omitempty"`
 	WALBytes   float64 `json:"wal_bytes_per_op,omitempty"`
 	WALSyncs   float64 `json:"wal_syncs_per_op,omitempty"`
+	// Statements the server executed per operation — round trips, BEGIN
+	// and COMMIT included (PostgreSQL: pg_stat_statements when installed;
+	// MySQL family: the global Questions counter). 0: not measured.
+	Statements float64 `json:"statements_per_op,omitempty"`
 }
 
 // Op is one operation of client number worker.
@@ -107,7 +111,11 @@ type suite struct {
 
 func (s *suite) run(ctx context.Context, name, baseline string, clients int, op Op) {
 	before, walOK := s.wal(ctx)
+	st0, stOK := s.statements(ctx)
 	r := Measure(ctx, clients, s.cfg.Duration, op)
+	if st1, ok := s.statements(ctx); stOK && ok && r.Ops > 0 {
+		r.Statements = (st1 - st0 - 1) / float64(r.Ops) // minus the counting statement itself
+	}
 	if after, ok := s.wal(ctx); walOK && ok && r.Ops > 0 {
 		n := float64(r.Ops)
 		r.WALRecords, r.WALBytes, r.WALSyncs = (after[0]-before[0])/n, (after[1]-before[1])/n, (after[2]-before[2])/n
@@ -119,8 +127,8 @@ func (s *suite) run(ctx context.Context, name, baseline string, clients int, op 
 		}
 	}
 	if s.cfg.Progress != nil {
-		fmt.Fprintf(s.cfg.Progress, "  %-8s %-28s clients=%-3d %9.0f ops/s  p50 %-9v p99 %-9v errors %d  WAL %.0f B %.2f syncs /op\n",
-			r.Dialect, name, clients, r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors, r.WALBytes, r.WALSyncs)
+		fmt.Fprintf(s.cfg.Progress, "  %-8s %-28s clients=%-3d %9.0f ops/s  p50 %-9v p99 %-9v errors %d  per op: %.2f statements, WAL %.0f B %.2f syncs\n",
+			r.Dialect, name, clients, r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors, r.Statements, r.WALBytes, r.WALSyncs)
 	}
 	s.out = append(s.out, r)
 }
@@ -140,10 +148,22 @@ func (s *suite) wal(ctx context.Context) ([3]float64, bool) {
 	return w, err == nil
 }
 
+// statements reads the server's count of executed statements.
+func (s *suite) statements(ctx context.Context) (float64, bool) {
+	var n float64
+	if s.db.Dialect().Family() == "postgres" {
+		err := s.db.QueryRowContext(ctx, `SELECT COALESCE(sum(calls), 0)::float8 FROM pg_stat_statements`).Scan(&n)
+		return n, err == nil
+	}
+	var name string
+	err := s.db.QueryRowContext(ctx, `SHOW GLOBAL STATUS LIKE 'Questions'`).Scan(&name, &n)
+	return n, err == nil
+}
+
 // Markdown renders results as a table.
 func Markdown(rs []Result) string {
 	var b strings.Builder
-	b.WriteString("| dialect | group | case | clients | ops/s | p50 | p99 | vs baseline | WAL bytes/op | WAL syncs/op | errors |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
+	b.WriteString("| dialect | group | case | clients | ops/s | p50 | p99 | vs baseline | statements/op | WAL bytes/op | WAL syncs/op | errors |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		ratio := ""
 		if r.Baseline != "" && r.Ratio > 0 {
@@ -153,8 +173,12 @@ func Markdown(rs []Result) string {
 		if r.Dialect == "postgres" {
 			walB, walS = fmt.Sprintf("%.0f", r.WALBytes), fmt.Sprintf("%.2f", r.WALSyncs)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %v | %v | %s | %s | %s | %d |\n", r.Dialect, r.Group, r.Case, r.Clients,
-			r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), ratio, walB, walS, r.Errors)
+		stmts := ""
+		if r.Statements > 0 {
+			stmts = fmt.Sprintf("%.2f", r.Statements)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %v | %v | %s | %s | %s | %s | %d |\n", r.Dialect, r.Group, r.Case, r.Clients,
+			r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), ratio, stmts, walB, walS, r.Errors)
 	}
 	return b.String()
 }
