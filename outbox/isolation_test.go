@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +78,63 @@ func TestSlowTopicDoesNotStallOthers(t *testing.T) {
 		dead, _ := ob.Dead(ctx, 10)
 		if len(dead) != 0 {
 			t.Errorf("dead letters: %v", dead)
+		}
+	})
+}
+
+// Stopping a relay while a topic hangs: no new publish starts, the ones in
+// flight end (here by PublishTimeout), and the batch commits — the healthy
+// topic's messages stay published instead of being rolled back and
+// published again.
+func TestStopKeepsWhatWasPublished(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		ob := outbox.NewOutbox(env.DB)
+		for _, topic := range []string{"stuck", "healthy"} {
+			for range 50 {
+				if err := ob.EnqueueNow(ctx, outbox.New{Topic: topic, Payload: []byte("x")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var healthy atomic.Int64
+		started := make(chan struct{}, 1)
+		pub := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
+			if m.Topic == "stuck" {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			healthy.Add(1)
+			return nil
+		})
+		r, err := outbox.NewRelay(env.DB, pub, outbox.RelayOptions{BatchSize: 200, PublishTimeout: time.Second, BaseBackoff: time.Hour, Listen: outbox.ListenOff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- r.Run(rctx) }()
+		<-started
+		time.Sleep(100 * time.Millisecond) // the healthy topic is done by now
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("Run did not return after stop")
+		}
+		st, err := ob.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if healthy.Load() != 50 || st.Published != 50 || st.Pending != 50 {
+			t.Fatalf("after stop: %d healthy published, stats %+v; want 50 published (kept), 50 pending", healthy.Load(), st)
 		}
 	})
 }
