@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/redact"
@@ -17,6 +18,12 @@ import (
 // Publisher sends one message to a broker and returns once the broker
 // acknowledged it. An error wrapped with Permanent dead-letters the
 // message at once; any other error is retried with backoff.
+//
+// A relay calls Publish from several goroutines at once — one per topic of
+// a batch, at most RelayOptions.PublishConcurrency — so a Publisher must be
+// safe for concurrent use (this package's are), or run with
+// PublishConcurrency: 1. Messages of one topic are never published
+// concurrently.
 type Publisher interface {
 	Publish(ctx context.Context, m Message) error
 }
@@ -44,8 +51,14 @@ func IsPermanent(err error) bool {
 // WriterPublisher writes one line per message (for demos and debugging).
 type WriterPublisher struct{ W io.Writer }
 
+// writerMu keeps WriterPublishers' lines whole when topics are published
+// concurrently (and their writers safe: a bytes.Buffer is not).
+var writerMu sync.Mutex
+
 // Publish writes the message.
 func (p WriterPublisher) Publish(_ context.Context, m Message) error {
+	writerMu.Lock()
+	defer writerMu.Unlock()
 	_, err := fmt.Fprintf(p.W, "%s topic=%s key=%s attempt=%d payload=%s\n", m.MessageID(), m.Topic, m.Key, m.Attempt, m.Payload)
 	return err
 }
