@@ -327,8 +327,11 @@ func (c *Console) page(name string, load func(ctx context.Context, r *http.Reque
 		status := http.StatusOK
 		if err != nil {
 			var nf notFound
-			if errors.As(err, &nf) {
+			switch {
+			case errors.As(err, &nf), errors.Is(err, jobs.ErrUnknownJob):
 				status = http.StatusNotFound
+			case errors.Is(err, ErrInvalid), errors.Is(err, jobs.ErrInvalid), errors.Is(err, jobs.ErrNotOnSchedule):
+				status = http.StatusBadRequest
 			}
 			v.Error = redact.Text(err.Error())
 			c.log.Warn("console: page failed", "page", name, "err", v.Error)

@@ -523,3 +523,39 @@ func csrfOf(t *testing.T, base string) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Hostile input gets a clear status and an escaped message, never a 500
+// or the input echoed as markup.
+func TestConsoleBadInput(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	c, err := console.New(env.DB, console.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	for path, want := range map[string]int{
+		"/confirm/requeue?id=-5":                            http.StatusBadRequest,
+		"/confirm/requeue?id=%3Cscript%3E":                  http.StatusBadRequest,
+		"/confirm/requeue?id=999999":                        http.StatusNotFound,
+		"/confirm/rerun?job=nope&fire=2026-01-01T00:00:00Z": http.StatusNotFound,
+		"/confirm/rerun?job=x&fire=yesterday":               http.StatusBadRequest,
+		"/jobs/%3Cscript%3Ealert(1)%3C%2Fscript%3E":         http.StatusNotFound,
+		"/jobs/%FF%FE":  http.StatusBadRequest,
+		"/no-such-page": http.StatusNotFound,
+	} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1<<16)
+		n, _ := resp.Body.Read(b)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %d, want %d", path, resp.StatusCode, want)
+		}
+		if strings.Contains(string(b[:n]), "<script>") {
+			t.Errorf("%s: input echoed as markup", path)
+		}
+	}
+}

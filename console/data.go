@@ -239,7 +239,7 @@ func (c *Console) job(ctx context.Context, r *http.Request) (string, any, error)
 	runs := jobs.NewRuns(c.db)
 	def, _, err := runs.Definition(ctx, name)
 	if err != nil {
-		return "Job " + name, nil, notFound{err}
+		return "Job " + name, nil, err // ErrUnknownJob: 404, ErrInvalid: 400
 	}
 	now, err := c.now(ctx)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/console"
 )
 
@@ -44,6 +45,9 @@ token, sign in once (or open …/?token=… once: it becomes a cookie).`,
 				return err
 			}
 			defer db.Close()
+			if err := sqlcoord.CheckSchema(cmd.Context(), db); err != nil {
+				return err
+			}
 			c, err := console.New(db, opt)
 			if err != nil {
 				return err
