@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/outbox"
+)
+
+// `sqlcoord relay --listen`: /metrics carries the Go and process
+// collectors, the outbox gauges, the per-topic publish counters and the
+// call histogram.
+func TestRelayMetricsEndpoint(t *testing.T) {
+	bin := buildCLI(t)
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		if err := outbox.NewOutbox(env.DB).EnqueueNow(context.Background(), outbox.New{Topic: "orders", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "relay", "--dsn", env.DSN, "--publisher", "stdout", "--listen", "127.0.0.1:0")
+		stderr, _ := cmd.StderrPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		addr := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				var l struct{ Msg, Addr string }
+				if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "health and metrics" {
+					addr <- l.Addr
+				}
+			}
+		}()
+		published := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				if strings.Contains(sc.Text(), "topic=orders") {
+					published <- sc.Text()
+				}
+			}
+		}()
+		var a string
+		select {
+		case a = <-addr:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no metrics address logged")
+		}
+		select {
+		case <-published:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the message was not published")
+		}
+		time.Sleep(200 * time.Millisecond) // the batch's commit and its metrics
+		resp, err := http.Get("http://" + a + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", "sqlcoord_outbox_pending 0",
+			`sqlcoord_outbox_published_total{topic="orders"} 1`, `sqlcoord_call_duration_seconds_count{dialect=`, "sqlcoord_outbox_commit_to_publish_seconds_count"} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("exit after SIGTERM: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("relay did not stop on SIGTERM")
+		}
+	})
+}
