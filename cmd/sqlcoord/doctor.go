@@ -20,6 +20,9 @@ type doctorReport struct {
 	Schema     *sqlcoord.Status    `json:"schema,omitempty"`
 	SchemaErr  string              `json:"schema_error,omitempty"`
 	Listen     string              `json:"listen,omitempty"` // PostgreSQL: delivered, lost, or why not tested
+	// LockProtocol (PostgreSQL, schema 14+): "advisory" or "dual" (row
+	// locks too, for instances older than schema 14).
+	LockProtocol string `json:"lock_protocol,omitempty"`
 	Guarantees []doctorGuarantee   `json:"guarantees"`
 }
 
@@ -82,6 +85,14 @@ func doctor(ctx context.Context, db *sqlcoord.DB) doctorReport {
 			rep.Listen = "not tested: " + err.Error()
 		}
 	}
+	if info.Dialect == "postgres" && rep.Schema != nil && rep.Schema.Version >= 14 {
+		if rowLocks, err := sqlcoord.LockProtocol(ctx, db); err == nil {
+			rep.LockProtocol = "advisory"
+			if rowLocks {
+				rep.LockProtocol = "dual"
+			}
+		}
+	}
 	rep.Guarantees = guarantees(info)
 	return rep
 }
@@ -142,6 +153,12 @@ func printDoctor(w io.Writer, r doctorReport) {
 	}
 	if r.Listen != "" {
 		fmt.Fprintf(w, "LISTEN       %s\n", r.Listen)
+	}
+	switch r.LockProtocol {
+	case "advisory":
+		fmt.Fprintf(w, "locks        advisory locks on each name's id (nothing written)\n")
+	case "dual":
+		fmt.Fprintf(w, "locks        dual: advisory and row locks, so instances older than schema 14 are excluded too; once none runs: `sqlcoord locks protocol advisory`\n")
 	}
 	fmt.Fprintln(w, "guarantees")
 	for _, g := range r.Guarantees {
