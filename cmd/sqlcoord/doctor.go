@@ -15,15 +15,15 @@ import (
 
 // doctorReport is what `sqlcoord doctor` found; --json prints it as is.
 type doctorReport struct {
-	Database   string              `json:"database"`
-	Server     dialects.ServerInfo `json:"server"`
-	Schema     *sqlcoord.Status    `json:"schema,omitempty"`
-	SchemaErr  string              `json:"schema_error,omitempty"`
-	Listen     string              `json:"listen,omitempty"` // PostgreSQL: delivered, lost, or why not tested
+	Database  string              `json:"database"`
+	Server    dialects.ServerInfo `json:"server"`
+	Schema    *sqlcoord.Status    `json:"schema,omitempty"`
+	SchemaErr string              `json:"schema_error,omitempty"`
+	Listen    string              `json:"listen,omitempty"` // PostgreSQL: delivered, lost, or why not tested
 	// LockProtocol (PostgreSQL, schema 14+): "advisory" or "dual" (row
 	// locks too, for instances older than schema 14).
-	LockProtocol string `json:"lock_protocol,omitempty"`
-	Guarantees []doctorGuarantee   `json:"guarantees"`
+	LockProtocol string            `json:"lock_protocol,omitempty"`
+	Guarantees   []doctorGuarantee `json:"guarantees"`
 }
 
 type doctorGuarantee struct {
