@@ -74,14 +74,13 @@ type Options struct {
 
 // Console is the web console's http.Handler.
 type Console struct {
-	db       sqlcoord.Base
-	opt      Options
-	loopback bool
-	csrf     string
-	cookie   string // value of the sign-in cookie (derived from the token)
-	mux      *http.ServeMux
-	tmpl     map[string]*template.Template
-	log      *slog.Logger
+	db     sqlcoord.Base
+	opt    Options
+	csrf   string
+	cookie string // value of the sign-in cookie (derived from the token)
+	mux    *http.ServeMux
+	tmpl   map[string]*template.Template
+	log    *slog.Logger
 }
 
 //go:embed assets
@@ -100,8 +99,7 @@ func New(db sqlcoord.Base, opt Options) (*Console, error) {
 	if err := opt.Check(); err != nil {
 		return nil, err
 	}
-	loop, _ := IsLoopback(opt.Listen)
-	c := &Console{db: db, opt: opt, loopback: loop, log: opt.Logger}
+	c := &Console{db: db, opt: opt, log: opt.Logger}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
