@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,21 +120,24 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		ctx := context.Background()
 		dbtest.Exec(t, env.DB, `CREATE TABLE orders (id VARCHAR(40) PRIMARY KEY)`)
 		proxy, viaDB := dbtest.OpenVia(t, env)
+		rec := &unknownRec{}
+		viaDB.SetMetrics(rec) // sqlcoord_txn_commit_unknown_total{resolved}
 		ph := viaDB.Dialect().Placeholder
 		n := 0
 		for _, tc := range []struct {
-			name      string
-			forward   bool
-			verify    string // "", "marker", "func"
-			wantErr   error
-			wantCount int
+			name         string
+			forward      bool
+			verify       string // "", "marker", "func"
+			wantErr      error
+			wantCount    int
+			wantResolved string
 		}{
-			{"committed, no verification", true, "", dialects.ErrCommitUnknown, 1},
-			{"not committed, no verification", false, "", dialects.ErrCommitUnknown, 0},
-			{"committed, marker", true, "marker", nil, 1},
-			{"not committed, marker (retried)", false, "marker", nil, 1},
-			{"committed, verify func", true, "func", nil, 1},
-			{"not committed, verify func (retried)", false, "func", nil, 1},
+			{"committed, no verification", true, "", dialects.ErrCommitUnknown, 1, "unknown"},
+			{"not committed, no verification", false, "", dialects.ErrCommitUnknown, 0, "unknown"},
+			{"committed, marker", true, "marker", nil, 1, "committed"},
+			{"not committed, marker (retried)", false, "marker", nil, 1, "not_committed"},
+			{"committed, verify func", true, "func", nil, 1, "committed"},
+			{"not committed, verify func (retried)", false, "func", nil, 1, "not_committed"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				n++
@@ -168,6 +172,9 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 				}
 				if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 					t.Fatalf("Do: %v, want %v", err, tc.wantErr)
+				}
+				if got := rec.last(); got != tc.wantResolved {
+					t.Errorf("commit-unknown metric resolved %q, want %q", got, tc.wantResolved)
 				}
 				// the truth, read directly from the server
 				time.Sleep(100 * time.Millisecond)
@@ -252,4 +259,25 @@ func TestDoVerifyCommitInFlight(t *testing.T) {
 			t.Fatalf("%d errors, %d doubles and %d rows for %d calls; want 0 errors, 0 doubles, %d rows", len(errs), doubles, rows, calls, calls)
 		}
 	})
+}
+
+// unknownRec records the last TxnCommitUnknown resolution.
+type unknownRec struct {
+	metrics.Nop
+	mu       sync.Mutex
+	resolved string
+}
+
+func (r *unknownRec) TxnCommitUnknown(_, resolved string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resolved = resolved
+}
+
+func (r *unknownRec) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.resolved
+	r.resolved = ""
+	return s
 }
