@@ -62,6 +62,8 @@ func (o mysqlOps) lockWait(ctx context.Context, tx Executor, name string, wait t
 	return o.lockRow(ctx, tx, name, fmt.Sprintf(o.q.LockCreateWait, s), fmt.Sprintf(o.q.LockWait, s))
 }
 
+func (o mysqlOps) txIdleTimeout(context.Context, Executor, int64) (bool, error) { return false, nil }
+
 func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error {
 	_, err := tx.Exec(ctx, o.q.IdleTxTimeoutSet, ms)
 	return err

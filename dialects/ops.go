@@ -16,6 +16,7 @@ type operations interface {
 	lockTry(ctx context.Context, tx Executor, name string) error
 	lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error
 	setIdleTimeout(ctx context.Context, tx Executor, ms int64) error
+	txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error)
 	leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros int64) (LeaseRow, error)
 	leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros int64) (time.Time, bool, error)
 	fenceAdvance(ctx context.Context, tx Executor, resource string, token int64) (bool, error)
@@ -55,6 +56,14 @@ func (d *Dialect) LockWait(ctx context.Context, tx Executor, name string, wait t
 // a transaction (milliseconds; see coord.Client.SetIdleTimeout).
 func (d *Dialect) SetIdleTimeout(ctx context.Context, tx Executor, ms int64) error {
 	return d.ops.setIdleTimeout(ctx, tx, ms)
+}
+
+// TxIdleTimeout is SetIdleTimeout where the setting ends with tx
+// (PostgreSQL's SET LOCAL); where it would outlive tx on a pooled
+// connection (MySQL/MariaDB: session variables) it sets nothing and
+// reports false.
+func (d *Dialect) TxIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error) {
+	return d.ops.txIdleTimeout(ctx, tx, ms)
 }
 
 // LeaseAcquire takes the lease when free, expired or already owner's, in

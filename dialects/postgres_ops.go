@@ -163,6 +163,10 @@ func (o pgOps) lockBoth(ctx context.Context, tx Executor, name string, id int64,
 	return classifyPostgres(err)
 }
 
+func (o pgOps) txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error) {
+	return true, o.setIdleTimeout(ctx, tx, ms)
+}
+
 func (o pgOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error {
 	var s string
 	return tx.QueryRow(ctx, o.q.IdleTxTimeoutSet, strconv.FormatInt(ms, 10)).Scan(&s)

@@ -85,6 +85,16 @@ type RelayOptions struct {
 	Listener sqlcoord.Listener
 	// PublishTimeout bounds one publish; default 30s.
 	PublishTimeout time.Duration
+	// FrozenTimeout (PostgreSQL) bounds how long a relay's batch
+	// transaction may sit idle — while it publishes, or while the process
+	// is frozen (SIGSTOP, a hung host) — before the server ends its
+	// session and releases the claimed rows to the other relays (who then
+	// publish them again: at least once). Set per batch transaction (SET
+	// LOCAL idle_in_transaction_session_timeout); default 2 minutes; give
+	// more than the longest a batch's publishing takes. MySQL/MariaDB:
+	// put idle_transaction_timeout (MariaDB) / wait_timeout in the relay's
+	// DSN instead.
+	FrozenTimeout time.Duration
 	// ShutdownTimeout: after ctx ends, the batch in flight is finished
 	// (published and marked) within this time, or rolled back so other
 	// relays take it; default 10s.
@@ -159,7 +169,7 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 		return nil, fmt.Errorf("%w: listen mode %q (want auto, on or off)", ErrInvalid, opt.Listen)
 	}
 	for name, d := range map[string]time.Duration{"BaseBackoff": opt.BaseBackoff, "MaxBackoff": opt.MaxBackoff,
-		"PollMin": opt.PollMin, "PollMax": opt.PollMax, "PollBusy": opt.PollBusy, "PublishTimeout": opt.PublishTimeout, "ShutdownTimeout": opt.ShutdownTimeout} {
+		"PollMin": opt.PollMin, "PollMax": opt.PollMax, "PollBusy": opt.PollBusy, "PublishTimeout": opt.PublishTimeout, "ShutdownTimeout": opt.ShutdownTimeout, "FrozenTimeout": opt.FrozenTimeout} {
 		if d < 0 {
 			return nil, fmt.Errorf("%w: negative %s %v", ErrInvalid, name, d)
 		}
@@ -173,6 +183,7 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	def(&opt.MaxBackoff, 5*time.Minute)
 	def(&opt.PollMin, 50*time.Millisecond)
 	def(&opt.PollMax, 2*time.Second)
+	def(&opt.FrozenTimeout, 2*time.Minute)
 	def(&opt.PollBusy, 5*time.Millisecond)
 	def(&opt.PublishTimeout, 30*time.Second)
 	def(&opt.ShutdownTimeout, 10*time.Second)
@@ -324,6 +335,9 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("outbox: begin: %w", d.Classify(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(dctx))
+	if _, err := d.TxIdleTimeout(dctx, tx, r.opt.FrozenTimeout.Milliseconds()); err != nil {
+		return 0, fmt.Errorf("outbox: idle timeout: %w", d.Classify(err))
+	}
 	msgs, err := claim(dctx, tx, q, r.opt.BatchSize)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: claim: %w", d.Classify(err))

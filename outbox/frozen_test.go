@@ -1,0 +1,45 @@
+package outbox_test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/outbox"
+)
+
+// A relay process frozen (SIGSTOP) in the middle of a batch holds its
+// claimed rows only until FrozenTimeout: then PostgreSQL ends its session
+// and another relay publishes the batch.
+func TestFrozenRelayReleasesItsBatch(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	ob := outbox.NewOutbox(env.DB)
+	for range 20 {
+		if err := ob.EnqueueNow(ctx, outbox.New{Topic: "orders", Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := dbtest.Spawn(t, "frozen-relay", "DSN="+env.DSN, "FROZEN_TIMEOUT=1500ms")
+	p.WaitLine(t, "PUBLISHING", 30*time.Second)
+	p.Signal(syscall.SIGSTOP)
+	published := 0
+	r, err := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(context.Context, outbox.Message) error { published++; return nil }),
+		outbox.RelayOptions{Listen: outbox.ListenOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for published < 20 && time.Since(start) < 15*time.Second {
+		if _, err := r.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if published != 20 {
+		t.Fatalf("%d of 20 messages published in %v while the first relay is frozen", published, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("the frozen relay's batch was published by another relay after %v", time.Since(start).Round(time.Millisecond))
+}
