@@ -43,3 +43,29 @@ func TestFrozenRelayReleasesItsBatch(t *testing.T) {
 	}
 	t.Logf("the frozen relay's batch was published by another relay after %v", time.Since(start).Round(time.Millisecond))
 }
+
+// A live relay whose publishing takes longer than FrozenTimeout keeps its
+// batch: it keeps the transaction awake.
+func TestSlowPublishOutlivesFrozenTimeout(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	ob := outbox.NewOutbox(env.DB)
+	for range 3 {
+		if err := ob.EnqueueNow(ctx, outbox.New{Topic: "slow", Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(context.Context, outbox.Message) error {
+		time.Sleep(700 * time.Millisecond) // 2.1 s for the batch
+		return nil
+	}), outbox.RelayOptions{FrozenTimeout: 600 * time.Millisecond, Listen: outbox.ListenOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Once(ctx); err != nil || n != 3 {
+		t.Fatalf("Once: %d %v (a live relay lost its batch to the idle timeout)", n, err)
+	}
+	if st, _ := ob.Stats(ctx); st.Published != 3 {
+		t.Fatalf("stats %+v, want 3 published", st)
+	}
+}

@@ -85,15 +85,15 @@ type RelayOptions struct {
 	Listener sqlcoord.Listener
 	// PublishTimeout bounds one publish; default 30s.
 	PublishTimeout time.Duration
-	// FrozenTimeout (PostgreSQL) bounds how long a relay's batch
-	// transaction may sit idle — while it publishes, or while the process
-	// is frozen (SIGSTOP, a hung host) — before the server ends its
-	// session and releases the claimed rows to the other relays (who then
-	// publish them again: at least once). Set per batch transaction (SET
-	// LOCAL idle_in_transaction_session_timeout); default 2 minutes; give
-	// more than the longest a batch's publishing takes. MySQL/MariaDB:
-	// put idle_transaction_timeout (MariaDB) / wait_timeout in the relay's
-	// DSN instead.
+	// FrozenTimeout (PostgreSQL) bounds how long a relay frozen in the
+	// middle of a batch (SIGSTOP, a hung host) keeps the claimed rows: the
+	// batch transaction's idle_in_transaction_session_timeout (SET LOCAL),
+	// after which the server ends the session and the other relays publish
+	// the batch (again, if it was partly published: at least once). A live
+	// relay runs a trivial statement every FrozenTimeout/3 while it
+	// publishes, so long publishing never trips it. Default 2 minutes.
+	// MySQL/MariaDB: put idle_transaction_timeout (MariaDB) / wait_timeout
+	// in the relay's DSN instead.
 	FrozenTimeout time.Duration
 	// ShutdownTimeout: after ctx ends, the batch in flight is finished
 	// (published and marked) within this time, or rolled back so other
@@ -335,7 +335,8 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("outbox: begin: %w", d.Classify(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(dctx))
-	if _, err := d.TxIdleTimeout(dctx, tx, r.opt.FrozenTimeout.Milliseconds()); err != nil {
+	bounded, err := d.TxIdleTimeout(dctx, tx, r.opt.FrozenTimeout.Milliseconds())
+	if err != nil {
 		return 0, fmt.Errorf("outbox: idle timeout: %w", d.Classify(err))
 	}
 	msgs, err := claim(dctx, tx, q, r.opt.BatchSize)
@@ -350,7 +351,16 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	bctx, endBatch := tracing.Start(dctx, r.db, "outbox.relay.batch", d, attribute.Int("sqlcoord.messages", len(msgs)))
 	var batchErr error
 	defer func() { endBatch(batchErr) }()
-	results := r.publishAll(ctx, dctx, bctx, msgs)
+	var results []error
+	if bounded {
+		// A live relay keeps its batch transaction from counting as idle
+		// however long publishing takes; only a frozen one goes silent.
+		stopBeat := keepTxAwake(dctx, tx, d.Q.Now, r.opt.FrozenTimeout/3)
+		results = r.publishAll(ctx, dctx, bctx, msgs)
+		stopBeat()
+	} else {
+		results = r.publishAll(ctx, dctx, bctx, msgs)
+	}
 	skipped := 0
 	for i, m := range msgs {
 		perr := results[i]
@@ -395,6 +405,28 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		r.rec.OutboxPublish(m.Topic, "ok", time.Since(m.CreatedAt))
 	}
 	return len(msgs) - skipped, nil
+}
+
+// keepTxAwake runs a trivial statement in tx every interval until the
+// returned stop is called (and waits for it to finish): the transaction
+// is never idle for a whole interval while this process runs.
+func keepTxAwake(ctx context.Context, tx sqlcoord.OwnedTx, q string, every time.Duration) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				var now time.Time
+				tx.QueryRow(ctx, q).Scan(&now)
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 // errSkipped marks a message left unattempted: its topic failed earlier
