@@ -42,16 +42,22 @@ func TestConsoleCommand(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Overview") {
 			t.Fatalf("GET %s: %d\n%.500s", u, resp.StatusCode, body)
 		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("exit after SIGTERM: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("console did not stop on SIGTERM")
-		}
+		sigtermAndWait(t, cmd, 10*time.Second)
 	})
+}
+
+// sigtermAndWait sends SIGTERM and wants a clean exit (status 0) in time.
+func sigtermAndWait(t *testing.T, cmd *exec.Cmd, within time.Duration) {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: exit after SIGTERM: %v", cmd.Args[1], err)
+		}
+	case <-time.After(within):
+		t.Fatalf("%s did not stop on SIGTERM within %v", cmd.Args[1], within)
+	}
 }

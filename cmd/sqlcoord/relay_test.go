@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -75,16 +74,6 @@ func TestRelayMetricsEndpoint(t *testing.T) {
 				t.Errorf("/metrics lacks %q", want)
 			}
 		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("exit after SIGTERM: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Fatal("relay did not stop on SIGTERM")
-		}
+		sigtermAndWait(t, cmd, 15*time.Second)
 	})
 }
