@@ -37,47 +37,40 @@ func StartLinked(ctx context.Context, db any, name string, d *dialects.Dialect, 
 	if t, ok := db.(Traced); ok {
 		tr = t.Tracer()
 	}
-	rec := metricsOf(db)
-	if rec == nil && tr == nil {
+	rec := metrics.Of(db)
+	_, unmeasured := rec.(metrics.Nop)
+	if unmeasured && tr == nil {
 		return ctx, func(error) {}
 	}
 	dialect := ""
 	if d != nil {
 		dialect = d.Name()
 	}
-	if tr == nil {
-		start := time.Now()
-		return ctx, func(err error) { rec.Call(name, dialect, Outcome(err), time.Since(start)) }
-	}
 	start := time.Now()
-	if d != nil {
-		attrs = append(attrs, attribute.String("db.system", d.Family()), attribute.String("sqlcoord.dialect", d.Name()))
+	var span trace.Span
+	if tr != nil {
+		if d != nil {
+			attrs = append(attrs, attribute.String("db.system", d.Family()), attribute.String("sqlcoord.dialect", d.Name()))
+		}
+		opts := []trace.SpanStartOption{trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal)}
+		if link.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
+		}
+		ctx, span = tr.Start(ctx, "sqlcoord."+name, opts...)
 	}
-	opts := []trace.SpanStartOption{trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindInternal)}
-	if link.IsValid() {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
-	}
-	ctx, span := tr.Start(ctx, "sqlcoord."+name, opts...)
 	return ctx, func(err error) {
 		outcome := Outcome(err)
-		span.SetAttributes(attribute.String("sqlcoord.outcome", outcome))
-		if rec != nil {
-			rec.Call(name, dialect, outcome, time.Since(start))
+		rec.Call(name, dialect, outcome, time.Since(start))
+		if span == nil {
+			return
 		}
+		span.SetAttributes(attribute.String("sqlcoord.outcome", outcome))
 		if outcome == "error" {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End()
 	}
-}
-
-// metricsOf is the driver's Recorder, nil when it has none.
-func metricsOf(db any) metrics.Recorder {
-	if m, ok := db.(metrics.Metered); ok {
-		return m.Metrics()
-	}
-	return nil
 }
 
 // On reports whether the driver db has tracing on.
