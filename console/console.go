@@ -314,14 +314,18 @@ type view struct {
 // page runs load under the request's context (bounded to 10 s) and
 // renders its data with the page's template. A load error is shown on
 // the page (redacted), not as a bare 500.
-func (c *Console) page(name string, load func(ctx context.Context, r *http.Request) (string, any, error)) http.HandlerFunc {
+func (c *Console) page(name string, load func(ctx context.Context, r *http.Request, now time.Time) (string, any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
 		v := view{Page: name, Dialect: c.db.Dialect().Name(), CSRF: c.csrf, ReadOnly: c.opt.ReadOnly, Flash: r.URL.Query().Get("done")}
-		_ = c.db.Executor().QueryRow(ctx, c.db.Dialect().Q.Console.Now).Scan(&v.Now)
-		title, data, err := load(ctx, r)
-		v.Title, v.Data = title, data
+		// One reading of the database clock serves the header and the
+		// page's own ages and windows.
+		now, err := c.now(ctx)
+		v.Now, v.Title = now, "sqlcoord console"
+		if err == nil {
+			v.Title, v.Data, err = load(ctx, r, now)
+		}
 		status := http.StatusOK
 		if err != nil {
 			var nf notFound
@@ -405,7 +409,7 @@ func parseID(s string) (int64, error) {
 	return id, nil
 }
 
-func (c *Console) confirmRequeue(ctx context.Context, r *http.Request) (string, any, error) {
+func (c *Console) confirmRequeue(ctx context.Context, r *http.Request, _ time.Time) (string, any, error) {
 	id, err := parseID(r.URL.Query().Get("id"))
 	if err != nil {
 		return "Requeue", nil, err
@@ -456,7 +460,7 @@ func parseRerun(job, fire string) (time.Time, error) {
 	return t, nil
 }
 
-func (c *Console) confirmRerun(ctx context.Context, r *http.Request) (string, any, error) {
+func (c *Console) confirmRerun(ctx context.Context, r *http.Request, _ time.Time) (string, any, error) {
 	job, fireS := r.URL.Query().Get("job"), r.URL.Query().Get("fire")
 	fire, err := parseRerun(job, fireS)
 	if err != nil {

@@ -52,7 +52,7 @@ func (c *Console) leaseRows(ctx context.Context) ([]Lease, error) {
 	return out, err
 }
 
-func (c *Console) leases(ctx context.Context, _ *http.Request) (string, any, error) {
+func (c *Console) leases(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
 	ls, err := c.leaseRows(ctx)
 	return "Leases", ls, err
 }
@@ -133,7 +133,7 @@ func (c *Console) lockData(ctx context.Context) (locksData, error) {
 	return d, nil
 }
 
-func (c *Console) locks(ctx context.Context, _ *http.Request) (string, any, error) {
+func (c *Console) locks(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
 	d, err := c.lockData(ctx)
 	return "Locks", d, err
 }
@@ -172,8 +172,8 @@ func (c *Console) jobSummaries(ctx context.Context, now time.Time) ([]JobSummary
 				s.Last = &recs[i]
 			}
 		}
-		if miss, err := c.missing(ctx, def.Name, now); err == nil {
-			s.Missing = len(miss)
+		if sched, err := def.Parse(); err == nil {
+			s.Missing = len(c.missing(def, sched, recs, now))
 		}
 		out = append(out, s)
 	}
@@ -183,40 +183,28 @@ func (c *Console) jobSummaries(ctx context.Context, now time.Time) ([]JobSummary
 // missing lists the planned slots without a succeeded run, newest first,
 // from the job's first run of the last 24 h (or its registration, when it
 // has none: slots before a job existed are not missing) up to a minute
-// ago (the current slot may be starting).
-func (c *Console) missing(ctx context.Context, job string, now time.Time) ([]time.Time, error) {
-	r := jobs.NewRuns(c.db)
-	def, s, err := r.Definition(ctx, job)
-	if err != nil {
-		return nil, err
-	}
+// ago (the current slot may be starting). recs: the job's runs read for
+// the page, covering the last 24 h.
+func (c *Console) missing(def jobs.Definition, s *jobs.Schedule, recs []jobs.Record, now time.Time) []time.Time {
 	from := now.Add(-24 * time.Hour)
-	recs, err := r.List(ctx, job, from, now)
-	if err != nil {
-		return nil, err
-	}
 	first := def.UpdatedAt
 	for _, rec := range recs {
-		if rec.FireTime.Before(first) {
+		if rec.FireTime.Before(first) && !rec.FireTime.Before(from) && rec.FireTime.Before(now) {
 			first = rec.FireTime
 		}
 	}
 	if first.After(from) {
-		from = first.Add(-time.Microsecond) // Missing's window is (from, to]
+		from = first.Add(-time.Microsecond) // the window is (from, to]
 	}
-	miss, err := r.Missing(ctx, job, s, def.Shards, from, now.Add(-time.Minute))
+	miss := jobs.MissingIn(recs, s, def.Shards, from, now.Add(-time.Minute))
 	sort.Slice(miss, func(i, j int) bool { return miss[i].After(miss[j]) })
 	if len(miss) > c.opt.Limit {
 		miss = miss[:c.opt.Limit]
 	}
-	return miss, err
+	return miss
 }
 
-func (c *Console) jobList(ctx context.Context, _ *http.Request) (string, any, error) {
-	now, err := c.now(ctx)
-	if err != nil {
-		return "Jobs", nil, err
-	}
+func (c *Console) jobList(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
 	js, err := c.jobSummaries(ctx, now)
 	return "Jobs", js, err
 }
@@ -234,22 +222,18 @@ type jobData struct {
 	Chart   chart
 }
 
-func (c *Console) job(ctx context.Context, r *http.Request) (string, any, error) {
+func (c *Console) job(ctx context.Context, r *http.Request, now time.Time) (string, any, error) {
 	name := r.PathValue("job")
 	runs := jobs.NewRuns(c.db)
-	def, _, err := runs.Definition(ctx, name)
+	def, sched, err := runs.Definition(ctx, name)
 	if err != nil {
 		return "Job " + name, nil, err // ErrUnknownJob: 404, ErrInvalid: 400
-	}
-	now, err := c.now(ctx)
-	if err != nil {
-		return "Job " + name, nil, err
 	}
 	recs, err := runs.List(ctx, name, now.Add(-24*time.Hour), now.Add(time.Hour))
 	if err != nil {
 		return "Job " + name, nil, err
 	}
-	d := jobData{Def: def}
+	d := jobData{Def: def, Missing: c.missing(def, sched, recs, now)}
 	sort.Slice(recs, func(i, j int) bool {
 		if !recs[i].FireTime.Equal(recs[j].FireTime) {
 			return recs[i].FireTime.After(recs[j].FireTime)
@@ -278,8 +262,7 @@ func (c *Console) job(ctx context.Context, r *http.Request) (string, any, error)
 		pts = pts[len(pts)-60:]
 	}
 	d.Chart = barChart("Run duration (s), oldest → newest", pts, "s")
-	d.Missing, err = c.missing(ctx, name, now)
-	return "Job " + name, d, err
+	return "Job " + name, d, nil
 }
 
 type outboxData struct {
@@ -332,7 +315,7 @@ func (c *Console) outboxData(ctx context.Context) (outboxData, error) {
 	return d, err
 }
 
-func (c *Console) outbox(ctx context.Context, _ *http.Request) (string, any, error) {
+func (c *Console) outbox(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
 	d, err := c.outboxData(ctx)
 	return "Outbox", d, err
 }
@@ -357,7 +340,7 @@ func (c *Console) keyCounts(ctx context.Context) (KeyCounts, error) {
 	return k, c.db.Dialect().Classify(err)
 }
 
-func (c *Console) keys(ctx context.Context, _ *http.Request) (string, any, error) {
+func (c *Console) keys(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
 	var d keysData
 	var err error
 	if d.Counts, err = c.keyCounts(ctx); err != nil {
@@ -408,7 +391,7 @@ func (c *Console) memberData(ctx context.Context) (membersData, error) {
 	return d, c.db.Dialect().Classify(err)
 }
 
-func (c *Console) members(ctx context.Context, _ *http.Request) (string, any, error) {
+func (c *Console) members(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
 	d, err := c.memberData(ctx)
 	return "Members and sessions", d, err
 }
@@ -428,12 +411,8 @@ type overviewData struct {
 	Members                 membersData
 }
 
-func (c *Console) overview(ctx context.Context, _ *http.Request) (string, any, error) {
+func (c *Console) overview(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
 	var d overviewData
-	now, err := c.now(ctx)
-	if err != nil {
-		return "Overview", nil, err
-	}
 	ls, err := c.leaseRows(ctx)
 	if err != nil {
 		return "Overview", nil, err

@@ -324,12 +324,17 @@ func (r *Runs) Definition(ctx context.Context, name string) (Definition, *Schedu
 	if err != nil {
 		return d, nil, fmt.Errorf("jobs: definition: %w", r.db.Dialect().Classify(err))
 	}
+	s, err := d.Parse()
+	return d, s, err
+}
+
+// Parse returns the definition's schedule in its time zone.
+func (d Definition) Parse() (*Schedule, error) {
 	loc, err := time.LoadLocation(d.Location)
 	if err != nil {
-		return d, nil, fmt.Errorf("jobs: %q: time zone %q: %w", name, d.Location, err)
+		return nil, fmt.Errorf("jobs: %q: time zone %q: %w", d.Name, d.Location, err)
 	}
-	s, err := ParseSchedule(d.Schedule, loc)
-	return d, s, err
+	return ParseSchedule(d.Schedule, loc)
 }
 
 // Jobs lists the registered jobs.
@@ -414,12 +419,18 @@ func (r *Runs) List(ctx context.Context, job string, from, to time.Time) ([]Reco
 // succeeded run for every shard: never ran, failed, still running or
 // skipped.
 func (r *Runs) Missing(ctx context.Context, job string, s *Schedule, shards int, from, to time.Time) ([]time.Time, error) {
-	if shards <= 0 {
-		shards = 1
-	}
 	recs, err := r.List(ctx, job, from, to.Add(time.Microsecond))
 	if err != nil {
 		return nil, err
+	}
+	return MissingIn(recs, s, shards, from, to), nil
+}
+
+// MissingIn is Missing over runs already read (recs must cover (from,
+// to]; runs outside it are ignored).
+func MissingIn(recs []Record, s *Schedule, shards int, from, to time.Time) []time.Time {
+	if shards <= 0 {
+		shards = 1
 	}
 	ok := map[time.Time]int{}
 	for _, rec := range recs {
@@ -433,7 +444,7 @@ func (r *Runs) Missing(ctx context.Context, job string, s *Schedule, shards int,
 			out = append(out, t)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // LastFire is the newest fire time recorded for job (zero if none).
