@@ -104,7 +104,7 @@ func (c *Console) lockData(ctx context.Context) (locksData, error) {
 		d.Held = append(d.Held, h)
 		return nil
 	}, c.opt.Limit)
-	if err == nil {
+	if err == nil && q.LockTxns != "" {
 		err = c.each(ctx, q.LockTxns, func(r dialects.Rows) error {
 			var t LockTxn
 			if err := r.Scan(&t.Holder, &t.User, &t.Host, &t.Age, &t.Rows, &t.State); err != nil {

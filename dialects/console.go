@@ -24,7 +24,6 @@ FROM (
     AND (l.transactionid = c.xmax OR l.transactionid = c.xmin)
 ) h JOIN pg_stat_activity a ON a.pid = h.pid
 ORDER BY h.name LIMIT $1`,
-	LockTxns: `SELECT 0::bigint, '', '', 0::float8, 0::bigint, '' WHERE $1::int < 0`,
 	LockWaits: `SELECT a.pid::bigint, COALESCE(a.application_name, ''), array_to_string(pg_blocking_pids(a.pid), ','),
   COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - a.state_change), 0)::float8, left(COALESCE(a.query, ''), 300)
 FROM pg_stat_activity a

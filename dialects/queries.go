@@ -353,8 +353,9 @@ type ConsoleQueries struct {
 	// the holder's transaction lock); MariaDB only names that someone
 	// waits for (information_schema.INNODB_LOCKS lists contended locks).
 	LocksHeld string
-	// LockTxns: transactions holding row locks (MySQL family; PostgreSQL
-	// returns none): holder, user, client, age, rows locked, state. Args: N.
+	// LockTxns: transactions holding row locks (MySQL family; empty for
+	// PostgreSQL, whose held names say it all): holder, user, client, age,
+	// rows locked, state. Args: N.
 	LockTxns string
 	// LockWaits: sessions waiting for a lock: waiter, user or
 	// application, blockers (comma separated), seconds waited, statement.

@@ -118,15 +118,15 @@ const (
 
 // Relay moves committed outbox messages to a Publisher.
 type Relay struct {
-	db  sqlcoord.Base
-	pub Publisher
-	opt RelayOptions
-	log *slog.Logger
-	rec metrics.Recorder
+	db        sqlcoord.Base
+	pub       Publisher
+	opt       RelayOptions
+	log       *slog.Logger
+	rec       metrics.Recorder
+	listening atomic.Bool // notifications wake the relay
 	// claimQ/claimOrderedQ: the claims, reading commit times when the
 	// server records them (decided on the first batch).
 	claimOnce             sync.Once
-	listening             atomic.Bool // notifications wake the relay
 	claimQ, claimOrderedQ string
 }
 
@@ -351,16 +351,14 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	bctx, endBatch := tracing.Start(dctx, r.db, "outbox.relay.batch", d, attribute.Int("sqlcoord.messages", len(msgs)))
 	var batchErr error
 	defer func() { endBatch(batchErr) }()
-	var results []error
+	stopBeat := func() {}
 	if bounded {
 		// A live relay keeps its batch transaction from counting as idle
 		// however long publishing takes; only a frozen one goes silent.
-		stopBeat := keepTxAwake(dctx, tx, d.Q.Now, r.opt.FrozenTimeout/3)
-		results = r.publishAll(ctx, dctx, bctx, msgs)
-		stopBeat()
-	} else {
-		results = r.publishAll(ctx, dctx, bctx, msgs)
+		stopBeat = keepTxAwake(dctx, tx, d.Q.Now, r.opt.FrozenTimeout/3)
 	}
+	results := r.publishAll(ctx, dctx, bctx, msgs)
+	stopBeat()
 	skipped := 0
 	for i, m := range msgs {
 		perr := results[i]
