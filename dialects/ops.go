@@ -153,6 +153,6 @@ func (d *Dialect) UUIDValue(u [16]byte) any { return d.ops.uuidValue(u) }
 // UUIDColumnType is the column type sqlcoord recommends for UUIDs.
 func (d *Dialect) UUIDColumnType() string { return d.ops.uuidColumnType() }
 
-// errHeld is the cause under ErrLocked when the lock statement skipped
-// the row (or a concurrent creator held it) rather than failing.
-var errHeld = errors.New("held by another transaction")
+// errLockHeld is ErrLocked when the lock statement skipped the lock (or
+// a concurrent creator held it) rather than failing.
+var errLockHeld = &Error{Kind: ErrLocked, Err: errors.New("held by another transaction")}

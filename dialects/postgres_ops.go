@@ -73,7 +73,7 @@ func (o pgOps) lockTry(ctx context.Context, tx Executor, name string) error {
 		case err == nil && got.Valid && got.String == "true":
 			return nil
 		case err == nil && got.Valid:
-			return &Error{Kind: ErrLocked, Err: errHeld}
+			return errLockHeld
 		case err == nil:
 			return o.lockBoth(ctx, tx, name, id, 0)
 		case !errors.Is(err, sql.ErrNoRows):
@@ -84,7 +84,7 @@ func (o pgOps) lockTry(ctx context.Context, tx Executor, name string) error {
 		inserted, err := o.lockCreate(ctx, tx, name, time.Millisecond)
 		if err != nil {
 			if errors.Is(classifyPostgres(err), ErrLockTimeout) {
-				return &Error{Kind: ErrLocked, Err: errHeld} // another transaction is creating it
+				return errLockHeld // another transaction is creating it
 			}
 			return classifyPostgres(err)
 		}
@@ -147,7 +147,7 @@ func (o pgOps) lockBoth(ctx context.Context, tx Executor, name string, id int64,
 		}
 		if err := tx.QueryRow(ctx, q, name).Scan(&got); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
-				return &Error{Kind: ErrLocked, Err: errHeld}
+				return errLockHeld
 			}
 			return err
 		}
@@ -158,7 +158,7 @@ func (o pgOps) lockBoth(ctx context.Context, tx Executor, name string, id int64,
 		if err := tx.QueryRow(ctx, o.q.LockAdvTryID, id).Scan(&ok); err != nil || ok {
 			return err
 		}
-		return &Error{Kind: ErrLocked, Err: errHeld}
+		return errLockHeld
 	})
 	return classifyPostgres(err)
 }
