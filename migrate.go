@@ -103,9 +103,11 @@ func Migrate(ctx context.Context, db Base, target Target) error {
 	if err != nil {
 		return fmt.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))
 	}
-	if fresh && target.kind != 1 {
-		if err := setLockProtocol(ctx, db, false, true); err != nil {
-			return err
+	if fresh && target.kind != 1 && db.Dialect().Q.LockProtocolSet != "" {
+		if v, _, err := m.Version(); err == nil && v >= lockProtocolVersion {
+			if err := SetLockProtocol(ctx, db, false); err != nil {
+				return err
+			}
 		}
 	}
 	return ctx.Err()
@@ -137,29 +139,26 @@ func LockProtocol(ctx context.Context, db Base) (rowLocks bool, err error) {
 // advisory lock). true goes back to taking both. Migrate of an empty
 // database sets false by itself.
 func SetLockProtocol(ctx context.Context, db Base, rowLocks bool) error {
-	return setLockProtocol(ctx, db, rowLocks, false)
-}
-
-func setLockProtocol(ctx context.Context, db Base, rowLocks, ifPresent bool) error {
 	q := db.Dialect().Q.LockProtocolSet
 	if q == "" {
-		if ifPresent || rowLocks {
+		if rowLocks {
 			return nil
 		}
 		return fmt.Errorf("%w: %s keeps row locks (InnoDB row locks write nothing)", ErrLockProtocol, db.Dialect().Name())
 	}
 	n, err := db.Executor().Exec(ctx, q, rowLocks)
 	if err != nil {
-		if ifPresent {
-			return nil // migrated to a version before 14
-		}
 		return fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
 	}
-	if n != 1 && !ifPresent {
+	if n != 1 {
 		return fmt.Errorf("%w: coord_lock_protocol has %d rows, want 1", ErrLockProtocol, n)
 	}
 	return nil
 }
+
+// lockProtocolVersion is the schema version that brought advisory locks
+// and coord_lock_protocol (PostgreSQL).
+const lockProtocolVersion = 14
 
 // Force records version as the applied schema version and clears the
 // dirty flag, without running any migration — after a failed migration
