@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/console"
 )
 
@@ -40,14 +39,11 @@ token, sign in once (or open …/?token=… once: it becomes a cookie).`,
 			if err := opt.Check(); err != nil {
 				return usageError{err}
 			}
-			db, err := openDB(cmd)
+			db, err := openInstalled(cmd)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if err := sqlcoord.CheckSchema(cmd.Context(), db); err != nil {
-				return err
-			}
 			c, err := console.New(db, opt)
 			if err != nil {
 				return err

@@ -133,4 +133,18 @@ func openDB(cmd *cobra.Command) (*sqlcoord.DB, error) {
 	return sqlcoord.Open(cmd.Context(), dsn)
 }
 
+// openInstalled is openDB for the daemons (relay, console): the schema
+// must be installed and current, or they refuse to start.
+func openInstalled(cmd *cobra.Command) (*sqlcoord.DB, error) {
+	db, err := openDB(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := sqlcoord.CheckSchema(cmd.Context(), db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
 func numCPU() int { return runtime.NumCPU() }

@@ -70,14 +70,11 @@ func newRelayCmd() *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			db, err := openDB(cmd)
+			db, err := openInstalled(cmd)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if err := sqlcoord.CheckSchema(cmd.Context(), db); err != nil {
-				return err
-			}
 			reg := prometheus.NewRegistry()
 			rec, err := prom.New(reg)
 			if err != nil {
