@@ -116,6 +116,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 func TestConformance(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		t.Run("one connection", func(t *testing.T) { runStacks(t, env, env.DSN, 1, 0, "one_", false) })
+		t.Run("two connections", func(t *testing.T) { runStacks(t, env, env.DSN, 2, 2, "two_", false) })
 		t.Run("16 connections", func(t *testing.T) { runStacks(t, env, env.DSN, 16, 8, "many_", false) })
 	})
 }

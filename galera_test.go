@@ -14,6 +14,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/conformance"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -107,6 +108,18 @@ func TestGalera(t *testing.T) {
 		if err := c.TryLock(ctx, tx2, "single-writer-lock"); !errors.Is(err, dialects.ErrLocked) {
 			t.Fatalf("second holder on the same node: %v, want ErrLocked", err)
 		}
+	})
+
+	t.Run("single writer: the conformance suite through one node", func(t *testing.T) {
+		open := func() *sqlcoord.DB {
+			db, err := sqlcoord.Open(ctx, g.DSN(0), sqlcoord.Options{GaleraSingleWriter: true, MaxOpenConns: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		}
+		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: open(), Other: open(), Tag: "gsw", Workers: 4})
 	})
 
 	t.Run("a lease has one owner per token, losers told it is held", func(t *testing.T) {

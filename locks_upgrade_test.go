@@ -10,6 +10,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/conformance"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -29,8 +30,8 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
 		t.Fatal(err)
 	}
-	if rowLocks, err := sqlcoord.LockProtocol(ctx, db); err != nil || !rowLocks {
-		t.Fatalf("after an upgrade the protocol must keep row locks: %v %v", rowLocks, err)
+	if mode, err := sqlcoord.LockProtocol(ctx, db); err != nil || mode != sqlcoord.LocksDual {
+		t.Fatalf("after an upgrade the protocol must keep row locks: %v %v", mode, err)
 	}
 	cdb := env.Open(t) // the new instance
 	c := coord.New(cdb)
@@ -106,8 +107,11 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 			t.Fatalf("second new instance: %v, want ErrLocked", err)
 		}
 	})
+	t.Run("the conformance suite, read-modify-write included, in dual mode", func(t *testing.T) {
+		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: cdb, Other: db, Tag: "dual", Workers: 4})
+	})
 	t.Run("after the switch: advisory only, nothing written", func(t *testing.T) {
-		if err := sqlcoord.SetLockProtocol(ctx, db, false); err != nil {
+		if err := sqlcoord.SetLockProtocol(ctx, db, sqlcoord.LocksAdvisory); err != nil {
 			t.Fatal(err)
 		}
 		tx := begin()
@@ -146,8 +150,143 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 	})
 	t.Run("a fresh database starts advisory-only", func(t *testing.T) {
 		fresh := dbtest.New(t, "postgres")
-		if rowLocks, err := sqlcoord.LockProtocol(ctx, fresh.DB); err != nil || rowLocks {
-			t.Fatalf("fresh database: row locks %v %v, want advisory only", rowLocks, err)
+		if mode, err := sqlcoord.LockProtocol(ctx, fresh.DB); err != nil || mode != sqlcoord.LocksAdvisory {
+			t.Fatalf("fresh database: %v %v, want advisory only", mode, err)
+		}
+	})
+}
+
+// Issue 21: from schema 14 (advisory locks on each name's permanent id)
+// to 15 (advisory locks on a hash of the name, rows only for display):
+// until the protocol is switched, new instances take the id lock too.
+func TestLockProtocolUpgradeFrom14(t *testing.T) {
+	env := dbtest.New(t, "postgres", dbtest.NoMigrate())
+	ctx := context.Background()
+	db := env.DB
+	if err := sqlcoord.Migrate(ctx, db, sqlcoord.To(14)); err != nil {
+		t.Fatal(err)
+	}
+	// schema 14 on a fresh database: its Migrate switched row locks off
+	dbtest.Exec(t, db, `UPDATE coord_lock_protocol SET row_locks = false`)
+	dbtest.Exec(t, db, `INSERT INTO coord_locks (name) VALUES ('report')`)
+	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+		t.Fatal(err)
+	}
+	if mode, err := sqlcoord.LockProtocol(ctx, db); err != nil || mode != sqlcoord.LocksAdvisoryID {
+		t.Fatalf("after an upgrade from 14 the protocol must keep id locks: %v %v", mode, err)
+	}
+	cdb := env.Open(t)
+	c := coord.New(cdb)
+	begin := func(t *testing.T) *sql.Tx {
+		tx, err := cdb.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback() })
+		return tx
+	}
+	// v14Tries locks a name exactly as sqlcoord of schema 14 does.
+	v14Tries := func(tx *sql.Tx, name string) bool {
+		var ok bool
+		err := tx.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(1936813155, lock_id) FROM coord_locks WHERE name = $1`, name).Scan(&ok)
+		if err != nil {
+			t.Fatalf("schema 14 lock: %v", err)
+		}
+		return ok
+	}
+	t.Run("a schema 14 instance's lock keeps a new instance out", func(t *testing.T) {
+		old, _ := db.BeginTx(ctx, nil)
+		defer old.Rollback()
+		if !v14Tries(old, "report") {
+			t.Fatal("schema 14 instance could not lock a free name")
+		}
+		tx := begin(t)
+		if err := c.TryLock(ctx, tx, "report"); !errors.Is(err, dialects.ErrLocked) {
+			t.Fatalf("TryLock while a schema 14 instance holds the id lock: %v, want ErrLocked", err)
+		}
+		if err := c.TryLock(ctx, tx, "other"); err != nil {
+			t.Fatalf("tx unusable after the refusal: %v", err)
+		}
+	})
+	t.Run("a new instance's lock keeps a schema 14 instance out, also on a name's first use", func(t *testing.T) {
+		for _, name := range []string{"report", "brand-new"} {
+			tx := begin(t)
+			if err := c.Lock(ctx, tx, name, time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil { // the row (and its id) now exists for everyone
+				t.Fatal(err)
+			}
+			tx = begin(t)
+			if err := c.TryLock(ctx, tx, name); err != nil {
+				t.Fatal(err)
+			}
+			old, _ := db.BeginTx(ctx, nil)
+			if v14Tries(old, name) {
+				t.Errorf("%s: a schema 14 instance locked a name a new instance holds", name)
+			}
+			old.Rollback()
+		}
+	})
+	t.Run("the conformance suite, read-modify-write included, in advisory+id mode", func(t *testing.T) {
+		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: cdb, Other: db, Tag: "advid", Workers: 4})
+	})
+	t.Run("names keep their rows while schema 14 instances may run", func(t *testing.T) {
+		if _, err := c.CleanupLocks(ctx, 0, 0); err == nil {
+			t.Fatal("lock rows deleted while the id protocol is on")
+		}
+	})
+	t.Run("after the switch: hash locks only, nothing written, names cleanable", func(t *testing.T) {
+		if err := sqlcoord.SetLockProtocol(ctx, db, sqlcoord.LocksAdvisory); err != nil {
+			t.Fatal(err)
+		}
+		tx := begin(t)
+		if err := c.TryLock(ctx, tx, "report"); err != nil {
+			t.Fatal(err)
+		}
+		var xid any
+		if err := tx.QueryRowContext(ctx, `SELECT txid_current_if_assigned()`).Scan(&xid); err != nil || xid != nil {
+			t.Fatalf("a lock-only transaction was assigned a transaction id (it wrote): %v %v", xid, err)
+		}
+		tx2 := begin(t)
+		if err := c.TryLock(ctx, tx2, "report"); !errors.Is(err, dialects.ErrLocked) {
+			t.Fatalf("second holder after the switch: %v, want ErrLocked", err)
+		}
+		n, err := c.CleanupLocks(ctx, 0, 0)
+		if err != nil || n < 2 {
+			t.Fatalf("CleanupLocks: %d %v", n, err)
+		}
+		// the lock held across the cleanup still excludes
+		tx3 := begin(t)
+		if err := c.TryLock(ctx, tx3, "report"); !errors.Is(err, dialects.ErrLocked) {
+			t.Fatalf("after its row was cleaned up, a held name let a second holder in: %v", err)
+		}
+	})
+	t.Run("switching back gives every registered name an id", func(t *testing.T) {
+		tx := begin(t)
+		if err := c.TryLock(ctx, tx, "registered-in-hash-mode"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if dbtest.Count(t, db, `SELECT count(*) FROM coord_locks WHERE lock_id IS NULL`) == 0 {
+			t.Fatal("a name registered under the hash protocol got an id (a sequence value per name)")
+		}
+		if err := sqlcoord.SetLockProtocol(ctx, db, sqlcoord.LocksAdvisoryID); err != nil {
+			t.Fatal(err)
+		}
+		if n := dbtest.Count(t, db, `SELECT count(*) FROM coord_locks WHERE lock_id IS NULL`); n != 0 {
+			t.Fatalf("%d names without an id after switching back to advisory+id", n)
+		}
+		tx = begin(t)
+		if err := c.TryLock(ctx, tx, "registered-in-hash-mode"); err != nil {
+			t.Fatal(err)
+		}
+		old, _ := db.BeginTx(ctx, nil)
+		defer old.Rollback()
+		if v14Tries(old, "registered-in-hash-mode") {
+			t.Fatal("after switching back, a schema 14 instance locked a held name")
 		}
 	})
 }

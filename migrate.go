@@ -105,7 +105,7 @@ func Migrate(ctx context.Context, db Base, target Target) error {
 	}
 	if fresh && target.kind != 1 && db.Dialect().Q.LockProtocolSet != "" {
 		if v, _, err := m.Version(); err == nil && v >= lockProtocolVersion {
-			if err := SetLockProtocol(ctx, db, false); err != nil {
+			if err := SetLockProtocol(ctx, db, LocksAdvisory); err != nil {
 				return err
 			}
 		}
@@ -114,51 +114,94 @@ func Migrate(ctx context.Context, db Base, target Target) error {
 }
 
 // ErrLockProtocol: the lock protocol cannot be read or changed (MySQL
-// family, or a schema older than version 14).
+// family, or a schema older than version 15).
 var ErrLockProtocol = errors.New("sqlcoord: lock protocol")
 
-// LockProtocol reports whether PostgreSQL locks still take the row lock
-// beside the advisory lock (true while instances older than schema
-// version 14 may run; see SetLockProtocol). MySQL/MariaDB: always row
-// locks (true).
-func LockProtocol(ctx context.Context, db Base) (rowLocks bool, err error) {
+// LockProtocolMode says how locks are taken (see LockProtocol).
+type LockProtocolMode string
+
+const (
+	// LocksAdvisory (PostgreSQL): one transaction-scoped advisory lock on
+	// a 64-bit hash of the name; nothing written, no row needed. Safe once
+	// every instance runs a sqlcoord of schema version 15 or later.
+	LocksAdvisory LockProtocolMode = "advisory"
+	// LocksAdvisoryID (PostgreSQL): also the advisory lock on the name's
+	// permanent id, which instances of schema version 14 take.
+	LocksAdvisoryID LockProtocolMode = "advisory+id"
+	// LocksDual (PostgreSQL): also the row lock, which instances before
+	// schema version 14 take.
+	LocksDual LockProtocolMode = "dual"
+	// LocksRow (MySQL family): an InnoDB row lock on the name's row.
+	LocksRow LockProtocolMode = "row"
+)
+
+// LockProtocol reports how locks are taken. On PostgreSQL an upgraded
+// database keeps taking the locks older instances take (LocksDual from
+// before schema 14, LocksAdvisoryID from 14) until SetLockProtocol
+// switches to LocksAdvisory; a fresh database starts there. MySQL/MariaDB:
+// LocksRow, always.
+func LockProtocol(ctx context.Context, db Base) (LockProtocolMode, error) {
 	q := db.Dialect().Q.LockProtocolGet
 	if q == "" {
-		return true, nil
+		return LocksRow, nil
 	}
-	if err := db.Executor().QueryRow(ctx, q).Scan(&rowLocks); err != nil {
-		return true, fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
+	var rowLocks, idLocks bool
+	if err := db.Executor().QueryRow(ctx, q).Scan(&rowLocks, &idLocks); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
 	}
-	return rowLocks, nil
+	switch {
+	case rowLocks:
+		return LocksDual, nil
+	case idLocks:
+		return LocksAdvisoryID, nil
+	}
+	return LocksAdvisory, nil
 }
 
-// SetLockProtocol switches PostgreSQL's lock protocol. rowLocks false —
-// advisory locks only, nothing written by a lock — is safe only once
-// every instance of the application runs a sqlcoord that knows schema
-// version 14 (an older one locks the row only and would not see the
-// advisory lock). true goes back to taking both. Migrate of an empty
-// database sets false by itself.
-func SetLockProtocol(ctx context.Context, db Base, rowLocks bool) error {
+// SetLockProtocol switches PostgreSQL's lock protocol. LocksAdvisory is
+// safe only once every instance of the application runs a sqlcoord of
+// schema version 15 or later: an older one takes only the row lock
+// (before 14) or the id lock (14) and would not see the hash lock.
+// LocksAdvisoryID and LocksDual go back (first giving every registered
+// name a permanent id, which schema 14 instances need): start older
+// instances only after this returns. Every instance reads the protocol
+// at each lock, so the switch takes effect at once.
+func SetLockProtocol(ctx context.Context, db Base, mode LockProtocolMode) error {
 	q := db.Dialect().Q.LockProtocolSet
 	if q == "" {
-		if rowLocks {
+		if mode == LocksRow {
 			return nil
 		}
-		return fmt.Errorf("%w: %s keeps row locks (InnoDB row locks write nothing)", ErrLockProtocol, db.Dialect().Name())
+		return fmt.Errorf("%w: %s takes row locks only (InnoDB row locks write nothing)", ErrLockProtocol, db.Dialect().Name())
 	}
-	n, err := db.Executor().Exec(ctx, q, rowLocks)
+	var rowLocks, idLocks bool
+	switch mode {
+	case LocksAdvisory:
+	case LocksAdvisoryID:
+		idLocks = true
+	case LocksDual:
+		rowLocks, idLocks = true, true
+	default:
+		return fmt.Errorf("%w: %q is not a PostgreSQL lock protocol (want %s, %s or %s)", ErrLockProtocol, mode, LocksAdvisory, LocksAdvisoryID, LocksDual)
+	}
+	n, err := db.Executor().Exec(ctx, q, rowLocks, idLocks)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
 	}
 	if n != 1 {
 		return fmt.Errorf("%w: coord_lock_protocol has %d rows, want 1", ErrLockProtocol, n)
 	}
+	if idLocks {
+		if _, err := db.Executor().Exec(ctx, db.Dialect().Q.LockAssignIDs); err != nil {
+			return fmt.Errorf("%w: give lock names their ids: %w", ErrLockProtocol, db.Dialect().Classify(err))
+		}
+	}
 	return nil
 }
 
-// lockProtocolVersion is the schema version that brought advisory locks
-// and coord_lock_protocol (PostgreSQL).
-const lockProtocolVersion = 14
+// lockProtocolVersion is the schema version of the current lock protocol
+// (PostgreSQL: the hash lock, coord_lock_protocol.id_locks).
+const lockProtocolVersion = 15
 
 // Force records version as the applied schema version and clears the
 // dirty flag, without running any migration — after a failed migration

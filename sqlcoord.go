@@ -107,7 +107,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	if family == "mysql" {
 		d = dialects.MariaDB // refined below from VERSION()
 	}
-	sdb, err := sql.Open(d.DriverName(), driverDSN)
+	sdb, err := openPool(d, driverDSN)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %v", ErrBadDSN, shown, redactErr(err, dsn))
 	}
@@ -149,7 +149,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 					cfg.Params["wsrep_sync_wait"] = dialects.GaleraSyncWait
 					driverDSN = cfg.FormatDSN()
 					sdb.Close()
-					if sdb, err = sql.Open(d.DriverName(), driverDSN); err != nil {
+					if sdb, err = openPool(d, driverDSN); err != nil {
 						return nil, fmt.Errorf("%w %s: %v", ErrBadDSN, shown, redactErr(err, dsn))
 					}
 					setPool(sdb, o)
@@ -175,6 +175,23 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		}
 	}
 	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: poolerArgs(sdb, o.Pooler), dsn: driverDSN, shown: shown}, nil
+}
+
+// openPool opens a database/sql pool for the dialect's driver; MySQL-family
+// connections reset what sqlcoord set on their session (sessionreset.go).
+func openPool(d *dialects.Dialect, driverDSN string) (*sql.DB, error) {
+	if d.Family() != "mysql" {
+		return sql.Open(d.DriverName(), driverDSN)
+	}
+	cfg, err := mysql.ParseDSN(driverDSN)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newMySQLConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(c), nil
 }
 
 func galeraDialect(singleWriter bool) *dialects.Dialect {

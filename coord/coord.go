@@ -49,6 +49,8 @@ var (
 	ErrInvalidName = errors.New("coord: invalid name")
 	// ErrInvalidToken: a fencing token that is zero or negative.
 	ErrInvalidToken = errors.New("coord: invalid fencing token")
+	// ErrLockIsolation: see dialects.ErrLockIsolation.
+	ErrLockIsolation = dialects.ErrLockIsolation
 	// ErrInvalidTTL: a TTL or wait that is zero, negative or out of range.
 	ErrInvalidTTL = errors.New("coord: invalid duration")
 )

@@ -9,6 +9,7 @@ import (
 func TestMain(m *testing.M) {
 	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{
 		"lock-holder":   helperLockHolder,
+		"rmw-worker":    helperRMWWorker,
 		"lease-worker":  helperLeaseWorker,
 		"lease-renewer": helperRenewer,
 	})

@@ -7,15 +7,24 @@ var pgConsole = ConsoleQueries{
 	Leases: `SELECT name, owner, token, expires_at, acquired_at, renewed_at,
   EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8
 FROM coord_leases ORDER BY expires_at > clock_timestamp() DESC, name LIMIT $1`,
-	// Advisory locks (schema 14 on) are in pg_locks: (pgLockSpace, id).
-	// Row locks (the protocol before 14, still taken during a rolling
-	// upgrade): a row locked FOR UPDATE carries the locker's xid in xmax,
-	// a row inserted by a transaction still open its xid in xmin; a
-	// transaction holds an ExclusiveLock on its own xid while it is open.
+	// Advisory locks are in pg_locks: on the name's hash (schema 15 on,
+	// objsubid 1: the 64-bit key split into classid and objid, found
+	// through the index on the hash; a held name whose row was cleaned up
+	// shows as its key) and, during a rolling upgrade, on (pgLockSpace,
+	// id). Row locks (the protocol before 14): a row locked FOR UPDATE
+	// carries the locker's xid in xmax, a row inserted by a transaction
+	// still open its xid in xmin; a transaction holds an ExclusiveLock on
+	// its own xid while it is open.
 	LocksHeld: `SELECT h.name, h.pid, COALESCE(a.application_name, ''), COALESCE(host(a.client_addr), 'local'),
   COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - a.xact_start), 0)::float8, COALESCE(a.state, '')
 FROM (
-  SELECT c.name, l.pid::bigint AS pid FROM coord_locks c
+  SELECT COALESCE(c.name, '#' || k.key::text) AS name, k.pid FROM (
+    SELECT ((l.classid::bigint << 32) | l.objid::bigint) AS key, l.pid::bigint AS pid FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  ) k LEFT JOIN coord_locks c ON hashtextextended(c.name, ` + pgLockSpace + `) = k.key
+  UNION
+  SELECT c.name, l.pid::bigint FROM coord_locks c
   JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.classid = ` + pgLockSpace + `::oid AND l.objsubid = 2
     AND l.objid = c.lock_id::oid
   UNION

@@ -20,6 +20,13 @@ var (
 	// ErrLockTimeout: a bounded lock wait ran out (PostgreSQL lock_timeout,
 	// MySQL/MariaDB innodb_lock_wait_timeout or FOR UPDATE WAIT n).
 	ErrLockTimeout = errors.New("sqlcoord: lock wait timeout")
+	// ErrLockIsolation: a lock asked for in a transaction whose snapshot
+	// the lock statement itself would fix before the lock is granted
+	// (PostgreSQL REPEATABLE READ and SERIALIZABLE): the transaction's
+	// later reads could not see what the previous holder committed, so
+	// the lock is refused instead. Nothing was locked; the transaction is
+	// still usable. Run the locking transaction at READ COMMITTED.
+	ErrLockIsolation = errors.New("sqlcoord: a lock cannot protect the reads of a REPEATABLE READ or SERIALIZABLE transaction on PostgreSQL (its snapshot is taken before the lock is granted); run the locking transaction at READ COMMITTED")
 	// ErrDuplicate: a unique index rejected the row.
 	ErrDuplicate = errors.New("sqlcoord: duplicate key")
 	// ErrDeadlock: the server chose this transaction as a deadlock victim

@@ -23,23 +23,29 @@ func mysqlQueries() Queries {
 		WorkerEpochReady: `SELECT ? >= 0`,
 		Now:              `SELECT UTC_TIMESTAMP(6)`,
 
-		LockExists: `SELECT 1 FROM coord_locks WHERE name = ?`,
-		// INSERT IGNORE on an existing row takes a shared lock on it and so
-		// would wait for the holder: callers run LockExists (a plain
-		// consistent read) first and LockCreate only for missing rows.
-		LockCreate: `INSERT IGNORE INTO coord_locks (name) VALUES (?)`,
-		// Creating a lock row inside the caller's transaction, waiting at
-		// most 1 s (MySQL's minimum) / %d s for a transaction creating it.
-		LockCreateNowait: `INSERT /*+ SET_VAR(innodb_lock_wait_timeout = 1) */ IGNORE INTO coord_locks (name) VALUES (?)`,
-		LockCreateWait:   `INSERT /*+ SET_VAR(innodb_lock_wait_timeout = %d) */ IGNORE INTO coord_locks (name) VALUES (?)`,
-		// MariaDB reports a NOWAIT failure as 1205 (like a timeout), MySQL 8
-		// as 3572; callers that asked for NOWAIT map both to ErrLocked.
-		LockNowait: `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE NOWAIT`,
-		// MySQL has no per-statement fractional wait: whole seconds, >= 1.
-		LockWait: `SELECT /*+ SET_VAR(innodb_lock_wait_timeout = %d) */ name FROM coord_locks WHERE name = ? FOR UPDATE`,
+		// A lock is one locking statement and nothing before it: an
+		// InnoDB REPEATABLE READ transaction fixes its read view at its
+		// first plain (consistent) read, so any such read before the lock
+		// is granted would hide from the holder what the previous holder
+		// committed. INSERT … ON DUPLICATE KEY UPDATE creates the name's
+		// row (first use: held by us alone until we commit) or takes an
+		// exclusive record lock on it (not a gap lock: the key is the
+		// clustered primary key), waiting in one queue with the other
+		// waiters — never a shared lock upgraded later (two waiters
+		// upgrading deadlock). The no-op update writes nothing. Neither
+		// branch takes a read view. %d: the wait in whole seconds (MySQL's
+		// minimum is 1, so MySQL 8's TryLock may wait up to a second).
+		// Names created longer ago than ? µs, oldest first, at most ?,
+		// skipping rows someone holds; run at READ COMMITTED (no gap
+		// locks), followed by a DELETE of the names picked.
+		LockCleanup: `SELECT name FROM coord_locks WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY created_at LIMIT ? FOR UPDATE SKIP LOCKED`,
+		LockNowait: `INSERT /*+ SET_VAR(innodb_lock_wait_timeout = 1) */ INTO coord_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`,
+		LockWait:   `INSERT /*+ SET_VAR(innodb_lock_wait_timeout = %d) */ INTO coord_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`,
 		// MySQL 8 has no idle-in-transaction timeout; wait_timeout closes
 		// any idle session, in a transaction or not.
-		IdleTxTimeoutSet: `SET SESSION wait_timeout = CEIL(? / 1000)`,
+		IdleTxTimeoutSet:   `SET SESSION wait_timeout = CEIL(? / 1000)`,
+		IdleTxTimeoutReset: `SET SESSION wait_timeout = DEFAULT`,
 
 		LeaseAcquire: `INSERT INTO coord_leases (name, owner, token, expires_at, acquired_at, renewed_at)
 VALUES (?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
@@ -266,12 +272,12 @@ func mariaDBPatch(q *Queries) {
 	q.FenceAdvanceReturning = q.FenceAdvance + "\nRETURNING fence"
 	q.Console.LocksHeld = mariaDBLocksHeld
 	q.Console.LockWaits = mariaDBLockWaits
-	q.LockWait = `SELECT name FROM coord_locks WHERE name = ? FOR UPDATE WAIT %d`
-	q.LockCreate = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT IGNORE INTO coord_locks (name) VALUES (?)`
-	q.LockCreateNowait = q.LockCreate
-	q.LockCreateWait = `SET STATEMENT innodb_lock_wait_timeout = %d FOR INSERT IGNORE INTO coord_locks (name) VALUES (?)`
+	// innodb_lock_wait_timeout = 0: MariaDB fails at once (1205).
+	q.LockNowait = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT INTO coord_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`
+	q.LockWait = `SET STATEMENT innodb_lock_wait_timeout = %d FOR INSERT INTO coord_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`
 	q.IdemInsertNowait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + q.IdemInsert
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
+	q.IdleTxTimeoutReset = `SET SESSION idle_transaction_timeout = DEFAULT`
 }
 
 func classifyMySQL(err error) error {

@@ -18,38 +18,18 @@ type mysqlOps struct{ q *Queries }
 
 func secs(d time.Duration) int { return max(int(math.Ceil(d.Seconds())), 1) }
 
-// lockRow locks name's row in tx, creating it in tx when a consistent read
-// does not see it. createQ is an INSERT IGNORE with a bounded lock wait,
-// lockQ the locking read.
-func (o mysqlOps) lockRow(ctx context.Context, tx Executor, name, createQ, lockQ string) error {
-	var one int
-	err := tx.QueryRow(ctx, o.q.LockExists, name).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		// Not in our snapshot. INSERT IGNORE never takes a gap lock; it
-		// waits (boundedly) for a transaction creating or holding the row.
-		n, err := tx.Exec(ctx, createQ, name)
-		if err != nil {
-			return classifyMySQL(err)
-		}
-		if n == 1 {
-			return nil // we created it: nobody else can lock it before we commit
-		}
-	} else if err != nil {
-		return classifyMySQL(err)
-	}
-	var got string
-	if err := tx.QueryRow(ctx, lockQ, name).Scan(&got); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("lock row %q: %w", name, sql.ErrNoRows)
-		}
-		return classifyMySQL(err)
-	}
-	return nil
+// lockRow locks name's row in tx with q, the one locking statement that
+// creates the row or waits for its lock (see Queries.LockNowait): no
+// statement before it, so nothing fixes the transaction's read view before
+// the lock is granted, whatever the isolation level.
+func (o mysqlOps) lockRow(ctx context.Context, tx Executor, q, name string) error {
+	_, err := tx.Exec(ctx, q, name)
+	return classifyMySQL(err)
 }
 
 func (o mysqlOps) lockTry(ctx context.Context, tx Executor, name string) error {
-	err := o.lockRow(ctx, tx, name, o.q.LockCreateNowait, o.q.LockNowait)
-	if errors.Is(err, ErrLockTimeout) { // MariaDB reports NOWAIT (and the bounded insert) as 1205
+	err := o.lockRow(ctx, tx, o.q.LockNowait, name)
+	if errors.Is(err, ErrLockTimeout) { // MariaDB reports NOWAIT as 1205, MySQL 8 waited its 1 s
 		var e *Error
 		errors.As(err, &e)
 		return &Error{Kind: ErrLocked, Code: e.Code, Err: e.Err}
@@ -58,8 +38,30 @@ func (o mysqlOps) lockTry(ctx context.Context, tx Executor, name string) error {
 }
 
 func (o mysqlOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
-	s := secs(wait)
-	return o.lockRow(ctx, tx, name, fmt.Sprintf(o.q.LockCreateWait, s), fmt.Sprintf(o.q.LockWait, s))
+	return o.lockRow(ctx, tx, fmt.Sprintf(o.q.LockWait, secs(wait)), name)
+}
+
+func (o mysqlOps) lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
+	rows, err := tx.Query(ctx, o.q.LockCleanup, age.Microseconds(), batch)
+	if err != nil {
+		return 0, err
+	}
+	var names []any
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		names = append(names, n)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	if len(names) == 0 {
+		return 0, nil
+	}
+	return tx.Exec(ctx, "DELETE FROM coord_locks WHERE name IN ("+strings.TrimSuffix(strings.Repeat("?,", len(names)), ",")+")", names...)
 }
 
 func (o mysqlOps) txIdleTimeout(context.Context, Executor, int64) (bool, error) { return false, nil }

@@ -15,6 +15,7 @@ import (
 type operations interface {
 	lockTry(ctx context.Context, tx Executor, name string) error
 	lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error
+	lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error)
 	setIdleTimeout(ctx context.Context, tx Executor, ms int64) error
 	txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error)
 	leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros int64) (LeaseRow, error)
@@ -50,6 +51,15 @@ func (d *Dialect) LockTry(ctx context.Context, tx Executor, name string) error {
 // LockWait is LockTry that waits up to wait (ErrLockTimeout after it).
 func (d *Dialect) LockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
 	return d.ops.lockWait(ctx, tx, name, wait)
+}
+
+// LockCleanup deletes the coord_locks rows of names created longer ago
+// than age, at most batch, skipping rows being locked, in tx — a READ
+// COMMITTED transaction (no gap locks on the MySQL family). A deleted
+// name's next lock creates (MySQL family) or registers (PostgreSQL) it
+// again.
+func (d *Dialect) LockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
+	return d.ops.lockCleanup(ctx, tx, age, batch)
 }
 
 // SetIdleTimeout bounds how long the server lets tx's session sit idle in

@@ -46,34 +46,49 @@ func newPostgres() *Dialect {
 			ReadOnly: `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`,
 			Now:      `SELECT clock_timestamp()`,
 
-			LockExists: `SELECT 1 FROM coord_locks WHERE name = $1`,
+			// Locks (schema 15): a transaction-scoped advisory lock on the
+			// name's 64-bit hash (pgLockKey), one statement, nothing written.
+			// Columns: the result (NULL: nothing was locked, see the other
+			// columns; 'true'/'' locked; 'false' held elsewhere), read-only
+			// (a standby would grant an advisory lock its primary knows
+			// nothing of), snapshot-first (REPEATABLE READ / SERIALIZABLE:
+			// the statement fixes the snapshot before the lock is granted,
+			// so the lock could not protect later reads), legacy (an older
+			// protocol is still on during a rolling upgrade: see migrations
+			// 14 and 15), and whether the name is registered for display.
+			LockAdvTry: `SELECT CASE WHEN s.ro OR s.snap OR p.row_locks OR p.id_locks THEN NULL ELSE pg_try_advisory_xact_lock(` + pgLockKey + `)::text END,
+  s.ro, s.snap, p.row_locks OR p.id_locks, EXISTS (SELECT 1 FROM coord_locks WHERE name = $1)
+FROM coord_lock_protocol p CROSS JOIN (SELECT ` + pgLockChecks + `) s`,
+			LockAdvWait: `SELECT CASE WHEN s.ro OR s.snap OR p.row_locks OR p.id_locks THEN NULL ELSE pg_advisory_xact_lock(` + pgLockKey + `)::text END,
+  s.ro, s.snap, p.row_locks OR p.id_locks, EXISTS (SELECT 1 FROM coord_locks WHERE name = $1)
+FROM coord_lock_protocol p CROSS JOIN (SELECT ` + pgLockChecks + `) s`,
+			// The name's row for the console, after the lock was granted
+			// (so no other transaction can be inserting it).
+			LockRegister: `INSERT INTO coord_locks (name, lock_id) VALUES ($1, NULL) ON CONFLICT (name) DO NOTHING`,
+			LockHashTry:  `SELECT pg_try_advisory_xact_lock(` + pgLockKey + `)`,
+			LockHashWait: `SELECT pg_advisory_xact_lock(` + pgLockKey + `)::text`,
+			// During a rolling upgrade (legacy): the row, its id and which
+			// older locks to take besides the hash lock. A missing row gives
+			// NULLs for name and id.
+			LockLegacyRead: `SELECT l.name, l.lock_id, p.row_locks, p.id_locks FROM coord_lock_protocol p LEFT JOIN coord_locks l ON l.name = $1`,
 			// Run inside the caller's transaction, under a savepoint and a
 			// lock_timeout (a concurrent creator must not make us wait long).
-			LockCreate: `INSERT INTO coord_locks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING name`,
+			LockCreate:   `INSERT INTO coord_locks (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING name`,
+			LockAssignID: `UPDATE coord_locks SET lock_id = nextval('coord_locks_lock_id_seq') WHERE name = $1 AND lock_id IS NULL`,
 			// SKIP LOCKED, not NOWAIT: an error would abort the caller's
 			// transaction; an empty result leaves it usable.
-			LockNowait: `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE SKIP LOCKED`,
-			LockWait:   `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE`,
-			// Advisory locks on (pgLockSpace, the name's permanent id):
-			// nothing is written. NULL first column: nothing was locked —
-			// the transaction is read-only (a standby would grant an
-			// advisory lock the primary knows nothing of), or the protocol
-			// still requires the row lock as well (rolling upgrade, see
-			// migration 14).
-			LockAdvTry: `SELECT CASE WHEN s.ro OR p.row_locks THEN NULL ELSE pg_try_advisory_xact_lock(` + pgLockSpace + `, l.lock_id)::text END,
-  l.lock_id, s.ro
-FROM coord_locks l CROSS JOIN coord_lock_protocol p
-  CROSS JOIN (SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS ro) s
-WHERE l.name = $1`,
-			LockAdvWait: `SELECT CASE WHEN s.ro OR p.row_locks THEN NULL ELSE pg_advisory_xact_lock(` + pgLockSpace + `, l.lock_id)::text END,
-  l.lock_id, s.ro
-FROM coord_locks l CROSS JOIN coord_lock_protocol p
-  CROSS JOIN (SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS ro) s
-WHERE l.name = $1`,
+			LockNowait:      `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE SKIP LOCKED`,
+			LockWait:        `SELECT name FROM coord_locks WHERE name = $1 FOR UPDATE`,
 			LockAdvTryID:    `SELECT pg_try_advisory_xact_lock(` + pgLockSpace + `, $1::int)`,
 			LockAdvWaitID:   `SELECT pg_advisory_xact_lock(` + pgLockSpace + `, $1::int)::text`,
-			LockProtocolGet: `SELECT row_locks FROM coord_lock_protocol`,
-			LockProtocolSet: `UPDATE coord_lock_protocol SET row_locks = $1`,
+			LockProtocolGet: `SELECT row_locks, id_locks FROM coord_lock_protocol`,
+			LockProtocolSet: `UPDATE coord_lock_protocol SET row_locks = $1, id_locks = $2`,
+			// Giving ids back to rows registered without one, before the id
+			// protocol is switched on again.
+			LockAssignIDs: `UPDATE coord_locks SET lock_id = nextval('coord_locks_lock_id_seq') WHERE lock_id IS NULL`,
+			// Rows of names not locked for a while; the hash lock needs none.
+			LockCleanup: `DELETE FROM coord_locks WHERE name IN (SELECT name FROM coord_locks
+  WHERE created_at < clock_timestamp() - $1 * interval '1 microsecond' ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 			// set_config(..., true) is SET LOCAL: it ends with the transaction
 			// even if LockWaitEnd never runs (the lock statement failed).
 			LockWaitBegin:    `SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1::text || 'ms', true)`,
@@ -406,6 +421,17 @@ const OutboxListeners = "sqlcoord.outbox.listeners"
 // two-integer form (objsubid 2 in pg_locks) with this constant ('sqlc')
 // never meets an application's one-bigint advisory locks.
 const pgLockSpace = "1936813155"
+
+// pgLockKey is the advisory key of the lock name $1 (schema 15): a 64-bit
+// hash, seeded with pgLockSpace. A collision makes two names exclude each
+// other, never lets two holders in.
+const pgLockKey = `hashtextextended($1, ` + pgLockSpace + `)`
+
+// pgLockChecks are the conditions under which a lock is refused rather
+// than granted: ro (a standby or a read-only transaction) and snap (the
+// transaction's snapshot is taken by the lock statement itself).
+const pgLockChecks = `pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS ro,
+  current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted') AS snap`
 
 func withCommitTS(q *Queries) *Queries {
 	const from, to = "created_at, attempts FROM coord_outbox", "COALESCE(CASE WHEN attempts = 0 THEN pg_xact_commit_timestamp(xmin) END, created_at), attempts FROM coord_outbox"

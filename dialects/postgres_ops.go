@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -41,92 +42,54 @@ func (o pgOps) bounded(ctx context.Context, tx Executor, timeout time.Duration, 
 	return err
 }
 
-// lockCreate creates the lock row inside tx, waiting at most timeout for a
-// concurrent creator (see bounded). inserted: we created it, and so hold it
-// until tx ends (no one else can see it before we commit).
-func (o pgOps) lockCreate(ctx context.Context, tx Executor, name string, timeout time.Duration) (inserted bool, err error) {
-	err = o.bounded(ctx, tx, timeout, func() error {
-		var got string
-		err := tx.QueryRow(ctx, o.q.LockCreate, name).Scan(&got)
-		inserted = err == nil
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // the row exists
-		}
-		return err
-	})
-	return inserted && err == nil, err
-}
-
-// lockTry takes the name's advisory lock without waiting (one statement
-// when the row exists and the protocol is advisory-only). A missing row
-// is created in tx (see lockCreate): invisible to others until tx
-// commits, it is held by tx alone.
+// lockTry takes the advisory lock of name's hash without waiting: one
+// statement, nothing written (a first use also registers the name for
+// the console).
 func (o pgOps) lockTry(ctx context.Context, tx Executor, name string) error {
-	for i := 0; ; i++ {
-		var got sql.NullString
-		var id int64
-		var ro bool
-		err := tx.QueryRow(ctx, o.q.LockAdvTry, name).Scan(&got, &id, &ro)
-		switch {
-		case err == nil && ro:
-			return errReadOnlyLock
-		case err == nil && got.Valid && got.String == "true":
-			return nil
-		case err == nil && got.Valid:
-			return errLockHeld
-		case err == nil:
-			return o.lockBoth(ctx, tx, name, id, 0)
-		case !errors.Is(err, sql.ErrNoRows):
-			return classifyPostgres(err)
-		case i > 0:
-			return err // created by another transaction, then gone
-		}
-		inserted, err := o.lockCreate(ctx, tx, name, time.Millisecond)
-		if err != nil {
-			if errors.Is(classifyPostgres(err), ErrLockTimeout) {
-				return errLockHeld // another transaction is creating it
-			}
-			return classifyPostgres(err)
-		}
-		if inserted {
-			return nil
-		}
-	}
+	return o.lock(ctx, tx, name, 0)
 }
 
 // lockWait is lockTry that waits up to wait (lock_timeout, restored
 // afterwards; a timeout aborts tx, as documented on coord.Lock).
 func (o pgOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
-	for i := 0; ; i++ {
+	return o.lock(ctx, tx, name, wait)
+}
+
+func (o pgOps) lock(ctx context.Context, tx Executor, name string, wait time.Duration) error {
+	var got sql.NullString
+	var ro, snap, legacy, known bool
+	if wait == 0 {
+		if err := tx.QueryRow(ctx, o.q.LockAdvTry, name).Scan(&got, &ro, &snap, &legacy, &known); err != nil {
+			return classifyPostgres(err)
+		}
+	} else {
 		var old, set string
 		if err := tx.QueryRow(ctx, o.q.LockWaitBegin, strconv.FormatInt(max(wait.Milliseconds(), 1), 10)).Scan(&old, &set); err != nil {
 			return classifyPostgres(err)
 		}
-		var got sql.NullString
-		var id int64
-		var ro bool
-		lerr := tx.QueryRow(ctx, o.q.LockAdvWait, name).Scan(&got, &id, &ro)
-		if lerr != nil && !errors.Is(lerr, sql.ErrNoRows) {
-			return classifyPostgres(lerr)
+		if err := tx.QueryRow(ctx, o.q.LockAdvWait, name).Scan(&got, &ro, &snap, &legacy, &known); err != nil {
+			return classifyPostgres(err)
 		}
 		if err := tx.QueryRow(ctx, o.q.LockWaitEnd, old).Scan(&set); err != nil {
 			return classifyPostgres(err)
 		}
-		switch {
-		case lerr == nil && ro:
-			return errReadOnlyLock
-		case lerr == nil && got.Valid:
-			return nil
-		case lerr == nil:
-			return o.lockBoth(ctx, tx, name, id, wait)
-		case i > 0:
-			return lerr
-		}
-		inserted, err := o.lockCreate(ctx, tx, name, wait)
-		if err != nil || inserted {
-			return classifyPostgres(err)
-		}
 	}
+	switch {
+	case ro:
+		return errReadOnlyLock
+	case snap:
+		return errLockIsolation
+	case got.Valid && got.String == "false":
+		return errLockHeld
+	case got.Valid:
+		if !known {
+			if _, err := tx.Exec(ctx, o.q.LockRegister, name); err != nil {
+				return classifyPostgres(err)
+			}
+		}
+		return nil
+	}
+	return o.lockLegacy(ctx, tx, name, wait)
 }
 
 // errReadOnlyLock: a lock asked for in a read-only transaction. A
@@ -134,33 +97,107 @@ func (o pgOps) lockWait(ctx context.Context, tx Executor, name string, wait time
 // they are refused there as a row lock would be.
 var errReadOnlyLock = &Error{Kind: ErrReadOnly, Code: "25006", Err: errors.New("cannot lock in a read-only transaction (a standby, or transaction_read_only)")}
 
-// lockBoth takes the row lock (the protocol of sqlcoord before migration
-// 14, which older instances still follow during a rolling upgrade) and
-// then the advisory lock, under a savepoint: if either is refused, both
-// are released and tx stays usable. wait 0: neither waits.
-func (o pgOps) lockBoth(ctx context.Context, tx Executor, name string, id int64, wait time.Duration) error {
-	err := o.bounded(ctx, tx, max(wait, time.Millisecond), func() error {
-		var got string
-		q := o.q.LockWait
-		if wait == 0 {
-			q = o.q.LockNowait
+// errLockIsolation: a lock asked for where the lock statement would fix
+// the transaction's snapshot (see ErrLockIsolation).
+var errLockIsolation = &Error{Kind: ErrLockIsolation}
+
+// lockLegacy locks name during a rolling upgrade: besides the hash lock,
+// the row lock (instances before schema 14 may run) and/or the advisory
+// lock on the name's permanent id (schema 14 instances may run), as
+// coord_lock_protocol says. Such instances need the row; a missing one is
+// created in tx (invisible to others until tx commits).
+func (o pgOps) lockLegacy(ctx context.Context, tx Executor, name string, wait time.Duration) error {
+	for i := 0; ; i++ {
+		var row sql.NullString
+		var id sql.NullInt64
+		var rowLocks, idLocks bool
+		if err := tx.QueryRow(ctx, o.q.LockLegacyRead, name).Scan(&row, &id, &rowLocks, &idLocks); err != nil {
+			return classifyPostgres(err)
 		}
-		if err := tx.QueryRow(ctx, q, name).Scan(&got); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return errLockHeld
+		if row.Valid && (id.Valid || !idLocks) {
+			return o.lockBoth(ctx, tx, name, id.Int64, rowLocks, idLocks, wait)
+		}
+		if i > 0 {
+			return fmt.Errorf("lock row %q: %w", name, sql.ErrNoRows) // created by another transaction, then gone
+		}
+		if err := o.lockCreate(ctx, tx, name, max(wait, time.Millisecond), row.Valid); err != nil {
+			if wait == 0 && errors.Is(classifyPostgres(err), ErrLockTimeout) {
+				return errLockHeld // another transaction is creating it
 			}
+			return classifyPostgres(err)
+		}
+	}
+}
+
+// lockCreate creates the lock row (or gives a registered row its id)
+// inside tx, waiting at most timeout for a concurrent creator (see
+// bounded).
+func (o pgOps) lockCreate(ctx context.Context, tx Executor, name string, timeout time.Duration, exists bool) error {
+	return o.bounded(ctx, tx, timeout, func() error {
+		if exists {
+			_, err := tx.Exec(ctx, o.q.LockAssignID, name)
 			return err
 		}
+		var got string
+		if err := tx.QueryRow(ctx, o.q.LockCreate, name).Scan(&got); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
+}
+
+// lockBoth takes, under a savepoint, the locks older instances take (the
+// row lock, the id lock) and then the hash lock: if any is refused, all
+// are released and tx stays usable. wait 0: none waits.
+func (o pgOps) lockBoth(ctx context.Context, tx Executor, name string, id int64, rowLocks, idLocks bool, wait time.Duration) error {
+	try := func(q string, arg any) error {
 		if wait > 0 {
-			return tx.QueryRow(ctx, o.q.LockAdvWaitID, id).Scan(&got)
+			var got string
+			return tx.QueryRow(ctx, q, arg).Scan(&got)
 		}
 		var ok bool
-		if err := tx.QueryRow(ctx, o.q.LockAdvTryID, id).Scan(&ok); err != nil || ok {
+		if err := tx.QueryRow(ctx, q, arg).Scan(&ok); err != nil || ok {
 			return err
 		}
 		return errLockHeld
+	}
+	err := o.bounded(ctx, tx, max(wait, time.Millisecond), func() error {
+		if rowLocks {
+			var got string
+			q := o.q.LockWait
+			if wait == 0 {
+				q = o.q.LockNowait
+			}
+			if err := tx.QueryRow(ctx, q, name).Scan(&got); err != nil {
+				if errors.Is(err, sql.ErrNoRows) {
+					return errLockHeld
+				}
+				return err
+			}
+		}
+		if idLocks {
+			q := o.q.LockAdvWaitID
+			if wait == 0 {
+				q = o.q.LockAdvTryID
+			}
+			if err := try(q, id); err != nil {
+				return err
+			}
+		}
+		q := o.q.LockHashWait
+		if wait == 0 {
+			q = o.q.LockHashTry
+		}
+		return try(q, name)
 	})
 	return classifyPostgres(err)
+}
+
+// lockCleanup deletes the rows of names created longer ago than age, at
+// most batch, in tx (READ COMMITTED). The hash lock needs no row; the
+// database refuses while an older protocol (which needs them) is on.
+func (o pgOps) lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
+	return tx.Exec(ctx, o.q.LockCleanup, age.Microseconds(), batch)
 }
 
 func (o pgOps) txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error) {

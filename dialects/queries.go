@@ -86,32 +86,30 @@ type Queries struct {
 	// --- row locks (coord_locks) ---
 
 	// LockAdvTry / LockAdvWait (PostgreSQL) take the advisory lock of a
-	// name without waiting / waiting under lock_timeout. Args: name.
-	// Columns: the result (NULL: the row-lock protocol is still on; true/
-	// false or '' otherwise), the name's lock id. No row: no such name.
-	// LockAdvTryID / LockAdvWaitID take it by id. LockProtocolGet/Set
-	// read and write coord_lock_protocol.row_locks (empty: MySQL family,
-	// row locks only).
-	LockAdvTry, LockAdvWait, LockAdvTryID, LockAdvWaitID, LockProtocolGet, LockProtocolSet string
-
-	// LockExists is a non-locking read: does the lock row exist?
-	LockExists string
-	// LockCreate creates the lock row if missing, without waiting on or
-	// failing because of a concurrent creator. Runs in autocommit.
-	LockCreate string
-	// LockCreateNowait / LockCreateWait (MySQL family) create the lock row
-	// inside the caller's transaction with a lock wait of at most about a
-	// second / %d seconds (template).
-	LockCreateNowait, LockCreateWait string
-	// LockNowait locks the row for the rest of the transaction, or fails
-	// at once without spoiling the transaction: either a NOWAIT error that
-	// rolls back only the statement (MySQL/MariaDB), or no row at all
-	// (PostgreSQL, FOR UPDATE SKIP LOCKED — a NOWAIT error there would
-	// abort the caller's whole transaction). No row means held elsewhere
-	// when LockExists (outside the transaction) still finds the row.
+	// name's hash without waiting / waiting under lock_timeout (see
+	// postgres.go for the columns). LockRegister records a name for the
+	// console; LockHashTry/Wait take only the hash lock. LockLegacyRead,
+	// LockCreate, LockAssignID, LockAdvTryID and LockAdvWaitID serve the
+	// older protocols during a rolling upgrade. LockProtocolGet/Set read
+	// and write coord_lock_protocol (row_locks, id_locks); LockAssignIDs
+	// gives every registered name an id. All empty on the MySQL family.
+	LockAdvTry, LockAdvWait, LockRegister, LockHashTry, LockHashWait, LockLegacyRead string
+	LockCreate, LockAssignID, LockAdvTryID, LockAdvWaitID                            string
+	LockProtocolGet, LockProtocolSet, LockAssignIDs                                  string
+	// LockCleanup deletes (PostgreSQL) or picks for deletion (MySQL
+	// family) the rows of names created longer ago than the given age
+	// (µs), at most N (args: age, N), skipping rows being locked. Run in
+	// a READ COMMITTED transaction (see Dialect.LockCleanup).
+	LockCleanup string
+	// LockNowait locks the name for the rest of the transaction, or fails
+	// at once without spoiling the transaction. MySQL family: an INSERT …
+	// ON DUPLICATE KEY UPDATE that creates or locks the name's row, whose
+	// lock wait error rolls back the statement only. PostgreSQL (rolling
+	// upgrade only): the row lock, FOR UPDATE SKIP LOCKED (no row: held).
 	LockNowait string
-	// LockWait locks the row, waiting at most the bound set by
-	// LockWaitBegin (PostgreSQL) or the template's %d seconds (MariaDB).
+	// LockWait is LockNowait waiting at most the bound set by
+	// LockWaitBegin (PostgreSQL) or the template's %d seconds (MySQL
+	// family).
 	LockWait string
 	// LockWaitBegin returns the current bound and sets a new one (in
 	// milliseconds) for the rest of the statement sequence; LockWaitEnd
@@ -122,6 +120,9 @@ type Queries struct {
 	// transaction sit idle before it kills the session and so frees its
 	// locks (the bound on a frozen holder). Argument: milliseconds.
 	IdleTxTimeoutSet string
+	// IdleTxTimeoutReset (MySQL family) puts the session's value back to
+	// the server's default (see sqlcoord.Open).
+	IdleTxTimeoutReset string
 
 	// --- leases (coord_leases) ---
 

@@ -110,6 +110,35 @@ func newBenchCmd() *cobra.Command {
 	ins.Flags().IntVar(&insClients, "insert-clients", 4, "concurrent inserting clients")
 	ins.Flags().BoolVar(&keep, "keep", false, "keep the benchmark tables for inspection")
 	ins.Flags().StringVar(&strategies, "strategies", "", "comma-separated subset, in this order (default: all)")
+	var names, nameClients int
+	var nameCleanup time.Duration
+	lockNames := &cobra.Command{
+		Use:   "locknames",
+		Short: "One-off lock names (each used once): TryLock throughput and coord_locks size as names pile up, without and with CleanupLocks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if names <= 0 || nameClients <= 0 || nameCleanup < 0 {
+				return usageError{fmt.Errorf("--names and --lock-clients must be positive, --cleanup not negative")}
+			}
+			var all []bench.LockNamesRow
+			var settings []string
+			err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
+				settings = append(settings, serverSettings(ctx, db))
+				rs, err := bench.LockNames(ctx, db, bench.LockNamesConfig{Names: names, Clients: nameClients, Cleanup: nameCleanup, Progress: cmd.OutOrStdout()})
+				all = append(all, rs...)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			md := fmt.Sprintf("# sqlcoord bench locknames\n\n%s, %s; %d names, %d clients\n\nServer settings:\n\n- %s\n\n%s",
+				time.Now().UTC().Format(time.RFC3339), hostInfo(), names, nameClients, strings.Join(settings, "\n- "), bench.LockNamesMarkdown(all))
+			return writeFile(cmd, outDir, "locknames", all, md)
+		},
+	}
+	lockNames.Flags().IntVar(&names, "names", 1_000_000, "distinct names, each locked once (--names 10000000 for the issue's figure)")
+	lockNames.Flags().IntVar(&nameClients, "lock-clients", 16, "concurrent lockers")
+	lockNames.Flags().DurationVar(&nameCleanup, "cleanup", 2*time.Second, "second run: CleanupLocks of names older than this, this often (0: no second run)")
 	all := &cobra.Command{
 		Use:   "all",
 		Short: "inserts, then primitives, with defaults",
@@ -122,7 +151,7 @@ func newBenchCmd() *cobra.Command {
 			return runPrimitives(cmd)
 		},
 	}
-	cmd.AddCommand(prim, ins, all)
+	cmd.AddCommand(prim, ins, lockNames, all)
 	cmd.PersistentFlags().String("dialect", "", "with no --dsn: only this throwaway server (postgres or mysql)")
 	cmd.PersistentFlags().DurationVar(&dur, "duration", 2*time.Second, "measuring time per case")
 	cmd.PersistentFlags().StringVar(&clients, "clients", "1,8,32", "concurrent clients, comma-separated")
@@ -216,6 +245,22 @@ func writeReport(cmd *cobra.Command, dir, name string, rs []bench.Result) error 
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "\n%s\nwrote %s and %s\n", bench.Markdown(rs), filepath.Join(dir, name+".md"), filepath.Join(dir, name+".json"))
+	return nil
+}
+
+// writeFile writes name.json (v) and name.md (md) into dir and prints md.
+func writeFile(cmd *cobra.Command, dir, name string, v any, md string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, _ := json.MarshalIndent(v, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), js, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "\n%s\nwrote %s and %s\n", md, filepath.Join(dir, name+".md"), filepath.Join(dir, name+".json"))
 	return nil
 }
 

@@ -20,7 +20,7 @@ type doctorReport struct {
 	Schema    *sqlcoord.Status    `json:"schema,omitempty"`
 	SchemaErr string              `json:"schema_error,omitempty"`
 	Listen    string              `json:"listen,omitempty"` // PostgreSQL: delivered, lost, or why not tested
-	// LockProtocol (PostgreSQL, schema 14+): "advisory" or "dual" (row
+	// LockProtocol (PostgreSQL, schema 15+): "advisory", "advisory+id" or "dual" (row
 	// locks too, for instances older than schema 14).
 	LockProtocol string            `json:"lock_protocol,omitempty"`
 	Guarantees   []doctorGuarantee `json:"guarantees"`
@@ -85,12 +85,9 @@ func doctor(ctx context.Context, db *sqlcoord.DB) doctorReport {
 			rep.Listen = "not tested: " + err.Error()
 		}
 	}
-	if info.Dialect == "postgres" && rep.Schema != nil && rep.Schema.Version >= 14 {
-		if rowLocks, err := sqlcoord.LockProtocol(ctx, db); err == nil {
-			rep.LockProtocol = "advisory"
-			if rowLocks {
-				rep.LockProtocol = "dual"
-			}
+	if info.Dialect == "postgres" && rep.Schema != nil && rep.Schema.Version >= 15 {
+		if mode, err := sqlcoord.LockProtocol(ctx, db); err == nil {
+			rep.LockProtocol = string(mode)
 		}
 	}
 	rep.Guarantees = guarantees(info)
@@ -155,10 +152,12 @@ func printDoctor(w io.Writer, r doctorReport) {
 		fmt.Fprintf(w, "LISTEN       %s\n", r.Listen)
 	}
 	switch r.LockProtocol {
-	case "advisory":
-		fmt.Fprintf(w, "locks        advisory locks on each name's id (nothing written)\n")
-	case "dual":
-		fmt.Fprintf(w, "locks        dual: advisory and row locks, so instances older than schema 14 are excluded too; once none runs: `sqlcoord locks protocol advisory`\n")
+	case string(sqlcoord.LocksAdvisory):
+		fmt.Fprintf(w, "locks        advisory locks on a hash of each name (nothing written)\n")
+	case string(sqlcoord.LocksAdvisoryID):
+		fmt.Fprintf(w, "locks        advisory+id: also each name's id lock, so instances of schema 14 are excluded too; once none runs: `sqlcoord locks protocol advisory`\n")
+	case string(sqlcoord.LocksDual):
+		fmt.Fprintf(w, "locks        dual: also row locks, so instances older than schema 14 are excluded too; once none runs: `sqlcoord locks protocol advisory`\n")
 	}
 	fmt.Fprintln(w, "guarantees")
 	for _, g := range r.Guarantees {

@@ -11,23 +11,22 @@ import (
 func newLocksCmd() *cobra.Command {
 	cmd := groupCmd("locks", "PostgreSQL's lock protocol (advisory locks; row locks too during a rolling upgrade)")
 	cmd.AddCommand(&cobra.Command{
-		Use:   "protocol [advisory|dual]",
+		Use:   "protocol [advisory|advisory+id|dual]",
 		Short: "Show, or switch, how PostgreSQL locks are taken",
-		Long: `dual: each lock takes the advisory lock and the row lock, so instances of sqlcoord older than
-schema version 14 (row locks only) are excluded too. advisory: advisory locks only, nothing
-written — switch to it once every instance runs a sqlcoord that knows schema version 14.`,
+		Long: `advisory: one advisory lock on a 64-bit hash of the name, nothing written — switch to it
+once every instance runs a sqlcoord of schema version 15 or later.
+advisory+id: also the advisory lock on the name's permanent id, so instances of schema version
+14 are excluded too. dual: also the row lock, for instances older than schema version 14.
+An upgraded database keeps the older locks until switched; a fresh one starts at advisory.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var set *bool
+			var set sqlcoord.LockProtocolMode
 			if len(args) == 1 {
-				switch args[0] {
-				case "advisory":
-					set = new(bool)
-				case "dual":
-					set = new(bool)
-					*set = true
+				switch m := sqlcoord.LockProtocolMode(args[0]); m {
+				case sqlcoord.LocksAdvisory, sqlcoord.LocksAdvisoryID, sqlcoord.LocksDual:
+					set = m
 				default:
-					return usageError{fmt.Errorf("locks protocol %q: want advisory or dual", args[0])}
+					return usageError{fmt.Errorf("locks protocol %q: want advisory, advisory+id or dual", args[0])}
 				}
 			}
 			db, err := openDB(cmd)
@@ -35,21 +34,14 @@ written — switch to it once every instance runs a sqlcoord that knows schema v
 				return err
 			}
 			defer db.Close()
-			if set != nil {
-				if err := sqlcoord.SetLockProtocol(cmd.Context(), db, *set); err != nil {
+			if set != "" {
+				if err := sqlcoord.SetLockProtocol(cmd.Context(), db, set); err != nil {
 					return err
 				}
 			}
-			rowLocks, err := sqlcoord.LockProtocol(cmd.Context(), db)
+			mode, err := sqlcoord.LockProtocol(cmd.Context(), db)
 			if err != nil {
 				return err
-			}
-			mode := "advisory"
-			if rowLocks {
-				mode = "dual"
-			}
-			if db.Dialect().Family() != "postgres" {
-				mode = "row"
 			}
 			if done, err := printJSON(cmd, map[string]any{"protocol": mode, "dialect": db.Dialect().Name()}); done || err != nil {
 				return err

@@ -62,6 +62,7 @@ func Test[TTx any](t *testing.T, tg Target[TTx]) {
 	t.Run("TryLock/excludes a second transaction until commit", s.tryLockExcludes)
 	t.Run("Lock/waits for a holder, then times out", s.lockTimesOut)
 	t.Run("Lock/rollback releases", s.rollbackReleases)
+	t.Run("Lock/read-modify-write under contention loses no update", s.readModifyWrite)
 	t.Run("Lease/second owner refused, token grows on takeover", s.leaseTokens)
 	t.Run("Fence/stale token refused", s.fenceStale)
 	t.Run("FencedUpdate/equal values accepted, stale refused", s.fencedUpdate)

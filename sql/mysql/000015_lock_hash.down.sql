@@ -1,0 +1,1 @@
+DROP INDEX coord_locks_created ON coord_locks;
