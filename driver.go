@@ -43,6 +43,8 @@ type Base interface {
 	ExecutorFor(tx any) (Executor, error)
 	// String describes the database without credentials.
 	String() string
+	// Epochs is the driver's failover-epoch high-water mark.
+	Epochs() *Epochs
 }
 
 // OwnedTx is a transaction sqlcoord began through BeginOwned.
@@ -135,6 +137,9 @@ func (p *Pgx) Metrics() metrics.Recorder { return p.metrics }
 // Dialect is the database's dialect (detected from the server).
 func (db *DB) Dialect() *dialects.Dialect { return db.dialect }
 
+// Epochs is the pool's failover-epoch high-water mark.
+func (db *DB) Epochs() *Epochs { return db.epochs }
+
 // Executor runs autocommit statements on db's pool.
 func (db *DB) Executor() Executor { return poolExecutor(db.DB.DB, db.pre, db.dialect) }
 
@@ -198,6 +203,8 @@ type WrapOptions struct {
 	AllowReadOnly bool
 	// RequireSyncReplication: see Options.RequireSyncReplication.
 	RequireSyncReplication bool
+	// EpochFile: see Options.EpochFile.
+	EpochFile string
 	// GaleraSingleWriter: see Options.GaleraSingleWriter. On Galera the
 	// application's pool should also use interpolateParams=true (see
 	// dialects.Galera); sqlcoord cannot see its DSN to check.
@@ -222,7 +229,11 @@ func WrapDB(ctx context.Context, db *sql.DB, opts ...WrapOptions) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, pre: pre, shown: "database/sql pool (" + d.Name() + ")"}, nil
+	out := &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, pre: pre, shown: "database/sql pool (" + d.Name() + ")"}
+	if out.epochs, err = openEpochs(ctx, out, wrapOptions(opts).EpochFile, wrapOptions(opts).AllowReadOnly); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // detect finds (or takes) the dialect and checks what sqlcoord needs of
@@ -300,6 +311,7 @@ func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dial
 // (with the driver name kept, so NamedExec and Rebind work).
 type SQLX struct {
 	X       *sqlx.DB
+	epochs  *Epochs
 	dialect *dialects.Dialect
 	pre     []any // see poolerArgs
 	tracer  trace.Tracer
@@ -314,10 +326,15 @@ func WrapSQLX(ctx context.Context, x *sqlx.DB, opts ...WrapOptions) (*SQLX, erro
 	if err != nil {
 		return nil, err
 	}
-	return &SQLX{X: x, dialect: d, pre: pre}, nil
+	s := &SQLX{X: x, dialect: d, pre: pre}
+	if s.epochs, err = openEpochs(ctx, s, wrapOptions(opts).EpochFile, wrapOptions(opts).AllowReadOnly); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func (s *SQLX) Dialect() *dialects.Dialect                      { return s.dialect }
+func (s *SQLX) Epochs() *Epochs                                 { return s.epochs }
 func (s *SQLX) Executor() Executor                              { return poolExecutor(s.X, s.pre, s.dialect) }
 func (s *SQLX) TxExecutor(tx *sqlx.Tx) Executor                 { return sqlExec{q: tx, pre: s.pre} }
 func (s *SQLX) CommitTx(_ context.Context, tx *sqlx.Tx) error   { return tx.Commit() }
@@ -347,6 +364,7 @@ func (s *SQLX) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, er
 // pgx.QueryExecModeExec with WrapOptions.Pooler.
 type Pgx struct {
 	Pool    *pgxpool.Pool
+	epochs  *Epochs
 	pre     []any // see poolerArgs
 	tracer  trace.Tracer
 	metrics metrics.Recorder
@@ -361,10 +379,15 @@ func WrapPgxPool(ctx context.Context, pool *pgxpool.Pool, opts ...WrapOptions) (
 	if _, err := detect(ctx, p.Executor(), []WrapOptions{o}); err != nil {
 		return nil, err
 	}
+	var err error
+	if p.epochs, err = openEpochs(ctx, p, o.EpochFile, o.AllowReadOnly); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
 func (p *Pgx) Dialect() *dialects.Dialect                      { return dialects.Postgres }
+func (p *Pgx) Epochs() *Epochs                                 { return p.epochs }
 func (p *Pgx) Executor() Executor                              { return pgxExec{p.Pool, p.pre} }
 func (p *Pgx) TxExecutor(tx pgx.Tx) Executor                   { return pgxExec{tx, p.pre} }
 func (p *Pgx) CommitTx(ctx context.Context, tx pgx.Tx) error   { return tx.Commit(ctx) }

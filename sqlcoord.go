@@ -41,6 +41,7 @@ type DB struct {
 	*sqlx.DB
 
 	dialect *dialects.Dialect // detected from the server
+	epochs  *Epochs           // failover-epoch high-water mark
 	pre     []any             // statement-mode arguments, see poolerArgs
 	tracer  trace.Tracer      // nil: tracing off
 	metrics metrics.Recorder  // nil: off
@@ -68,6 +69,12 @@ type Options struct {
 	// Inspect and README "What survives which failover". Checked when the
 	// pool is opened; the settings can change later (sqlcoord doctor).
 	RequireSyncReplication bool
+	// EpochFile keeps the pool's failover-epoch high-water mark (see
+	// Epochs) in a file, so that a restarted process still refuses a
+	// stale primary it would otherwise take for the current one. "" keeps
+	// it in memory. Open refuses (dialects.ErrStalePrimary) a server
+	// older than the mark in the file.
+	EpochFile string
 	// GaleraSingleWriter: on a MariaDB Galera cluster, every client of
 	// this database writes through one node, so row locks are allowed
 	// (dialects.GaleraSingleWriter); otherwise they are refused there
@@ -174,8 +181,36 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 			return nil, fmt.Errorf("%s: %w", shown, err)
 		}
 	}
-	return &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: poolerArgs(sdb, o.Pooler), dsn: driverDSN, shown: shown}, nil
+	db := &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: poolerArgs(sdb, o.Pooler), dsn: driverDSN, shown: shown}
+	if db.epochs, err = openEpochs(pctx, db, o.EpochFile, o.AllowReadOnly); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("%s: %w", shown, err)
+	}
+	return db, nil
 }
+
+// openEpochs reads the high-water mark from file and, when it says the
+// client has seen a fork, checks the server against it (not on a server
+// opened read-only, nor on one without the schema yet).
+func openEpochs(ctx context.Context, db Base, file string, readOnly bool) (*Epochs, error) {
+	e, err := newEpochs(file)
+	if err != nil || e.Seen() == 0 || readOnly {
+		return e, err
+	}
+	probe := &epochProbe{Base: db, e: e}
+	if _, err := CurrentEpoch(ctx, probe); err != nil && !errors.Is(err, dialects.ErrNoSchema) {
+		return nil, err
+	}
+	return e, nil
+}
+
+// epochProbe is db with the mark being opened (db's own is not set yet).
+type epochProbe struct {
+	Base
+	e *Epochs
+}
+
+func (p *epochProbe) Epochs() *Epochs { return p.e }
 
 // openPool opens a database/sql pool for the dialect's driver; MySQL-family
 // connections reset what sqlcoord set on their session (sessionreset.go).

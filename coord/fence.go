@@ -42,7 +42,7 @@ func (c *Client[TTx]) Fence(ctx context.Context, tx TTx, resource string, token 
 	if token <= 0 {
 		return fmt.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, token)
 	}
-	ok, err := c.d.FenceAdvance(ctx, c.drv.TxExecutor(tx), resource, token)
+	ok, err := c.d.FenceAdvance(ctx, c.drv.TxExecutor(tx), resource, token, c.drv.Epochs().Seen())
 	if err != nil {
 		return c.wrap("fence", resource, err)
 	}
@@ -87,7 +87,7 @@ func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) (retEr
 	for i, k := range cols {
 		vals[i] = u.Set[k]
 	}
-	ok, err := c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), u.Table, u.KeyColumn, u.FenceColumn, cols, u.Token, u.Key, vals)
+	ok, err := c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), u.Table, u.KeyColumn, u.FenceColumn, cols, u.Token, u.Key, vals, c.drv.Epochs().Seen())
 	if err != nil {
 		return c.wrap("fenced update", u.Table, err)
 	}

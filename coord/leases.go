@@ -62,9 +62,12 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 		return Lease{}, err
 	}
 	l := Lease{Name: name, Owner: owner, TTL: ttl, sentAt: time.Now()}
-	row, err := c.d.LeaseAcquire(ctx, c.pool(), name, owner, ttl.Microseconds())
+	row, err := c.d.LeaseAcquire(ctx, c.pool(), name, owner, ttl.Microseconds(), c.drv.Epochs().Seen())
 	if err != nil {
 		return Lease{}, c.wrap("acquire lease", name, err)
+	}
+	if err := c.drv.Epochs().Observe(row.Epoch); err != nil {
+		return Lease{}, err
 	}
 	if row.Owner != owner {
 		return Lease{}, heldError(name)
@@ -92,14 +95,17 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 		return l, err
 	}
 	l.sentAt = time.Now()
-	exp, ok, err := c.d.LeaseRenew(ctx, c.pool(), l.Name, l.Owner, l.Token, l.TTL.Microseconds())
+	r, err := c.d.LeaseRenew(ctx, c.pool(), l.Name, l.Owner, l.Token, l.TTL.Microseconds(), c.drv.Epochs().Seen())
 	if err != nil {
 		return l, c.wrap("renew lease", l.Name, err)
 	}
-	if !ok {
+	if !r.OK {
 		return l, fmt.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
 	}
-	l.ExpiresAt = exp
+	if err := c.drv.Epochs().Observe(r.Epoch); err != nil {
+		return l, err
+	}
+	l.ExpiresAt = r.ExpiresAt
 	return l, nil
 }
 

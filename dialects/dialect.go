@@ -19,6 +19,10 @@ type Dialect struct {
 	numbered bool // placeholders are $1, $2 (PostgreSQL) rather than ?
 	classify func(error) error
 	ops      operations
+	// epochCheck builds the condition that refuses a stale primary (the
+	// client's high-water mark in the given placeholder); nil where the
+	// dialect has no failover epoch.
+	epochCheck func(hwm string) string
 
 	// Q holds the text of every statement sqlcoord sends to this dialect.
 	Q *Queries

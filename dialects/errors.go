@@ -27,6 +27,13 @@ var (
 	// the lock is refused instead. Nothing was locked; the transaction is
 	// still usable. Run the locking transaction at READ COMMITTED.
 	ErrLockIsolation = errors.New("sqlcoord: a lock cannot protect the reads of a REPEATABLE READ or SERIALIZABLE transaction on PostgreSQL (its snapshot is taken before the lock is granted); run the locking transaction at READ COMMITTED")
+	// ErrStalePrimary: the server writes in a failover epoch older than
+	// one this client has already seen on another server — an old primary
+	// still running after a promotion (split brain), or a database
+	// restored from a backup while the client remembers later history.
+	// Nothing was written. Point the client at the current primary;
+	// retrying on this server cannot help.
+	ErrStalePrimary = errors.New("sqlcoord: stale primary: this server's history is older than one this client has seen")
 	// ErrDuplicate: a unique index rejected the row.
 	ErrDuplicate = errors.New("sqlcoord: duplicate key")
 	// ErrDeadlock: the server chose this transaction as a deadlock victim
@@ -94,10 +101,10 @@ func (e *Error) Unwrap() []error {
 }
 
 // Fatal reports whether err is a condition that retrying on the same
-// server cannot fix: the schema is missing, the server is read-only, or
-// access is denied. Long-running loops (schedulers, relays) stop on it.
+// server cannot fix: the schema is missing, the server is read-only or a
+// stale primary, or access is denied. Long-running loops (schedulers, relays) stop on it.
 func Fatal(err error) bool {
-	return errors.Is(err, ErrNoSchema) || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrAccessDenied)
+	return errors.Is(err, ErrNoSchema) || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrAccessDenied) || errors.Is(err, ErrStalePrimary)
 }
 
 // Retryable reports whether err is a failure after which running the whole

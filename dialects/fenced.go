@@ -14,14 +14,16 @@ import (
 // are in placeholder order. The statement affects no row when the row's
 // fence is newer than token (or the row does not exist).
 func (d *Dialect) FencedUpdate(table, keyCol, fenceCol string, setCols []string, token int64, key any, vals []any) (string, []any, error) {
-	q, _, args, err := d.fencedStatements(table, keyCol, fenceCol, setCols, token, key, vals)
+	q, _, args, err := d.fencedStatements(table, keyCol, fenceCol, setCols, token, key, vals, 0)
 	return q, args, err
 }
 
 // fencedStatements builds the fenced update and, from the same validated
 // identifiers, a locking read of the row's fence (args: key), which
 // MySQL needs when the update reports no row changed.
-func (d *Dialect) fencedStatements(table, keyCol, fenceCol string, setCols []string, token int64, key any, vals []any) (update, check string, args []any, err error) {
+// With a high-water mark hwm above 0 the update also refuses a stale
+// primary (see Queries.FenceAdvanceChecked).
+func (d *Dialect) fencedStatements(table, keyCol, fenceCol string, setCols []string, token int64, key any, vals []any, hwm int64) (update, check string, args []any, err error) {
 	if len(setCols) != len(vals) {
 		return "", "", nil, fmt.Errorf("sqlcoord: %d columns but %d values", len(setCols), len(vals))
 	}
@@ -56,6 +58,10 @@ func (d *Dialect) fencedStatements(table, keyCol, fenceCol string, setCols []str
 	args = append(args, key)
 	fmt.Fprintf(&b, " AND %s <= %s", f, d.Placeholder(len(args)+1))
 	args = append(args, token)
+	if hwm > 0 && d.epochCheck != nil {
+		fmt.Fprintf(&b, " AND %s", d.epochCheck(d.Placeholder(len(args)+1)))
+		args = append(args, hwm)
+	}
 	check = fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s FOR UPDATE", f, t, k, d.Placeholder(1))
 	return b.String(), check, args, nil
 }

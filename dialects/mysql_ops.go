@@ -75,7 +75,7 @@ func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) err
 // frozen between them must not keep the row locked. Between them only an
 // expiry can change the owner, and then the lease is reported held, which
 // is what it is by then.
-func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl int64) (LeaseRow, error) {
+func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl, _ int64) (LeaseRow, error) {
 	var r LeaseRow
 	if o.q.LeaseAcquireReturning != "" { // MariaDB: one round trip
 		err := pool.QueryRow(ctx, o.q.LeaseAcquireReturning, name, owner, ttl).Scan(&r.Owner, &r.Token, &r.ExpiresAt)
@@ -88,22 +88,23 @@ func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, name, owner s
 	return r, err
 }
 
-func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl int64) (time.Time, bool, error) {
-	var exp time.Time
+func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl, _ int64) (Renewal, error) {
+	var r Renewal
 	// renewed_at changes on every renewal, so the count is the same with
 	// or without clientFoundRows
 	n, err := pool.Exec(ctx, o.q.LeaseRenew, ttl, name, owner, token)
 	if err != nil || n == 0 {
-		return exp, false, err
+		return r, err
 	}
-	err = pool.QueryRow(ctx, o.q.LeaseExpiry, name, owner, token).Scan(&exp)
+	err = pool.QueryRow(ctx, o.q.LeaseExpiry, name, owner, token).Scan(&r.ExpiresAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return exp, false, nil
+		return r, nil
 	}
-	return exp, err == nil, err
+	r.OK = err == nil
+	return r, err
 }
 
-func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token int64) (bool, error) {
+func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, _ int64) (bool, error) {
 	if o.q.FenceAdvanceReturning != "" { // MariaDB: one round trip
 		var fence int64
 		if err := tx.QueryRow(ctx, o.q.FenceAdvanceReturning, resource, token).Scan(&fence); err != nil {
@@ -146,14 +147,18 @@ func (o mysqlOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scop
 	return n == 1, err
 }
 
-func (o mysqlOps) jobClaim(ctx context.Context, pool Executor, job string, fire time.Time, shard, total int, status, owner string) (int64, bool, error) {
-	n, err := pool.Exec(ctx, o.q.JobClaim, job, fire, shard, total, status, owner)
-	return 1, err == nil && n > 0, err
+func (o mysqlOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, _ int64) (Issued, bool, error) {
+	n, err := pool.Exec(ctx, o.q.JobClaim, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner)
+	return Issued{Value: 1}, err == nil && n > 0, err
 }
 
-func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, owner, job string, fire time.Time, shard int, attempt, grace int64) (int64, bool, error) {
-	n, err := pool.Exec(ctx, o.q.JobTakeover, owner, job, fire, shard, attempt, grace)
-	return attempt + 1, err == nil && n == 1, err
+func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, grace, _ int64) (Issued, bool, error) {
+	n, err := pool.Exec(ctx, o.q.JobTakeover, j.Owner, j.Job, j.Fire, j.Shard, attempt, grace)
+	return Issued{Value: attempt + 1}, err == nil && n == 1, err
+}
+
+func (o mysqlOps) workerEpochReady(context.Context, Executor, int64, int64) (EpochGrace, error) {
+	return EpochGrace{Ready: true}, nil
 }
 
 func (o mysqlOps) outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {
@@ -176,13 +181,13 @@ func (o mysqlOps) outboxMark(ctx context.Context, tx Executor, ids []int64, dele
 	return nil
 }
 
-func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error) {
+func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int, _ int64) (Issued, error) {
+	var r Issued
 	if _, err := tx.Exec(ctx, o.q.SegmentAdvance, step, step, tag); err != nil {
-		return 0, err
+		return r, err
 	}
-	var maxID int64
-	err := tx.QueryRow(ctx, o.q.SegmentRead, tag).Scan(&maxID) // our own update is visible
-	return maxID, err
+	err := tx.QueryRow(ctx, o.q.SegmentRead, tag).Scan(&r.Value) // our own update is visible
+	return r, err
 }
 
 // KILL is not a preparable statement: the id, an integer read from the

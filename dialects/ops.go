@@ -18,25 +18,55 @@ type operations interface {
 	lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error)
 	setIdleTimeout(ctx context.Context, tx Executor, ms int64) error
 	txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error)
-	leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros int64) (LeaseRow, error)
-	leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros int64) (time.Time, bool, error)
-	fenceAdvance(ctx context.Context, tx Executor, resource string, token int64) (bool, error)
+	leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros, hwm int64) (LeaseRow, error)
+	leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros, hwm int64) (Renewal, error)
+	fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error)
 	fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error)
 	idemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error)
-	segmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error)
-	jobClaim(ctx context.Context, pool Executor, job string, fire time.Time, shard, total int, status, owner string) (int64, bool, error)
-	jobTakeover(ctx context.Context, pool Executor, owner, job string, fire time.Time, shard int, attempt, graceMicros int64) (int64, bool, error)
+	segmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error)
+	jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error)
+	jobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, graceMicros, hwm int64) (Issued, bool, error)
+	workerEpochReady(ctx context.Context, pool Executor, waitMicros, hwm int64) (EpochGrace, error)
 	outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error
 	endSession(ctx context.Context, pool Executor, id, start int64) error
 	uuidValue(u [16]byte) any
 	uuidColumnType() string
 }
 
-// LeaseRow is a coord_leases row as an acquire left it.
+// LeaseRow is a coord_leases row as an acquire left it, and the failover
+// epoch the acquire ran in (0 when it granted nothing, or the dialect has
+// no epoch).
 type LeaseRow struct {
 	Owner     string
 	Token     int64
 	ExpiresAt time.Time
+	Epoch     int64
+}
+
+// Renewal is what a lease renewal did: OK false when the lease is no longer
+// the caller's (expired, released, taken over, or granted in an earlier
+// failover epoch).
+type Renewal struct {
+	ExpiresAt time.Time
+	OK        bool
+	Epoch     int64
+}
+
+// Issued is a counter value a statement issued (a segment's max_id, a job
+// attempt) and the failover epoch it was issued in.
+type Issued struct {
+	Value int64
+	Epoch int64
+}
+
+// JobSlot names one shard of one slot of a job, and what a claim records.
+type JobSlot struct {
+	Job    string
+	Fire   time.Time
+	Shard  int
+	Total  int    // shards in the slot (claim)
+	Status string // status a claim records ("running", or "skipped")
+	Owner  string
 }
 
 // LockTry locks the coord_locks row of name for the rest of tx, creating
@@ -78,30 +108,31 @@ func (d *Dialect) TxIdleTimeout(ctx context.Context, tx Executor, ms int64) (boo
 
 // LeaseAcquire takes the lease when free, expired or already owner's, in
 // autocommit statements that hold no row lock across round trips, and
-// returns the row as it then is (Owner tells who won).
-func (d *Dialect) LeaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros int64) (LeaseRow, error) {
-	return d.ops.leaseAcquire(ctx, pool, name, owner, ttlMicros)
+// returns the row as it then is (Owner tells who won). hwm is the client's
+// failover-epoch high-water mark: a server in an older epoch refuses with
+// ErrStalePrimary (every statement below that takes hwm does).
+func (d *Dialect) LeaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros, hwm int64) (LeaseRow, error) {
+	return d.ops.leaseAcquire(ctx, pool, name, owner, ttlMicros, hwm)
 }
 
-// LeaseRenew extends a live lease held by owner with token; false when it
-// is not (expired, released, taken over).
-func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros int64) (time.Time, bool, error) {
-	return d.ops.leaseRenew(ctx, pool, name, owner, token, ttlMicros)
+// LeaseRenew extends a live lease held by owner with token.
+func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros, hwm int64) (Renewal, error) {
+	return d.ops.leaseRenew(ctx, pool, name, owner, token, ttlMicros, hwm)
 }
 
 // FenceAdvance raises the fence of resource to token inside tx unless a
 // newer token has written; false when refused. The row stays locked until
 // tx ends.
-func (d *Dialect) FenceAdvance(ctx context.Context, tx Executor, resource string, token int64) (bool, error) {
-	return d.ops.fenceAdvance(ctx, tx, resource, token)
+func (d *Dialect) FenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
+	return d.ops.fenceAdvance(ctx, tx, resource, token, hwm)
 }
 
 // FencedUpdateRow runs the fenced update of a caller's table built from
 // validated identifiers (see FencedUpdate) and reports whether the row
 // accepted the token — true also when the update changed no value, on
 // every driver setting (MySQL's clientFoundRows is not needed).
-func (d *Dialect) FencedUpdateRow(ctx context.Context, tx Executor, table, keyCol, fenceCol string, setCols []string, token int64, key any, vals []any) (bool, error) {
-	q, check, args, err := d.fencedStatements(table, keyCol, fenceCol, setCols, token, key, vals)
+func (d *Dialect) FencedUpdateRow(ctx context.Context, tx Executor, table, keyCol, fenceCol string, setCols []string, token int64, key any, vals []any, hwm int64) (bool, error) {
+	q, check, args, err := d.fencedStatements(table, keyCol, fenceCol, setCols, token, key, vals, hwm)
 	if err != nil {
 		return false, err
 	}
@@ -132,23 +163,39 @@ func (d *Dialect) OutboxMark(ctx context.Context, tx Executor, ids []int64, dele
 }
 
 // JobClaim inserts the run of a slot's shard in one autocommit statement
-// and returns its attempt number (1, or on PostgreSQL the failover
-// epoch's first attempt) — claimed false when the run already exists.
-func (d *Dialect) JobClaim(ctx context.Context, pool Executor, job string, fire time.Time, shard, total int, status, owner string) (attempt int64, claimed bool, err error) {
-	return d.ops.jobClaim(ctx, pool, job, fire, shard, total, status, owner)
+// and returns its attempt number (the failover epoch's first attempt: 1
+// until the first fork) — claimed false when the run already exists.
+func (d *Dialect) JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (attempt Issued, claimed bool, err error) {
+	return d.ops.jobClaim(ctx, pool, j, hwm)
 }
 
-// JobTakeover gives a stale or rerun-marked run to owner as a new attempt
-// and returns its number (attempt+1, or on PostgreSQL at least the
-// failover epoch's first attempt); ok false when someone else was first.
-func (d *Dialect) JobTakeover(ctx context.Context, pool Executor, owner, job string, fire time.Time, shard int, attempt, graceMicros int64) (newAttempt int64, ok bool, err error) {
-	return d.ops.jobTakeover(ctx, pool, owner, job, fire, shard, attempt, graceMicros)
+// JobTakeover gives a stale or rerun-marked run to j.Owner as a new
+// attempt and returns its number (attempt+1, or at least the failover
+// epoch's first attempt); ok false when someone else was first.
+func (d *Dialect) JobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, graceMicros, hwm int64) (newAttempt Issued, ok bool, err error) {
+	return d.ops.jobTakeover(ctx, pool, j, attempt, graceMicros, hwm)
 }
 
-// SegmentAdvance moves a tag's max_id forward by step in tx and returns
-// the new max_id.
-func (d *Dialect) SegmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error) {
-	return d.ops.segmentAdvance(ctx, tx, tag, step)
+// SegmentAdvance moves a tag's max_id forward by step (above the failover
+// epoch's base) in tx and returns the new max_id.
+func (d *Dialect) SegmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {
+	return d.ops.segmentAdvance(ctx, tx, tag, step, hwm)
+}
+
+// WorkerEpochReady records the failover epoch if new and reports whether
+// snowflake worker ids may be granted in it: at once in the epoch a
+// database started in, otherwise only once waitMicros (a lease TTL plus
+// margin) have passed since the epoch began.
+func (d *Dialect) WorkerEpochReady(ctx context.Context, pool Executor, waitMicros, hwm int64) (EpochGrace, error) {
+	return d.ops.workerEpochReady(ctx, pool, waitMicros, hwm)
+}
+
+// EpochGrace is WorkerEpochReady's answer: Ready, or the time Left until
+// it will be (by the database's clock), in failover epoch Epoch.
+type EpochGrace struct {
+	Ready bool
+	Epoch int64
+	Left  time.Duration
 }
 
 // EndSession ends the server session named by SessionID's id and start;

@@ -18,33 +18,58 @@ import (
 // Every statement sqlcoord sends to PostgreSQL is in this file.
 var Postgres = newPostgres()
 
-// pgEpoch is the failover epoch folded into every counter that must never
-// go back — fencing tokens, segment ranges, job attempts: (timeline − 1) ·
-// 2⁴⁰, where timeline is the WAL timeline the server is writing on (the
-// first 8 hex digits of the current WAL file name). A promotion always
-// starts a new, higher timeline, so a promoted standby that lost the tail
-// of a counter (asynchronous replication) still issues values above
-// anything the old primary acknowledged, as long as fewer than 2⁴⁰ values
-// were issued per timeline. On timeline 1 it is 0: nothing changes until
-// the first promotion; each promotion then costs a jump (a gap) of up to
-// 2⁴⁰ in each counter. 0 on a standby, where the write fails anyway
-// (read-only, 25006). It is evaluated by the server that commits, in the
-// statement that issues the value — never by the client.
-const pgEpoch = `(CASE WHEN pg_is_in_recovery() THEN 0 ELSE ((('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40) END)`
+// pgEpochBase is the failover epoch folded into every counter that must
+// never go back — fencing tokens, segment ranges, job attempts, worker
+// grants: the base recorded in coord_forks (migration 16) for the history
+// this server writes on, its (system identifier, WAL timeline). A history
+// the database has not recorded — a promoted standby, a point-in-time
+// recovery, a restore into another cluster — or one whose base is not the
+// newest (a server promoted again after rejoining) starts a new epoch in
+// the same statement (coord_epoch_advance), based on the clock, so a
+// history that forks later gets a higher base than every earlier one, even
+// one whose rows it never saw. On a fresh database it is 0: nothing
+// changes until the first fork. 0 on a standby, where the write fails
+// anyway (read-only, 25006). It is evaluated by the server that commits,
+// in the statement that issues the value — never by the client.
+const pgEpochBase = `(CASE WHEN pg_is_in_recovery() THEN 0 ELSE COALESCE((SELECT f.base FROM coord_forks f
+    WHERE f.system_id = COALESCE(nullif(current_setting('sqlcoord.system_id', true), '')::bigint, coord_system_id())
+      AND f.timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+      AND f.base = (SELECT max(base) FROM coord_forks)),
+  coord_epoch_advance('a history this database had not recorded: promotion, recovery or restore')) END)`
+
+// pgEpochCTE is a WITH clause naming the epoch base e.b, checked against
+// the client's high-water mark hwm (a parameter, e.g. "$4"): a client that
+// has seen a newer epoch elsewhere gets SQLSTATE SC001 (ErrStalePrimary)
+// from a server writing in an older one, before anything is written.
+func pgEpochCTE(hwm string) string {
+	return `WITH e AS (SELECT CASE WHEN x.b < ` + hwm + `::bigint AND NOT pg_is_in_recovery() THEN coord_stale_primary(x.b, ` + hwm + `::bigint) ELSE x.b END AS b
+  FROM (SELECT ` + pgEpochBase + ` AS b) x)
+`
+}
+
+// pgEpochCheck is a condition that is true unless the server writes in an
+// epoch older than hwm, which raises SC001; for statements that issue no
+// counter but must not run on a stale primary (fences, job completion).
+func pgEpochCheck(hwm string) string {
+	return `(SELECT CASE WHEN x.b < ` + hwm + `::bigint AND NOT pg_is_in_recovery() THEN coord_stale_primary(x.b, ` + hwm + `::bigint) ELSE x.b END FROM (SELECT ` + pgEpochBase + ` AS b) x) IS NOT NULL`
+}
 
 func newPostgres() *Dialect {
 	d := &Dialect{
-		name:     "postgres",
-		family:   "postgres",
-		driver:   "pgx",
-		quote:    `"`,
-		numbered: true,
-		classify: classifyPostgres,
+		name:       "postgres",
+		family:     "postgres",
+		driver:     "pgx",
+		quote:      `"`,
+		numbered:   true,
+		classify:   classifyPostgres,
+		epochCheck: pgEpochCheck,
 		Q: withCommitTS(&Queries{
 			Console:  pgConsole,
 			Version:  `SELECT version()`,
 			ReadOnly: `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`,
 			Now:      `SELECT clock_timestamp()`,
+			// Starts a new failover epoch and returns its base (migration 16).
+			EpochAdvance: `SELECT coord_epoch_advance('advance')`,
 
 			// Locks (schema 15): a transaction-scoped advisory lock on the
 			// name's 64-bit hash (pgLockKey), one statement, nothing written.
@@ -99,10 +124,12 @@ FROM coord_lock_protocol p CROSS JOIN (SELECT ` + pgLockChecks + `) s`,
 			// competing acquirers. The token grows whenever the previous
 			// ownership ended (expired or released) or the owner changes; a
 			// live lease re-acquired by its owner keeps its token — unless
-			// it was granted on an earlier timeline (EXCLUDED.token is this
+			// it was granted in an earlier epoch (EXCLUDED.token is this
 			// epoch's first token): then it grows past the epoch base.
-			LeaseAcquire: `INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
-VALUES ($1, $2, ` + pgEpoch + ` + 1, clock_timestamp() + $3 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
+			// Args: name, owner, ttl µs, high-water mark. Columns: owner,
+			// token, expires_at, epoch base; no row when held by another.
+			LeaseAcquire: pgEpochCTE("$4") + `INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
+SELECT $1, $2, e.b + 1, clock_timestamp() + $3 * interval '1 microsecond', clock_timestamp(), clock_timestamp() FROM e
 ON CONFLICT (name) DO UPDATE SET
   token       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() AND l.token >= EXCLUDED.token THEN l.token ELSE GREATEST(l.token + 1, EXCLUDED.token) END,
   acquired_at = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() AND l.token >= EXCLUDED.token THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
@@ -110,18 +137,24 @@ ON CONFLICT (name) DO UPDATE SET
   expires_at  = EXCLUDED.expires_at,
   renewed_at  = EXCLUDED.renewed_at
 WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
-RETURNING owner, token, expires_at`,
+RETURNING owner, token, expires_at, (SELECT b FROM e)`,
 			LeaseRead: `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1`,
-			// A lease granted on an earlier timeline cannot be renewed: the
+			// A lease granted in an earlier epoch cannot be renewed: the
 			// promoted server may have lost a later grant to someone else.
-			LeaseRenew: `UPDATE coord_leases SET expires_at = clock_timestamp() + $1 * interval '1 microsecond', renewed_at = clock_timestamp()
-WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp() AND token > ` + pgEpoch + `
-RETURNING expires_at`,
+			// Args: ttl µs, name, owner, token, high-water mark.
+			LeaseRenew: pgEpochCTE("$5") + `UPDATE coord_leases SET expires_at = clock_timestamp() + $1 * interval '1 microsecond', renewed_at = clock_timestamp()
+FROM e WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp() AND token > e.b
+RETURNING expires_at, e.b`,
 			LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
 			FenceAdvance: `INSERT INTO coord_fences AS f (resource, fence, updated_at) VALUES ($1, $2, clock_timestamp())
+ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at
+WHERE f.fence <= EXCLUDED.fence
+RETURNING fence`,
+			// FenceAdvance refusing a stale primary (args: …, high-water mark).
+			FenceAdvanceChecked: `INSERT INTO coord_fences AS f (resource, fence, updated_at) SELECT $1, $2, clock_timestamp() WHERE ` + pgEpochCheck("$3") + `
 ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at
 WHERE f.fence <= EXCLUDED.fence
 RETURNING fence`,
@@ -156,19 +189,23 @@ ON CONFLICT DO NOTHING`,
 
 			SegmentCreate: `INSERT INTO coord_id_segments (biz_tag, max_id, step, updated_at) VALUES ($1, $2, $3, clock_timestamp())
 ON CONFLICT (biz_tag) DO NOTHING`,
-			SegmentAdvance: `UPDATE coord_id_segments SET max_id = GREATEST(max_id, ` + pgEpoch + `) + $1, step = $2, updated_at = clock_timestamp()
-WHERE biz_tag = $3 RETURNING max_id`,
+			// Args: step, step, tag, high-water mark. Columns: max_id, epoch.
+			SegmentAdvance: pgEpochCTE("$4") + `UPDATE coord_id_segments SET max_id = GREATEST(max_id, e.b) + $1, step = $2, updated_at = clock_timestamp()
+FROM e WHERE biz_tag = $3 RETURNING max_id, e.b`,
 			SegmentRead: `SELECT max_id FROM coord_id_segments WHERE biz_tag = $1`,
 
 			WorkerFree: `SELECT worker_id, last_ms, released FROM coord_id_workers
 WHERE released OR expires_at < clock_timestamp() - $1 * interval '1 microsecond'
 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
 			WorkerMax: `SELECT MAX(worker_id) FROM coord_id_workers`,
-			// The CTE's insert is not visible to the SELECT of the same
-			// statement: the first call in a new epoch records it and
-			// answers false.
-			WorkerEpochReady: `WITH seen AS (INSERT INTO coord_epochs (epoch, first_seen) VALUES (` + pgEpoch + `, clock_timestamp()) ON CONFLICT DO NOTHING)
-SELECT ` + pgEpoch + ` = 0 OR COALESCE((SELECT clock_timestamp() >= first_seen + $1 * interval '1 microsecond' FROM coord_epochs WHERE epoch = ` + pgEpoch + `), false)`,
+			// A new epoch recorded by this very statement is not visible
+			// to it: the first call in a new epoch answers false. Args:
+			// TTL + margin µs, high-water mark. Columns: ready, epoch,
+			// µs left until ready.
+			WorkerEpochReady: pgEpochCTE("$2") + `SELECT e.b = 0 OR COALESCE((SELECT clock_timestamp() >= f.first_seen + $1 * interval '1 microsecond'
+  FROM coord_forks f WHERE f.base = e.b), false), e.b,
+  COALESCE((SELECT GREATEST(0, EXTRACT(EPOCH FROM f.first_seen + $1 * interval '1 microsecond' - clock_timestamp()) * 1e6)::bigint
+  FROM coord_forks f WHERE f.base = e.b), $1::bigint) FROM e`,
 			WorkerInsert: `INSERT INTO coord_id_workers (worker_id, owner, expires_at, last_ms, released, heartbeat_at)
 VALUES ($1, $2, clock_timestamp() + $3 * interval '1 microsecond', 0, false, clock_timestamp())`,
 			WorkerTake: `UPDATE coord_id_workers SET owner = $1, expires_at = clock_timestamp() + $2 * interval '1 microsecond',
@@ -180,15 +217,21 @@ WHERE worker_id = $3 AND owner = $4 AND NOT released AND expires_at > clock_time
 			WorkerRelease: `UPDATE coord_id_workers SET last_ms = GREATEST(last_ms, $1), released = true, expires_at = clock_timestamp()
 WHERE worker_id = $2 AND owner = $3 AND NOT released AND expires_at > clock_timestamp()`,
 
-			JobClaim: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
-VALUES ($1, $2, $3, $4, $5, $6, ` + pgEpoch + ` + 1, clock_timestamp(), clock_timestamp()) ON CONFLICT DO NOTHING
-RETURNING attempt`,
+			// Args: job, fire, shard, total, status, owner, high-water mark.
+			JobClaim: pgEpochCTE("$7") + `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
+SELECT $1, $2, $3, $4, $5, $6, e.b + 1, clock_timestamp(), clock_timestamp() FROM e ON CONFLICT DO NOTHING
+RETURNING attempt, (SELECT b FROM e)`,
 			JobHeartbeat: `UPDATE coord_job_runs SET heartbeat_at = clock_timestamp()
 WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running'`,
 			JobFinish: `UPDATE coord_job_runs SET status = $1, error = $2, finished_at = clock_timestamp()
 WHERE job = $3 AND fire_time = $4 AND shard = $5 AND attempt = $6 AND status = 'running'`,
+			JobFinishChecked: `UPDATE coord_job_runs SET status = $1, error = $2, finished_at = clock_timestamp()
+WHERE job = $3 AND fire_time = $4 AND shard = $5 AND attempt = $6 AND status = 'running' AND ` + pgEpochCheck("$7"),
 			JobFence: `SELECT attempt FROM coord_job_runs
 WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running' FOR UPDATE`,
+			// JobFence refusing a stale primary (args: …, high-water mark).
+			JobFenceChecked: `SELECT attempt FROM coord_job_runs
+WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running' AND ` + pgEpochCheck("$5") + ` FOR UPDATE`,
 			JobGet: `SELECT status, attempt FROM coord_job_runs WHERE job = $1 AND fire_time = $2 AND shard = $3`,
 			JobRegister: `INSERT INTO coord_jobs (name, schedule, tz, shards, updated_at) VALUES ($1, $2, $3, $4, clock_timestamp())
 ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, tz = EXCLUDED.tz, shards = EXCLUDED.shards, updated_at = EXCLUDED.updated_at`,
@@ -197,11 +240,12 @@ ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, tz = EXCLUDED.tz,
 			JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
 WHERE job = $1 AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 microsecond'))
 ORDER BY fire_time, shard LIMIT 100`,
-			JobTakeover: `UPDATE coord_job_runs SET attempt = GREATEST(attempt + 1, ` + pgEpoch + ` + 1), owner = $1, status = 'running', started_at = clock_timestamp(),
+			// Args: owner, job, fire, shard, attempt, grace µs, high-water mark.
+			JobTakeover: pgEpochCTE("$7") + `UPDATE coord_job_runs SET attempt = GREATEST(attempt + 1, e.b + 1), owner = $1, status = 'running', started_at = clock_timestamp(),
   heartbeat_at = clock_timestamp(), finished_at = NULL, error = NULL
-WHERE job = $2 AND fire_time = $3 AND shard = $4 AND attempt = $5
+FROM e WHERE job = $2 AND fire_time = $3 AND shard = $4 AND attempt = $5
   AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $6 * interval '1 microsecond'))
-RETURNING attempt`,
+RETURNING attempt, e.b`,
 			JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun' WHERE job = $1 AND fire_time = $2 AND status IN ('succeeded', 'failed', 'skipped')`,
 			JobRerunInsert: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt)
 VALUES ($1, $2, $3, $4, 'rerun', '', 0) ON CONFLICT DO NOTHING`,
@@ -358,10 +402,12 @@ func pgKind(pe *pgconn.PgError) error {
 		return ErrDeadlock
 	case pgerrcode.SerializationFailure:
 		return ErrSerialization
-	case pgerrcode.UndefinedTable:
-		if strings.Contains(pe.Message, "coord_") {
-			return ErrNoSchema
+	case pgerrcode.UndefinedTable, pgerrcode.UndefinedFunction, pgerrcode.UndefinedColumn:
+		if strings.Contains(pe.Message, "coord_") || strings.Contains(pe.Message, "id_locks") {
+			return ErrNoSchema // or a schema older than this sqlcoord
 		}
+	case pgStalePrimary:
+		return ErrStalePrimary
 	case pgerrcode.ReadOnlySQLTransaction: // hot standby, read-only transaction
 		return ErrReadOnly
 	case pgerrcode.InvalidAuthorizationSpecification, pgerrcode.InvalidPassword, pgerrcode.InsufficientPrivilege:
@@ -421,6 +467,9 @@ const OutboxListeners = "sqlcoord.outbox.listeners"
 // two-integer form (objsubid 2 in pg_locks) with this constant ('sqlc')
 // never meets an application's one-bigint advisory locks.
 const pgLockSpace = "1936813155"
+
+// pgStalePrimary is the SQLSTATE coord_stale_primary raises (migration 16).
+const pgStalePrimary = "SC001"
 
 // pgLockKey is the advisory key of the lock name $1 (schema 15): a 64-bit
 // hash, seeded with pgLockSpace. A collision makes two names exclude each

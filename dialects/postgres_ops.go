@@ -209,9 +209,9 @@ func (o pgOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error 
 	return tx.QueryRow(ctx, o.q.IdleTxTimeoutSet, strconv.FormatInt(ms, 10)).Scan(&s)
 }
 
-func (o pgOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl int64) (LeaseRow, error) {
+func (o pgOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl, hwm int64) (LeaseRow, error) {
 	var r LeaseRow
-	err := pool.QueryRow(ctx, o.q.LeaseAcquire, name, owner, ttl).Scan(&r.Owner, &r.Token, &r.ExpiresAt)
+	err := pool.QueryRow(ctx, o.q.LeaseAcquire, name, owner, ttl, hwm).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		// held by a live owner: the conditional upsert changed nothing
 		err = pool.QueryRow(ctx, o.q.LeaseRead, name).Scan(&r.Owner, &r.Token, &r.ExpiresAt)
@@ -219,18 +219,24 @@ func (o pgOps) leaseAcquire(ctx context.Context, pool Executor, name, owner stri
 	return r, err
 }
 
-func (o pgOps) leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl int64) (time.Time, bool, error) {
-	var exp time.Time
-	err := pool.QueryRow(ctx, o.q.LeaseRenew, ttl, name, owner, token).Scan(&exp)
+func (o pgOps) leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl, hwm int64) (Renewal, error) {
+	var r Renewal
+	err := pool.QueryRow(ctx, o.q.LeaseRenew, ttl, name, owner, token, hwm).Scan(&r.ExpiresAt, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
-		return exp, false, nil
+		return r, nil
 	}
-	return exp, err == nil, err
+	r.OK = err == nil
+	return r, err
 }
 
-func (o pgOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token int64) (bool, error) {
+func (o pgOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
 	var fence int64
-	err := tx.QueryRow(ctx, o.q.FenceAdvance, resource, token).Scan(&fence)
+	var err error
+	if hwm > 0 {
+		err = tx.QueryRow(ctx, o.q.FenceAdvanceChecked, resource, token, hwm).Scan(&fence)
+	} else {
+		err = tx.QueryRow(ctx, o.q.FenceAdvance, resource, token).Scan(&fence)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -256,28 +262,36 @@ func (o pgOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scope, 
 	return n == 1 && err == nil, err
 }
 
-func (o pgOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int) (int64, error) {
-	var maxID int64
-	err := tx.QueryRow(ctx, o.q.SegmentAdvance, step, step, tag).Scan(&maxID)
-	return maxID, err
+func (o pgOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {
+	var r Issued
+	err := tx.QueryRow(ctx, o.q.SegmentAdvance, step, step, tag, hwm).Scan(&r.Value, &r.Epoch)
+	return r, err
 }
 
-func (o pgOps) jobClaim(ctx context.Context, pool Executor, job string, fire time.Time, shard, total int, status, owner string) (int64, bool, error) {
-	var attempt int64
-	err := pool.QueryRow(ctx, o.q.JobClaim, job, fire, shard, total, status, owner).Scan(&attempt)
+func (o pgOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error) {
+	var r Issued
+	err := pool.QueryRow(ctx, o.q.JobClaim, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, hwm).Scan(&r.Value, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
+		return r, false, nil
 	}
-	return attempt, err == nil, err
+	return r, err == nil, err
 }
 
-func (o pgOps) jobTakeover(ctx context.Context, pool Executor, owner, job string, fire time.Time, shard int, attempt, grace int64) (int64, bool, error) {
-	var next int64
-	err := pool.QueryRow(ctx, o.q.JobTakeover, owner, job, fire, shard, attempt, grace).Scan(&next)
+func (o pgOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, grace, hwm int64) (Issued, bool, error) {
+	var r Issued
+	err := pool.QueryRow(ctx, o.q.JobTakeover, j.Owner, j.Job, j.Fire, j.Shard, attempt, grace, hwm).Scan(&r.Value, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
+		return r, false, nil
 	}
-	return next, err == nil, err
+	return r, err == nil, err
+}
+
+func (o pgOps) workerEpochReady(ctx context.Context, pool Executor, wait, hwm int64) (EpochGrace, error) {
+	var g EpochGrace
+	var left int64
+	err := pool.QueryRow(ctx, o.q.WorkerEpochReady, wait, hwm).Scan(&g.Ready, &g.Epoch, &left)
+	g.Left = time.Duration(left) * time.Microsecond
+	return g, err
 }
 
 func (o pgOps) outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {

@@ -17,6 +17,9 @@ type Queries struct {
 	// passed since the epoch was first seen (PostgreSQL; MySQL family:
 	// always true, no epoch).
 	WorkerEpochReady string
+	// EpochAdvance starts a new failover epoch and returns its base;
+	// empty where the dialect has none.
+	EpochAdvance string
 	// OutboxPublishedBatch / OutboxDeleteBatch mark or delete published
 	// messages by id in one statement: PostgreSQL takes the ids as one
 	// array argument; MySQL's is a template whose %s is the list of ?
@@ -82,6 +85,12 @@ type Queries struct {
 	// returning the row as the statement left it — owner, token,
 	// expires_at / fence — so each is one round trip.
 	LeaseAcquireReturning, FenceAdvanceReturning string
+	// FenceAdvanceChecked, JobFenceChecked, JobFinishChecked: the same
+	// statements refusing (ErrStalePrimary) a server that writes in a
+	// failover epoch older than the client's high-water mark, their last
+	// argument. Used when the mark is above 0; empty where the dialect has
+	// no epoch.
+	FenceAdvanceChecked, JobFenceChecked, JobFinishChecked string
 
 	// --- row locks (coord_locks) ---
 

@@ -261,10 +261,15 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 				return err
 			}
 			defer tx.Rollback(context.WithoutCancel(ctx))
-			if max, err = d.SegmentAdvance(ctx, tx, s.tag, step); err != nil {
+			got, err := d.SegmentAdvance(ctx, tx, s.tag, step, s.db.Epochs().Seen())
+			if err != nil {
 				return err
 			}
-			return tx.Commit(ctx)
+			if err := tx.Commit(ctx); err != nil {
+				return err
+			}
+			max = got.Value
+			return s.db.Epochs().Observe(got.Epoch)
 		}()
 		if errors.Is(err, sql.ErrNoRows) && attempt == 0 {
 			if !s.opt.AutoCreate {

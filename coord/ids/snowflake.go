@@ -28,6 +28,13 @@ var (
 	// ErrWorkerLost: the worker-id lease was lost (expired or taken); the
 	// generator stopped issuing ids.
 	ErrWorkerLost = errors.New("ids: worker id lease lost")
+	// ErrEpochGrace: the database started a new failover epoch (a
+	// promotion, a restore) less than a lease TTL + margin ago, and no
+	// worker id is granted before that has passed — a holder whose grant
+	// was lost with the old history may still be issuing ids. The error
+	// is a *GraceError saying when to retry; LeaseWorker returns it only
+	// when ctx would end before then (otherwise it waits).
+	ErrEpochGrace = errors.New("ids: no worker id yet: the database's failover epoch is new")
 )
 
 // Layout is the bit split of a snowflake id: 1 sign bit (always 0), then
@@ -36,6 +43,20 @@ type Layout struct {
 	TimeBits, WorkerBits, SeqBits uint
 	Epoch                         time.Time
 }
+
+// GraceError is ErrEpochGrace with the time left (by the database's
+// clock) until worker ids are granted in the new epoch.
+type GraceError struct {
+	RetryAfter time.Duration
+	Epoch      int64
+}
+
+func (e *GraceError) Error() string {
+	return fmt.Sprintf("%v (epoch %d): retry after %v", ErrEpochGrace, e.Epoch, e.RetryAfter.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrEpochGrace) true.
+func (e *GraceError) Is(target error) bool { return target == ErrEpochGrace }
 
 // DefaultLayout is 41/10/12 with epoch 2024-01-01 UTC (about 69 years).
 var DefaultLayout = Layout{TimeBits: 41, WorkerBits: 10, SeqBits: 12, Epoch: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -261,14 +282,20 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 	// since the promoted server first saw its epoch: a holder whose grant
 	// or heartbeats were lost with the old primary has stopped by then.
 	for {
-		var ready bool
-		if err := db.Executor().QueryRow(ctx, q.WorkerEpochReady, (opt.TTL + opt.Margin).Microseconds()).Scan(&ready); err != nil {
+		g, err := db.Dialect().WorkerEpochReady(ctx, db.Executor(), (opt.TTL + opt.Margin).Microseconds(), db.Epochs().Seen())
+		if err != nil {
 			return nil, fmt.Errorf("ids: lease worker id: %w", db.Dialect().Classify(err))
 		}
-		if ready {
+		if err := db.Epochs().Observe(g.Epoch); err != nil {
+			return nil, err
+		}
+		if g.Ready {
 			break
 		}
-		if err := backoff.Sleep(ctx, min(opt.TTL/4, time.Second)); err != nil {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < g.Left {
+			return nil, &GraceError{RetryAfter: g.Left, Epoch: g.Epoch}
+		}
+		if err := backoff.Sleep(ctx, max(min(g.Left, time.Second), time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -113,14 +114,18 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 		return Run{}, fmt.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
 	}
 	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Owner: owner, sent: time.Now()}
-	attempt, claimed, err := r.db.Dialect().JobClaim(ctx, r.db.Executor(), job, run.FireTime, shard, total, status, owner)
+	slot := dialects.JobSlot{Job: job, Fire: run.FireTime, Shard: shard, Total: total, Status: status, Owner: owner}
+	attempt, claimed, err := r.db.Dialect().JobClaim(ctx, r.db.Executor(), slot, r.db.Epochs().Seen())
 	if err != nil {
 		return Run{}, fmt.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect().Classify(err))
 	}
 	if !claimed {
 		return Run{}, ErrAlreadyClaimed
 	}
-	run.Attempt = int(attempt)
+	if err := r.db.Epochs().Observe(attempt.Epoch); err != nil {
+		return Run{}, err
+	}
+	run.Attempt = int(attempt.Value)
 	return run, nil
 }
 
@@ -200,7 +205,11 @@ func (r *Runs) Fence(ctx context.Context, tx any, run Run) error {
 		return fmt.Errorf("jobs: fence: %w", err)
 	}
 	var a int
-	err = x.QueryRow(ctx, r.db.Dialect().Q.JobFence, run.Job, run.FireTime, run.Shard, run.Attempt).Scan(&a)
+	q, args := r.db.Dialect().Q.JobFence, []any{run.Job, run.FireTime, run.Shard, run.Attempt}
+	if hwm := r.db.Epochs().Seen(); hwm > 0 && r.db.Dialect().Q.JobFenceChecked != "" {
+		q, args = r.db.Dialect().Q.JobFenceChecked, append(args, hwm)
+	}
+	err = x.QueryRow(ctx, q, args...).Scan(&a)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("jobs: fence %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
 	}
@@ -218,7 +227,11 @@ func (r *Runs) Complete(ctx context.Context, tx any, run Run) error {
 	if err != nil {
 		return fmt.Errorf("jobs: complete: %w", err)
 	}
-	n, err := x.Exec(ctx, r.db.Dialect().Q.JobFinish, Succeeded, sql.NullString{}, run.Job, run.FireTime, run.Shard, run.Attempt)
+	q, args := r.db.Dialect().Q.JobFinish, []any{Succeeded, sql.NullString{}, run.Job, run.FireTime, run.Shard, run.Attempt}
+	if hwm := r.db.Epochs().Seen(); hwm > 0 && r.db.Dialect().Q.JobFinishChecked != "" {
+		q, args = r.db.Dialect().Q.JobFinishChecked, append(args, hwm)
+	}
+	n, err := x.Exec(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("jobs: complete: %w", r.db.Dialect().Classify(err))
 	}
@@ -277,12 +290,16 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 	var won []Run
 	for _, c := range cands {
 		c.sent = time.Now()
-		next, ok, err := r.db.Dialect().JobTakeover(ctx, r.db.Executor(), owner, c.Job, c.FireTime, c.Shard, int64(c.Attempt), grace.Microseconds())
+		slot := dialects.JobSlot{Job: c.Job, Fire: c.FireTime, Shard: c.Shard, Owner: owner}
+		next, ok, err := r.db.Dialect().JobTakeover(ctx, r.db.Executor(), slot, int64(c.Attempt), grace.Microseconds(), r.db.Epochs().Seen())
 		if err != nil {
 			return won, fmt.Errorf("jobs: take over: %w", r.db.Dialect().Classify(err))
 		}
 		if ok {
-			c.Attempt = int(next)
+			if err := r.db.Epochs().Observe(next.Epoch); err != nil {
+				return won, err
+			}
+			c.Attempt = int(next.Value)
 			won = append(won, c)
 		}
 	}

@@ -384,9 +384,21 @@ func startPostgresOn(ctx context.Context, kind string, extra []string, fill stri
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
-	if err := run(ctx, cred, dir, filepath.Join(bin, fill), fillArgs(data)...); err != nil {
+	prog := filepath.Join(bin, fill)
+	if filepath.IsAbs(fill) {
+		prog = fill
+	}
+	if err := run(ctx, cred, dir, prog, fillArgs(data)...); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	if kind == "pgpitr" { // a copied base backup: recover, then start
+		os.Remove(filepath.Join(data, "standby.signal"))
+		if err := os.WriteFile(filepath.Join(data, "recovery.signal"), nil, 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		os.Chown(filepath.Join(data, "recovery.signal"), uid, gid)
 	}
 	return startOnFreePort(ctx, dir, func(port int) *Server {
 		return pgServer(bin, dir, data, port, cred, extra)
