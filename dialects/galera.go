@@ -37,13 +37,13 @@ const GaleraSyncWait = "3"
 var GaleraSingleWriter = newGalera("mariadb-galera-single-writer", true)
 
 func newGalera(name string, locks bool) *Dialect {
-	d := newMySQL(name, mariaDBPatch)
+	d := newMySQL(name, mariaDBPatch, "(SELECT 0)")
 	// No RETURNING here: an autocommit statement's RETURNING rows reach
 	// the client before the commit is certified, so a lease grant that
 	// loses certification on another node would still look won (two
 	// holders of one token, TestGalera). The upsert, then a read after
 	// the commit, tells the truth.
-	d.Q.LeaseAcquireReturning, d.Q.FenceAdvanceReturning = "", ""
+	d.Q.LeaseAcquireReturning, d.Q.FenceAdvanceReturning, d.Q.JobClaimReturning = "", "", ""
 	if !locks {
 		d.ops = galeraOps{d.ops.(mysqlOps)}
 	}

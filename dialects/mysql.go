@@ -19,8 +19,6 @@ func mysqlQueries() Queries {
 		Console:  mysqlConsole,
 		Version:  `SELECT VERSION()`,
 		ReadOnly: `SELECT @@global.read_only = 1 OR @@global.innodb_read_only = 1`,
-		// No failover epoch on the MySQL family (README).
-		WorkerEpochReady: `SELECT ? >= 0`,
 		Now:              `SELECT UTC_TIMESTAMP(6)`,
 
 		// A lock is one locking statement and nothing before it: an
@@ -47,25 +45,6 @@ ORDER BY created_at LIMIT ? FOR UPDATE SKIP LOCKED`,
 		IdleTxTimeoutSet:   `SET SESSION wait_timeout = CEIL(? / 1000)`,
 		IdleTxTimeoutReset: `SET SESSION wait_timeout = DEFAULT`,
 
-		LeaseAcquire: `INSERT INTO coord_leases (name, owner, token, expires_at, acquired_at, renewed_at)
-VALUES (?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))
-ON DUPLICATE KEY UPDATE
-  token       = IF(expires_at <= UTC_TIMESTAMP(6), token + 1, token),
-  acquired_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(acquired_at), acquired_at),
-  owner       = IF(expires_at <= UTC_TIMESTAMP(6) OR owner = VALUES(owner), VALUES(owner), owner),
-  renewed_at  = IF(owner = VALUES(owner), VALUES(renewed_at), renewed_at),
-  expires_at  = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)`,
-		// ON DUPLICATE KEY UPDATE assigns left to right and later
-		// expressions see earlier results: token and acquired_at are decided
-		// before owner changes, expiry after (owner = ours means we won).
-		// Non-locking reads after the autocommit statement: the upsert or
-		// update is the only statement that locks the row, and its lock ends
-		// with it, so a holder frozen between round trips blocks nobody.
-		// An autocommit read sees the latest committed row.
-		LeaseRead: `SELECT owner, token, expires_at FROM coord_leases WHERE name = ?`,
-		LeaseRenew: `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, renewed_at = UTC_TIMESTAMP(6)
-WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
-		LeaseExpiry: `SELECT expires_at FROM coord_leases WHERE name = ? AND owner = ? AND token = ?`,
 		LeaseRelease: `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
 		LeaseGet: `SELECT owner, token, expires_at, UTC_TIMESTAMP(6) FROM coord_leases WHERE name = ?`,
@@ -103,11 +82,6 @@ ORDER BY created_at LIMIT ?`,
 ORDER BY created_at LIMIT ?`,
 
 		SegmentCreate: `INSERT IGNORE INTO coord_id_segments (biz_tag, max_id, step, updated_at) VALUES (?, ?, ?, UTC_TIMESTAMP(6))`,
-		// MySQL has no UPDATE … RETURNING: the caller reads max_id back in
-		// the same transaction, under the row lock this UPDATE took.
-		SegmentAdvance: `UPDATE coord_id_segments SET max_id = max_id + ?, step = ?, updated_at = UTC_TIMESTAMP(6) WHERE biz_tag = ?`,
-		SegmentRead:    `SELECT max_id FROM coord_id_segments WHERE biz_tag = ?`,
-
 		WorkerFree: `SELECT worker_id, last_ms, released FROM coord_id_workers
 WHERE released OR expires_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 ORDER BY worker_id LIMIT 1 FOR UPDATE SKIP LOCKED`,
@@ -123,8 +97,6 @@ WHERE worker_id = ? AND owner = ? AND NOT released AND expires_at > UTC_TIMESTAM
 		WorkerRelease: `UPDATE coord_id_workers SET last_ms = GREATEST(last_ms, ?), released = TRUE, expires_at = UTC_TIMESTAMP(6)
 WHERE worker_id = ? AND owner = ? AND NOT released AND expires_at > UTC_TIMESTAMP(6)`,
 
-		JobClaim: `INSERT IGNORE INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
-VALUES (?, ?, ?, ?, ?, ?, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 		JobHeartbeat: `UPDATE coord_job_runs SET heartbeat_at = UTC_TIMESTAMP(6)
 WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running'`,
 		JobFinish: `UPDATE coord_job_runs SET status = ?, error = ?, finished_at = UTC_TIMESTAMP(6)
@@ -139,10 +111,6 @@ ON DUPLICATE KEY UPDATE schedule = VALUES(schedule), tz = VALUES(tz), shards = V
 		JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
 WHERE job = ? AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))
 ORDER BY fire_time, shard LIMIT 100`,
-		JobTakeover: `UPDATE coord_job_runs SET attempt = attempt + 1, owner = ?, status = 'running', started_at = UTC_TIMESTAMP(6),
-  heartbeat_at = UTC_TIMESTAMP(6), finished_at = NULL, error = NULL
-WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ?
-  AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))`,
 		JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun' WHERE job = ? AND fire_time = ? AND status IN ('succeeded', 'failed', 'skipped')`,
 		JobRerunInsert: `INSERT IGNORE INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt)
 VALUES (?, ?, ?, ?, 'rerun', '', 0)`,
@@ -248,27 +216,33 @@ ORDER BY created_at LIMIT ?`,
 	}
 }
 
-func newMySQL(name string, patch func(*Queries)) *Dialect {
+func newMySQL(name string, patch func(*Queries), epoch string) *Dialect {
 	q := mysqlQueries()
+	mysqlEpochQueries(&q, epoch)
 	if patch != nil {
 		patch(&q)
 	}
-	return &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q, ops: mysqlOps{q: &q}}
+	d := &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q, ops: mysqlOps{q: &q}}
+	if epoch == mysqlEpoch {
+		d.epochCheck = func(hwm string) string { return mysqlEpoch + " >= " + hwm }
+	}
+	return d
 }
 
 // MySQL is MySQL 8.0+ through go-sql-driver/mysql. Not exercised by the test
 // suite (which runs MariaDB); the statements that differ from MariaDB are
 // the lock wait (SET_VAR hint) and the idle timeout (wait_timeout).
-var MySQL = newMySQL("mysql", nil)
+var MySQL = newMySQL("mysql", nil, mysqlEpoch)
 
 // MariaDB is MariaDB 10.6+ (tested on 10.11) through go-sql-driver/mysql.
-var MariaDB = newMySQL("mariadb", mariaDBPatch)
+var MariaDB = newMySQL("mariadb", mariaDBPatch, mysqlEpoch)
 
 // mariaDBPatch is what MariaDB's statements change from MySQL's.
 func mariaDBPatch(q *Queries) {
 	// INSERT … ON DUPLICATE KEY UPDATE … RETURNING returns the row as the
 	// statement left it (inserted, updated or unchanged).
-	q.LeaseAcquireReturning = q.LeaseAcquire + "\nRETURNING owner, token, expires_at"
+	q.LeaseAcquireReturning = q.LeaseAcquire + "\nRETURNING owner, token, expires_at, " + q.EpochRead[len("SELECT "):]
+	q.JobClaimReturning = q.JobClaim + "\nRETURNING attempt"
 	q.FenceAdvanceReturning = q.FenceAdvance + "\nRETURNING fence"
 	q.Console.LocksHeld = mariaDBLocksHeld
 	q.Console.LockWaits = mariaDBLockWaits

@@ -74,37 +74,90 @@ func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) err
 // Two autocommit statements, never one transaction around both: a holder
 // frozen between them must not keep the row locked. Between them only an
 // expiry can change the owner, and then the lease is reported held, which
-// is what it is by then.
-func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl, _ int64) (LeaseRow, error) {
-	var r LeaseRow
-	if o.q.LeaseAcquireReturning != "" { // MariaDB: one round trip
-		err := pool.QueryRow(ctx, o.q.LeaseAcquireReturning, name, owner, ttl).Scan(&r.Owner, &r.Token, &r.ExpiresAt)
-		return r, err
+// is what it is by then. The read also tells the epoch: NULL — the upsert
+// issued nothing because this server's history is not recorded as the
+// newest (a promoted replica) — records a new epoch and runs it again.
+func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl, hwm int64) (LeaseRow, error) {
+	for i := 0; ; i++ {
+		var r LeaseRow
+		var e sql.NullInt64
+		if o.q.LeaseAcquireReturning != "" { // MariaDB: one round trip
+			err := pool.QueryRow(ctx, o.q.LeaseAcquireReturning, name, owner, ttl, hwm).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &e)
+			if err == nil && e.Valid && e.Int64 >= hwm && (r.Owner != owner || r.Token > e.Int64) {
+				r.Epoch = e.Int64
+				return r, nil
+			}
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return r, err
+			}
+		} else if _, err := pool.Exec(ctx, o.q.LeaseAcquire, name, owner, ttl, hwm); err != nil {
+			return r, err
+		}
+		err := pool.QueryRow(ctx, o.q.LeaseRead, name).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &e)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return r, err
+		}
+		if err == nil && e.Valid && e.Int64 >= hwm && (r.Owner != owner || r.Token > e.Int64) {
+			r.Epoch = e.Int64
+			return r, nil
+		}
+		// nothing issued: no epoch yet, a stale server, or (granted in an
+		// older epoch) an epoch started between the two statements
+		epoch, _, eerr := o.epochNow(ctx, pool, hwm)
+		if eerr != nil {
+			return r, eerr
+		}
+		if i == 2 {
+			return r, fmt.Errorf("sqlcoord: lease %q: the failover epoch kept changing (now %d); retry", name, epoch)
+		}
 	}
-	if _, err := pool.Exec(ctx, o.q.LeaseAcquire, name, owner, ttl); err != nil {
-		return r, err
-	}
-	err := pool.QueryRow(ctx, o.q.LeaseRead, name).Scan(&r.Owner, &r.Token, &r.ExpiresAt)
-	return r, err
 }
 
-func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl, _ int64) (Renewal, error) {
-	var r Renewal
-	// renewed_at changes on every renewal, so the count is the same with
-	// or without clientFoundRows
-	n, err := pool.Exec(ctx, o.q.LeaseRenew, ttl, name, owner, token)
-	if err != nil || n == 0 {
+func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl, hwm int64) (Renewal, error) {
+	for i := 0; ; i++ {
+		var r Renewal
+		// renewed_at changes on every renewal, so the count is the same
+		// with or without clientFoundRows
+		n, err := pool.Exec(ctx, o.q.LeaseRenew, ttl, name, owner, token, hwm)
+		if err != nil {
+			return r, err
+		}
+		if n == 0 {
+			_, retry, err := o.epochNow(ctx, pool, hwm)
+			if err == nil && retry && i == 0 {
+				continue
+			}
+			return r, err
+		}
+		err = pool.QueryRow(ctx, o.q.LeaseExpiry, name, owner, token).Scan(&r.ExpiresAt, &r.Epoch)
+		if errors.Is(err, sql.ErrNoRows) {
+			return r, nil
+		}
+		r.OK = err == nil
 		return r, err
 	}
-	err = pool.QueryRow(ctx, o.q.LeaseExpiry, name, owner, token).Scan(&r.ExpiresAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, nil
-	}
-	r.OK = err == nil
-	return r, err
 }
 
-func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, _ int64) (bool, error) {
+func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
+	if hwm > 0 {
+		for i := 0; ; i++ {
+			if _, err := tx.Exec(ctx, o.q.FenceAdvanceChecked, resource, token, hwm); err != nil {
+				return false, err
+			}
+			var fence int64
+			err := tx.QueryRow(ctx, o.q.FenceRead, resource).Scan(&fence)
+			if err == nil && fence == token {
+				return true, nil
+			}
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return false, err
+			}
+			_, retry, eerr := o.epochNow(ctx, tx, hwm)
+			if eerr != nil || !retry || i > 0 {
+				return false, eerr
+			}
+		}
+	}
 	if o.q.FenceAdvanceReturning != "" { // MariaDB: one round trip
 		var fence int64
 		if err := tx.QueryRow(ctx, o.q.FenceAdvanceReturning, resource, token).Scan(&fence); err != nil {
@@ -130,6 +183,16 @@ func (o mysqlOps) fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate)
 	if err != nil || n > 0 {
 		return n > 0, err
 	}
+	if u.hwm > 0 && o.q.EpochEnsure != "" { // refused as a stale primary, or no epoch yet?
+		if retry, err := o.epochCheck(ctx, tx, u.hwm); err != nil || retry {
+			if err != nil {
+				return false, err
+			}
+			if n, err = tx.Exec(ctx, u.q, u.args...); err != nil || n > 0 {
+				return n > 0, err
+			}
+		}
+	}
 	var fence int64
 	err = tx.QueryRow(ctx, u.check, u.key).Scan(&fence)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -147,18 +210,79 @@ func (o mysqlOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scop
 	return n == 1, err
 }
 
-func (o mysqlOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, _ int64) (Issued, bool, error) {
-	n, err := pool.Exec(ctx, o.q.JobClaim, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner)
-	return Issued{Value: 1}, err == nil && n > 0, err
+func (o mysqlOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error) {
+	for i := 0; ; i++ {
+		var r Issued
+		if o.q.JobClaimReturning != "" { // MariaDB: one round trip
+			err := pool.QueryRow(ctx, o.q.JobClaimReturning, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, hwm).Scan(&r.Value)
+			if err == nil {
+				r.Epoch = max(r.Value-1, 0)
+				return r, true, nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return r, false, err
+			}
+		} else {
+			n, err := pool.Exec(ctx, o.q.JobClaim, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, hwm)
+			if err != nil {
+				return r, false, err
+			}
+			if n == 1 {
+				err := pool.QueryRow(ctx, o.q.JobAttempt, j.Job, j.Fire, j.Shard).Scan(&r.Value, &r.Epoch)
+				return r, err == nil, err
+			}
+		}
+		// not inserted: claimed already, or no epoch issued it
+		_, retry, err := o.epochNow(ctx, pool, hwm)
+		if err != nil || !retry || i > 0 {
+			return r, false, err
+		}
+	}
 }
 
-func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, grace, _ int64) (Issued, bool, error) {
-	n, err := pool.Exec(ctx, o.q.JobTakeover, j.Owner, j.Job, j.Fire, j.Shard, attempt, grace)
-	return Issued{Value: attempt + 1}, err == nil && n == 1, err
+func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, grace, hwm int64) (Issued, bool, error) {
+	for i := 0; ; i++ {
+		var r Issued
+		n, err := pool.Exec(ctx, o.q.JobTakeover, hwm, j.Owner, j.Job, j.Fire, j.Shard, attempt, grace)
+		if err != nil {
+			return r, false, err
+		}
+		if n != 1 {
+			_, retry, err := o.epochNow(ctx, pool, hwm)
+			if err == nil && retry && i == 0 {
+				continue
+			}
+			return r, false, err
+		}
+		err = pool.QueryRow(ctx, o.q.JobAttempt, j.Job, j.Fire, j.Shard).Scan(&r.Value, &r.Epoch)
+		return r, err == nil, err
+	}
 }
 
-func (o mysqlOps) workerEpochReady(context.Context, Executor, int64, int64) (EpochGrace, error) {
-	return EpochGrace{Ready: true}, nil
+func (o mysqlOps) epochCheck(ctx context.Context, x Executor, hwm int64) (bool, error) {
+	if o.q.EpochEnsure == "" {
+		return false, nil
+	}
+	_, retry, err := o.epochNow(ctx, x, hwm)
+	return retry, err
+}
+
+func (o mysqlOps) workerEpochReady(ctx context.Context, pool Executor, wait, hwm int64) (EpochGrace, error) {
+	for i := 0; ; i++ {
+		var g EpochGrace
+		var e sql.NullInt64
+		var left int64
+		if err := pool.QueryRow(ctx, o.q.WorkerEpochReady, wait, wait, wait).Scan(&g.Ready, &e, &left); err != nil {
+			return g, err
+		}
+		if e.Valid && e.Int64 >= hwm {
+			g.Epoch, g.Left = e.Int64, time.Duration(left)*time.Microsecond
+			return g, nil
+		}
+		if _, _, err := o.epochNow(ctx, pool, hwm); err != nil || i > 0 {
+			return g, err
+		}
+	}
 }
 
 func (o mysqlOps) outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {
@@ -181,13 +305,26 @@ func (o mysqlOps) outboxMark(ctx context.Context, tx Executor, ids []int64, dele
 	return nil
 }
 
-func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int, _ int64) (Issued, error) {
-	var r Issued
-	if _, err := tx.Exec(ctx, o.q.SegmentAdvance, step, step, tag); err != nil {
+func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {
+	for i := 0; ; i++ {
+		var r Issued
+		n, err := tx.Exec(ctx, o.q.SegmentAdvance, hwm, step, step, tag)
+		if err != nil {
+			return r, err
+		}
+		if n == 0 { // no such tag, or no epoch issued it
+			_, retry, err := o.epochNow(ctx, tx, hwm)
+			if err == nil && retry && i == 0 {
+				continue
+			}
+			if err == nil {
+				err = fmt.Errorf("segment %q: %w", tag, sql.ErrNoRows)
+			}
+			return r, err
+		}
+		err = tx.QueryRow(ctx, o.q.SegmentRead, tag).Scan(&r.Value, &r.Epoch) // our own update is visible
 		return r, err
 	}
-	err := tx.QueryRow(ctx, o.q.SegmentRead, tag).Scan(&r.Value) // our own update is visible
-	return r, err
 }
 
 // KILL is not a preparable statement: the id, an integer read from the

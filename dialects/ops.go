@@ -29,6 +29,7 @@ type operations interface {
 	workerEpochReady(ctx context.Context, pool Executor, waitMicros, hwm int64) (EpochGrace, error)
 	outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error
 	endSession(ctx context.Context, pool Executor, id, start int64) error
+	epochCheck(ctx context.Context, x Executor, hwm int64) (bool, error)
 	uuidValue(u [16]byte) any
 	uuidColumnType() string
 }
@@ -136,14 +137,14 @@ func (d *Dialect) FencedUpdateRow(ctx context.Context, tx Executor, table, keyCo
 	if err != nil {
 		return false, err
 	}
-	return d.ops.fencedUpdate(ctx, tx, fencedUpdate{q: q, args: args, check: check, key: key, token: token})
+	return d.ops.fencedUpdate(ctx, tx, fencedUpdate{q: q, args: args, check: check, key: key, token: token, hwm: hwm})
 }
 
 type fencedUpdate struct {
-	q, check string
-	args     []any
-	key      any
-	token    int64
+	q, check   string
+	args       []any
+	key        any
+	token, hwm int64
 }
 
 // IdemInsert registers an idempotency key as pending in tx; false when it
@@ -196,6 +197,16 @@ type EpochGrace struct {
 	Ready bool
 	Epoch int64
 	Left  time.Duration
+}
+
+// EpochCheck is for a statement that refuses a stale primary and changed
+// nothing (a job fence or completion with the client's high-water mark
+// hwm above 0): an error matching ErrStalePrimary when that is why, or
+// retry when the server's history had no epoch recorded yet (it now has:
+// run the statement once more). PostgreSQL raises in the statement
+// itself: (false, nil).
+func (d *Dialect) EpochCheck(ctx context.Context, x Executor, hwm int64) (retry bool, err error) {
+	return d.ops.epochCheck(ctx, x, hwm)
 }
 
 // EndSession ends the server session named by SessionID's id and start;

@@ -308,5 +308,7 @@ func (o pgOps) endSession(ctx context.Context, pool Executor, id, start int64) e
 	return err
 }
 
+func (o pgOps) epochCheck(context.Context, Executor, int64) (bool, error) { return false, nil }
+
 func (o pgOps) uuidValue(u [16]byte) any { return uuid.UUID(u).String() }
 func (o pgOps) uuidColumnType() string   { return "uuid" }

@@ -17,9 +17,15 @@ type Queries struct {
 	// passed since the epoch was first seen (PostgreSQL; MySQL family:
 	// always true, no epoch).
 	WorkerEpochReady string
-	// EpochAdvance starts a new failover epoch and returns its base;
-	// empty where the dialect has none.
-	EpochAdvance string
+	// EpochAdvance starts a new failover epoch (PostgreSQL: and returns
+	// its base); empty where the dialect has none. MySQL family: EpochRead
+	// reads the epoch (NULL: this server's history is not the newest
+	// recorded), EpochEnsure records a new one (arg: reason).
+	EpochAdvance, EpochRead, EpochEnsure string
+	// JobAttempt (MySQL family) reads the attempt of a slot's shard after
+	// a claim or takeover; JobClaimReturning (MariaDB) is JobClaim
+	// returning it.
+	JobAttempt, JobClaimReturning string
 	// OutboxPublishedBatch / OutboxDeleteBatch mark or delete published
 	// messages by id in one statement: PostgreSQL takes the ids as one
 	// array argument; MySQL's is a template whose %s is the list of ?

@@ -206,10 +206,20 @@ func (r *Runs) Fence(ctx context.Context, tx any, run Run) error {
 	}
 	var a int
 	q, args := r.db.Dialect().Q.JobFence, []any{run.Job, run.FireTime, run.Shard, run.Attempt}
-	if hwm := r.db.Epochs().Seen(); hwm > 0 && r.db.Dialect().Q.JobFenceChecked != "" {
+	hwm := r.db.Epochs().Seen()
+	if hwm > 0 && r.db.Dialect().Q.JobFenceChecked != "" {
 		q, args = r.db.Dialect().Q.JobFenceChecked, append(args, hwm)
 	}
 	err = x.QueryRow(ctx, q, args...).Scan(&a)
+	if errors.Is(err, sql.ErrNoRows) && hwm > 0 {
+		retry, cerr := r.db.Dialect().EpochCheck(ctx, x, hwm)
+		if cerr != nil {
+			return fmt.Errorf("jobs: fence: %w", r.db.Dialect().Classify(cerr))
+		}
+		if retry {
+			err = x.QueryRow(ctx, q, args...).Scan(&a)
+		}
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("jobs: fence %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
 	}
@@ -232,6 +242,12 @@ func (r *Runs) Complete(ctx context.Context, tx any, run Run) error {
 		q, args = r.db.Dialect().Q.JobFinishChecked, append(args, hwm)
 	}
 	n, err := x.Exec(ctx, q, args...)
+	if err == nil && n == 0 && len(args) == 7 { // checked: a stale primary, or no epoch yet?
+		retry, cerr := r.db.Dialect().EpochCheck(ctx, x, args[6].(int64))
+		if err = cerr; err == nil && retry {
+			n, err = x.Exec(ctx, q, args...)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("jobs: complete: %w", r.db.Dialect().Classify(err))
 	}

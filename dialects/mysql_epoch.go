@@ -1,0 +1,133 @@
+package dialects
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Failover epochs on the MySQL family (migration 16; the design is
+// PostgreSQL's, see pgEpochBase). A history is a server writing as the
+// primary, named by @@server_id. The epoch expression is the recorded base
+// of this server's history when it is the newest one recorded, and NULL
+// otherwise — a promoted replica's first counter statement, or a server
+// promoted again after rejoining: the statements then issue nothing, and
+// the client records a new epoch (EpochEnsure, in the same connection)
+// and runs them again. There are no stored functions (creating one needs
+// SUPER or log_bin_trust_function_creators where binary logging is on),
+// so that check happens in Go, after the statement, only when it did not
+// issue.
+//
+// mysqlEpoch is the expression; Galera uses "(SELECT 0)": every commit is
+// certified by the whole cluster, and nodes with their own server ids
+// would take turns starting epochs.
+const mysqlEpoch = `(SELECT f.base FROM coord_forks f WHERE f.server_id = @@server_id AND f.base = (SELECT MAX(m.base) FROM coord_forks m))`
+
+// mysqlEpochQueries sets the statements that issue or check counters with
+// epoch as the failover epoch expression.
+func mysqlEpochQueries(q *Queries, epoch string) {
+	q.EpochRead = `SELECT ` + epoch
+	if epoch == mysqlEpoch {
+		// A new epoch for this server's history: above every recorded base
+		// and the clock's (milliseconds since 2020 · 2²²). Arg: reason.
+		q.EpochEnsure = `INSERT INTO coord_forks (server_id, base, first_seen, reason)
+SELECT @@server_id, GREATEST(COALESCE(t.m, -1) + 1, (TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '2020-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000) << 22),
+  UTC_TIMESTAMP(6), ? FROM (SELECT MAX(base) AS m FROM coord_forks) t
+ON DUPLICATE KEY UPDATE base = GREATEST(base, VALUES(base)), first_seen = VALUES(first_seen), reason = VALUES(reason)`
+		q.EpochAdvance = q.EpochEnsure
+	}
+	// A new ownership — the lease expired, or it was granted in an earlier
+	// epoch — gets a token above the previous one and above the epoch
+	// base; a live lease re-acquired by its owner keeps its token.
+	// ON DUPLICATE KEY UPDATE assigns left to right and later expressions
+	// see earlier results: acquired_at and token are decided before owner
+	// changes, expiry after (owner = ours means we won). Nothing is
+	// inserted or changed when the epoch is NULL or below the client's
+	// high-water mark. Args: name, owner, ttl µs, high-water mark.
+	q.LeaseAcquire = `INSERT INTO coord_leases (name, owner, token, expires_at, acquired_at, renewed_at)
+SELECT ?, ?, e.b + 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
+FROM (SELECT ` + epoch + ` AS b) e WHERE e.b >= ?
+ON DUPLICATE KEY UPDATE
+  acquired_at = IF(expires_at <= UTC_TIMESTAMP(6) OR (owner = VALUES(owner) AND token < VALUES(token)), VALUES(acquired_at), acquired_at),
+  token       = IF(expires_at <= UTC_TIMESTAMP(6) OR (owner = VALUES(owner) AND token < VALUES(token)), GREATEST(token + 1, VALUES(token)), token),
+  owner       = IF(expires_at <= UTC_TIMESTAMP(6) OR owner = VALUES(owner), VALUES(owner), owner),
+  renewed_at  = IF(owner = VALUES(owner), VALUES(renewed_at), renewed_at),
+  expires_at  = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)`
+	// Non-locking reads after the autocommit statement: the upsert or
+	// update is the only statement that locks the row, and its lock ends
+	// with it, so a holder frozen between round trips blocks nobody. An
+	// autocommit read sees the latest committed row. Columns: owner,
+	// token, expires_at, epoch.
+	q.LeaseRead = `SELECT owner, token, expires_at, ` + epoch + ` FROM coord_leases WHERE name = ?`
+	// A lease granted in an earlier epoch cannot be renewed. Args: ttl µs,
+	// name, owner, token, high-water mark.
+	q.LeaseRenew = `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, renewed_at = UTC_TIMESTAMP(6)
+WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6) AND token > ` + epoch + ` AND ` + epoch + ` >= ?`
+	q.LeaseExpiry = `SELECT expires_at, COALESCE(` + epoch + `, 0) FROM coord_leases WHERE name = ? AND owner = ? AND token = ?`
+	// Args: resource, token, high-water mark.
+	q.FenceAdvanceChecked = `INSERT INTO coord_fences (resource, fence, updated_at) SELECT ?, ?, UTC_TIMESTAMP(6) FROM DUAL WHERE ` + epoch + ` >= ?
+ON DUPLICATE KEY UPDATE
+  updated_at = IF(fence <= VALUES(fence), VALUES(updated_at), updated_at),
+  fence      = IF(fence <= VALUES(fence), VALUES(fence), fence)`
+	// MySQL has no UPDATE … RETURNING: the caller reads max_id back in
+	// the same transaction, under the row lock this UPDATE took. Args:
+	// high-water mark, step, step, tag.
+	q.SegmentAdvance = `UPDATE coord_id_segments s JOIN (SELECT ` + epoch + ` AS b) e ON e.b >= ?
+SET s.max_id = GREATEST(s.max_id, e.b) + ?, s.step = ?, s.updated_at = UTC_TIMESTAMP(6) WHERE s.biz_tag = ?`
+	q.SegmentRead = `SELECT max_id, COALESCE(` + epoch + `, 0) FROM coord_id_segments WHERE biz_tag = ?`
+	// Args: job, fire, shard, total, status, owner, high-water mark.
+	q.JobClaim = `INSERT IGNORE INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
+SELECT ?, ?, ?, ?, ?, ?, e.b + 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM (SELECT ` + epoch + ` AS b) e WHERE e.b >= ?`
+	// Args: high-water mark, owner, job, fire, shard, attempt, grace µs.
+	q.JobTakeover = `UPDATE coord_job_runs r JOIN (SELECT ` + epoch + ` AS b) e ON e.b >= ?
+SET r.attempt = GREATEST(r.attempt + 1, e.b + 1), r.owner = ?, r.status = 'running', r.started_at = UTC_TIMESTAMP(6),
+  r.heartbeat_at = UTC_TIMESTAMP(6), r.finished_at = NULL, r.error = NULL
+WHERE r.job = ? AND r.fire_time = ? AND r.shard = ? AND r.attempt = ?
+  AND (r.status = 'rerun' OR (r.status = 'running' AND r.heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))`
+	// The attempt a claim or takeover just wrote. Args: job, fire, shard.
+	q.JobAttempt = `SELECT attempt, COALESCE(` + epoch + `, 0) FROM coord_job_runs WHERE job = ? AND fire_time = ? AND shard = ?`
+	q.JobFenceChecked = `SELECT attempt FROM coord_job_runs
+WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running' AND ` + epoch + ` >= ? FOR UPDATE`
+	q.JobFinishChecked = `UPDATE coord_job_runs SET status = ?, error = ?, finished_at = UTC_TIMESTAMP(6)
+WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running' AND ` + epoch + ` >= ?`
+	// Args: TTL + margin µs (three times). Columns: ready, epoch, µs left.
+	q.WorkerEpochReady = `SELECT e.b = 0 OR COALESCE((SELECT UTC_TIMESTAMP(6) >= f.first_seen + INTERVAL ? MICROSECOND FROM coord_forks f WHERE f.base = e.b), FALSE),
+  e.b, COALESCE((SELECT GREATEST(0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), f.first_seen + INTERVAL ? MICROSECOND)) FROM coord_forks f WHERE f.base = e.b), ?)
+FROM (SELECT ` + epoch + ` AS b) e`
+}
+
+// errStale is ErrStalePrimary for a server in epoch e, below hwm.
+func errStale(e, hwm int64) error {
+	return &Error{Kind: ErrStalePrimary, Err: fmt.Errorf("this server writes in failover epoch %d, older than epoch %d which this client saw on another server (split brain, or a restore)", e, hwm)}
+}
+
+// epochNow reads the server's epoch on x. When its history is not the
+// newest recorded (a promoted replica), it records a new epoch on x first
+// (in x's transaction, if x is one) and reports retry: the statement that
+// found it so must run again. A server below hwm is ErrStalePrimary.
+func (o mysqlOps) epochNow(ctx context.Context, x Executor, hwm int64) (epoch int64, retry bool, err error) {
+	var e sql.NullInt64
+	if err := x.QueryRow(ctx, o.q.EpochRead).Scan(&e); err != nil {
+		return 0, false, err
+	}
+	if !e.Valid {
+		if o.q.EpochEnsure == "" {
+			return 0, false, errors.New("sqlcoord: no failover epoch recorded")
+		}
+		if _, err := x.Exec(ctx, o.q.EpochEnsure, "a history this database had not recorded: a promoted replica"); err != nil {
+			return 0, false, err
+		}
+		if err := x.QueryRow(ctx, o.q.EpochRead).Scan(&e); err != nil {
+			return 0, false, err
+		}
+		if !e.Valid {
+			return 0, false, errors.New("sqlcoord: failover epoch not recorded")
+		}
+		retry = true
+	}
+	if e.Int64 < hwm {
+		return e.Int64, false, errStale(e.Int64, hwm)
+	}
+	return e.Int64, retry, nil
+}
