@@ -266,6 +266,15 @@ func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dial
 			}
 			if galera {
 				d = galeraDialect(o.GaleraSingleWriter)
+				if o.GaleraSingleWriter {
+					// the application's pool: the writer stops renewing
+					// when the application closes it
+					w, err := startGaleraWriter(ctx, e)
+					if err != nil {
+						return nil, err
+					}
+					d = dialects.NewGaleraWriter(w.check)
+				}
 				if !o.GaleraSingleWriter {
 					var w int
 					if err := e.QueryRow(ctx, `SELECT @@session.wsrep_sync_wait`).Scan(&w); err != nil {

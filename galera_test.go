@@ -94,7 +94,7 @@ func TestGalera(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if db.Dialect() != dialects.GaleraSingleWriter {
+		if db.Dialect().Name() != dialects.GaleraSingleWriter.Name() {
 			t.Fatalf("dialect %s, want %s", db.Dialect().Name(), dialects.GaleraSingleWriter.Name())
 		}
 		c := coord.New(db)
@@ -120,6 +120,40 @@ func TestGalera(t *testing.T) {
 			return db
 		}
 		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: open(), Other: open(), Tag: "gsw", Workers: 4})
+	})
+
+	t.Run("single writer is checked: a second node is refused while the first holds the writer lease", func(t *testing.T) {
+		first, err := sqlcoord.Open(ctx, g.DSN(0), sqlcoord.Options{GaleraSingleWriter: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer first.Close()
+		second, err := sqlcoord.Open(ctx, g.DSN(1), sqlcoord.Options{GaleraSingleWriter: true})
+		if !errors.Is(err, dialects.ErrGaleraLocks) || !strings.Contains(err.Error(), "single writer") {
+			if second != nil {
+				second.Close()
+			}
+			t.Fatalf("GaleraSingleWriter on a second node while the first writes: %v, want ErrGaleraLocks naming the writer", err)
+		}
+		t.Logf("%v", err)
+		// Before issue 22 both were allowed and their row locks overlapped.
+		tx1, _ := first.BeginTx(ctx, nil)
+		defer tx1.Rollback()
+		if err := coord.New(first).TryLock(ctx, tx1, "checked-writer"); err != nil {
+			t.Fatal(err)
+		}
+		tx1.Rollback()
+		first.Close() // a planned switchover releases the writer lease
+		second, err = sqlcoord.Open(ctx, g.DSN(1), sqlcoord.Options{GaleraSingleWriter: true})
+		if err != nil {
+			t.Fatalf("the second node after the first released the writer lease: %v", err)
+		}
+		defer second.Close()
+		tx2, _ := second.BeginTx(ctx, nil)
+		defer tx2.Rollback()
+		if err := coord.New(second).TryLock(ctx, tx2, "checked-writer"); err != nil {
+			t.Fatalf("lock on the new writer node: %v", err)
+		}
 	})
 
 	t.Run("a lease has one owner per token, losers told it is held", func(t *testing.T) {

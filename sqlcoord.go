@@ -42,6 +42,7 @@ type DB struct {
 
 	dialect *dialects.Dialect // detected from the server
 	epochs  *Epochs           // failover-epoch high-water mark
+	writer  *galeraWriter     // GaleraSingleWriter: this node's writer lease
 	pre     []any             // statement-mode arguments, see poolerArgs
 	tracer  trace.Tracer      // nil: tracing off
 	metrics metrics.Recorder  // nil: off
@@ -128,6 +129,14 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redactErr(err, dsn))
 	}
+	var writer *galeraWriter
+	fail := func(err error) (*DB, error) {
+		if writer != nil {
+			writer.close()
+		}
+		sdb.Close()
+		return nil, err
+	}
 	if family == "mysql" {
 		var v string
 		if err := sdb.QueryRowContext(pctx, d.Q.Version).Scan(&v); err != nil {
@@ -144,6 +153,12 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		}
 		if galera {
 			d = galeraDialect(o.GaleraSingleWriter)
+			if o.GaleraSingleWriter {
+				if writer, err = startGaleraWriter(pctx, poolExecutor(sdb, nil, dialects.Galera)); err != nil {
+					return fail(fmt.Errorf("%s: %w", shown, err))
+				}
+				d = dialects.NewGaleraWriter(writer.check)
+			}
 			if !o.GaleraSingleWriter {
 				// Causal reads: a statement waits until this node has
 				// applied what the cluster committed before it, so an
@@ -167,26 +182,31 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	if !o.AllowReadOnly {
 		var ro bool
 		if err := sdb.QueryRowContext(pctx, d.Q.ReadOnly).Scan(&ro); err != nil {
-			sdb.Close()
-			return nil, fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redactErr(err, dsn))
+			return fail(fmt.Errorf("%w to %s: %s", ErrUnreachable, shown, redactErr(err, dsn)))
 		}
 		if ro {
-			sdb.Close()
-			return nil, readOnlyError(shown, nil, dsn)
+			return fail(readOnlyError(shown, nil, dsn))
 		}
 	}
 	if o.RequireSyncReplication {
 		if err := requireSync(pctx, d, SQLExecutor(sdb)); err != nil {
-			sdb.Close()
-			return nil, fmt.Errorf("%s: %w", shown, err)
+			return fail(fmt.Errorf("%s: %w", shown, err))
 		}
 	}
-	db := &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: poolerArgs(sdb, o.Pooler), dsn: driverDSN, shown: shown}
+	db := &DB{DB: sqlx.NewDb(sdb, d.DriverName()), dialect: d, pre: poolerArgs(sdb, o.Pooler), dsn: driverDSN, shown: shown, writer: writer}
 	if db.epochs, err = openEpochs(pctx, db, o.EpochFile, o.AllowReadOnly); err != nil {
-		sdb.Close()
-		return nil, fmt.Errorf("%s: %w", shown, err)
+		return fail(fmt.Errorf("%s: %w", shown, err))
 	}
 	return db, nil
+}
+
+// Close closes the pool (and, with GaleraSingleWriter, first releases
+// this node's writer lease so another node can take over at once).
+func (db *DB) Close() error {
+	if db.writer != nil {
+		db.writer.close()
+	}
+	return db.DB.Close()
 }
 
 // openEpochs reads the high-water mark from file and, when it says the

@@ -25,8 +25,10 @@ import (
 //     transactions that were never applied.
 //
 // GaleraSingleWriter is the same with row locks allowed, for clusters whose
-// clients all write through one node (a proxy's single-writer mode) — a
-// promise the application makes, not one sqlcoord can check.
+// clients all write through one node (a proxy's single-writer mode). The
+// promise is checked: sqlcoord.Open (and the Wrap constructors) hold a
+// writer lease for the node they reach (NewGaleraWriter) and refuse locks
+// — ErrGaleraLocks naming the writer node — while another node holds it.
 var Galera = newGalera("mariadb-galera", false)
 
 // GaleraSyncWait is the wsrep_sync_wait sqlcoord needs on a multi-writer
@@ -49,6 +51,39 @@ func newGalera(name string, locks bool) *Dialect {
 	}
 	return d
 }
+
+// NewGaleraWriter is GaleraSingleWriter whose locks first ask writer,
+// which returns an error matching ErrGaleraLocks unless this client's node
+// holds the cluster's writer lease.
+func NewGaleraWriter(writer func() error) *Dialect {
+	d := newGalera("mariadb-galera-single-writer", true)
+	d.ops = galeraWriterOps{d.ops.(mysqlOps), writer}
+	return d
+}
+
+// galeraWriterOps takes row locks only while the node holds the writer lease.
+type galeraWriterOps struct {
+	mysqlOps
+	writer func() error
+}
+
+func (o galeraWriterOps) lockTry(ctx context.Context, tx Executor, name string) error {
+	if err := o.writer(); err != nil {
+		return err
+	}
+	return o.mysqlOps.lockTry(ctx, tx, name)
+}
+
+func (o galeraWriterOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
+	if err := o.writer(); err != nil {
+		return err
+	}
+	return o.mysqlOps.lockWait(ctx, tx, name, wait)
+}
+
+// GaleraNode names the node a connection reaches: wsrep_node_name, or
+// host:port when that is empty.
+const GaleraNode = `SELECT COALESCE(NULLIF(@@wsrep_node_name, ''), CONCAT(@@hostname, ':', @@port))`
 
 // galeraOps refuses row locks on a multi-writer Galera cluster.
 type galeraOps struct{ mysqlOps }

@@ -1,0 +1,126 @@
+package sqlcoord
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord/dialects"
+)
+
+// GaleraWriterLease is the coord_leases row a GaleraSingleWriter pool's
+// node holds while its clients take row locks.
+const GaleraWriterLease = "sqlcoord.galera.writer"
+
+// galeraWriterTTL is the writer lease's TTL; renewed every third of it.
+const galeraWriterTTL = 10 * time.Second
+
+// galeraWriter holds the writer lease for the node a pool reaches. The
+// owner is the node's name, read from the server, so every client of one
+// node shares the lease and a client of another node cannot take it while
+// it is live. Locks are allowed while the lease is valid by the local
+// clock counted from when the last grant was sent (the database's expiry
+// is later), the way an etcd session is.
+type galeraWriter struct {
+	x      Executor // the pool's autocommit statements
+	d      *dialects.Dialect
+	node   string
+	mu     sync.Mutex
+	until  time.Time // locks allowed before this
+	token  int64
+	holder string // when refused: the writer node
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// startGaleraWriter takes the writer lease for db's node, or fails with
+// ErrGaleraLocks naming the node that holds it, and keeps renewing it
+// until close (or until the pool is closed).
+func startGaleraWriter(ctx context.Context, x Executor) (*galeraWriter, error) {
+	w := &galeraWriter{x: x, d: dialects.Galera, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := x.QueryRow(ctx, dialects.GaleraNode).Scan(&w.node); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	if err := w.renew(ctx); err != nil {
+		if !errors.Is(w.d.Classify(err), dialects.ErrNoSchema) {
+			return nil, err
+		}
+		w.holder = "(none yet: the schema is not installed)" // Open for `migrate up`: renewed from then on
+	} else if err := w.check(); err != nil {
+		return nil, err
+	}
+	go w.loop()
+	return w, nil
+}
+
+func (w *galeraWriter) renew(ctx context.Context) error {
+	sent := time.Now()
+	row, err := w.d.LeaseAcquire(ctx, w.x, GaleraWriterLease, w.node, galeraWriterTTL.Microseconds(), 0)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if row.Owner != w.node {
+		w.holder = fmt.Sprintf("%s until %s", row.Owner, row.ExpiresAt.UTC().Format(time.RFC3339))
+		w.until = time.Time{}
+		return nil
+	}
+	w.holder, w.token, w.until = "", row.Token, sent.Add(galeraWriterTTL)
+	return nil
+}
+
+func (w *galeraWriter) loop() {
+	defer close(w.done)
+	t := time.NewTicker(galeraWriterTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), galeraWriterTTL/3)
+			err := w.renew(ctx)
+			cancel()
+			if err != nil && (errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed")) {
+				return // the application closed its pool
+			}
+		}
+	}
+}
+
+// check is nil while this node holds the writer lease.
+func (w *galeraWriter) check() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if time.Now().Before(w.until) {
+		return nil
+	}
+	why := "this node's writer lease lapsed (renewals failed)"
+	if w.holder != "" {
+		why = "node " + w.holder + " is the single writer"
+	}
+	return fmt.Errorf("%w: GaleraSingleWriter on node %s: %s", &dialects.Error{Kind: dialects.ErrGaleraLocks}, w.node, why)
+}
+
+// close stops renewing and releases the lease, so another node can take
+// over at once (a planned switchover).
+func (w *galeraWriter) close() { w.once.Do(w.release) }
+
+func (w *galeraWriter) release() {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	token, held := w.token, w.holder == "" && !w.until.IsZero()
+	w.mu.Unlock()
+	if held {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		w.x.Exec(ctx, w.d.Q.LeaseRelease, GaleraWriterLease, w.node, token)
+	}
+}
