@@ -19,7 +19,7 @@ func mysqlQueries() Queries {
 		Console:  mysqlConsole,
 		Version:  `SELECT VERSION()`,
 		ReadOnly: `SELECT @@global.read_only = 1 OR @@global.innodb_read_only = 1`,
-		Now:              `SELECT UTC_TIMESTAMP(6)`,
+		Now:      `SELECT UTC_TIMESTAMP(6)`,
 
 		// A lock is one locking statement and nothing before it: an
 		// InnoDB REPEATABLE READ transaction fixes its read view at its
