@@ -36,6 +36,8 @@ SELECT @@server_id, GREATEST(COALESCE(t.m, -1) + 1, (TIMESTAMPDIFF(MICROSECOND, 
   UTC_TIMESTAMP(6), ? FROM (SELECT MAX(base) AS m FROM coord_forks) t
 ON DUPLICATE KEY UPDATE base = GREATEST(base, VALUES(base)), first_seen = VALUES(first_seen), reason = VALUES(reason)`
 		q.EpochAdvance = q.EpochEnsure
+		q.EpochList = `SELECT CAST(server_id AS CHAR), base, first_seen, reason,
+  server_id = @@server_id AND base = (SELECT MAX(m.base) FROM coord_forks m) FROM coord_forks ORDER BY base`
 	}
 	// A new ownership — the lease expired, or it was granted in an earlier
 	// epoch — gets a token above the previous one and above the epoch

@@ -259,6 +259,18 @@ func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, att
 	}
 }
 
+func (o mysqlOps) epochAdvance(ctx context.Context, x Executor) (int64, error) {
+	if o.q.EpochAdvance == "" {
+		return 0, errors.New("sqlcoord: no failover epoch on this dialect")
+	}
+	if _, err := x.Exec(ctx, o.q.EpochAdvance, "advance"); err != nil {
+		return 0, err
+	}
+	var b int64
+	err := x.QueryRow(ctx, o.q.EpochRead).Scan(&b)
+	return b, err
+}
+
 func (o mysqlOps) epochCheck(ctx context.Context, x Executor, hwm int64) (bool, error) {
 	if o.q.EpochEnsure == "" {
 		return false, nil

@@ -30,6 +30,7 @@ type operations interface {
 	outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error
 	endSession(ctx context.Context, pool Executor, id, start int64) error
 	epochCheck(ctx context.Context, x Executor, hwm int64) (bool, error)
+	epochAdvance(ctx context.Context, x Executor) (int64, error)
 	uuidValue(u [16]byte) any
 	uuidColumnType() string
 }
@@ -207,6 +208,12 @@ type EpochGrace struct {
 // itself: (false, nil).
 func (d *Dialect) EpochCheck(ctx context.Context, x Executor, hwm int64) (retry bool, err error) {
 	return d.ops.epochCheck(ctx, x, hwm)
+}
+
+// EpochAdvance starts a new failover epoch for the history the server
+// writes on and returns its base.
+func (d *Dialect) EpochAdvance(ctx context.Context, x Executor) (int64, error) {
+	return d.ops.epochAdvance(ctx, x)
 }
 
 // EndSession ends the server session named by SessionID's id and start;

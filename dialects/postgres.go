@@ -70,6 +70,13 @@ func newPostgres() *Dialect {
 			Now:      `SELECT clock_timestamp()`,
 			// Starts a new failover epoch and returns its base (migration 16).
 			EpochAdvance: `SELECT coord_epoch_advance('advance')`,
+			// Every recorded history, oldest first; current: this server's,
+			// and the newest (false on a standby).
+			EpochList: `SELECT system_id::text || '/' || timeline::text, base, first_seen, reason,
+  CASE WHEN pg_is_in_recovery() THEN false ELSE system_id = (SELECT system_identifier FROM pg_control_system())
+    AND timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+    AND base = (SELECT max(base) FROM coord_forks) END
+FROM coord_forks ORDER BY base`,
 
 			// Locks (schema 15): a transaction-scoped advisory lock on the
 			// name's 64-bit hash (pgLockKey), one statement, nothing written.

@@ -308,6 +308,12 @@ func (o pgOps) endSession(ctx context.Context, pool Executor, id, start int64) e
 	return err
 }
 
+func (o pgOps) epochAdvance(ctx context.Context, x Executor) (int64, error) {
+	var b int64
+	err := x.QueryRow(ctx, o.q.EpochAdvance).Scan(&b)
+	return b, err
+}
+
 func (o pgOps) epochCheck(context.Context, Executor, int64) (bool, error) { return false, nil }
 
 func (o pgOps) uuidValue(u [16]byte) any { return uuid.UUID(u).String() }

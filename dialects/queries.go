@@ -22,6 +22,9 @@ type Queries struct {
 	// reads the epoch (NULL: this server's history is not the newest
 	// recorded), EpochEnsure records a new one (arg: reason).
 	EpochAdvance, EpochRead, EpochEnsure string
+	// EpochList lists coord_forks: history, base, first_seen, reason,
+	// current.
+	EpochList string
 	// JobAttempt (MySQL family) reads the attempt of a slot's shard after
 	// a claim or takeover; JobClaimReturning (MariaDB) is JobClaim
 	// returning it.

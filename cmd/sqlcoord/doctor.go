@@ -23,6 +23,7 @@ type doctorReport struct {
 	// LockProtocol (PostgreSQL, schema 15+): "advisory", "advisory+id" or "dual" (row
 	// locks too, for instances older than schema 14).
 	LockProtocol string            `json:"lock_protocol,omitempty"`
+	Forks        []sqlcoord.Fork   `json:"forks,omitempty"`
 	Guarantees   []doctorGuarantee `json:"guarantees"`
 }
 
@@ -85,6 +86,9 @@ func doctor(ctx context.Context, db *sqlcoord.DB) doctorReport {
 			rep.Listen = "not tested: " + err.Error()
 		}
 	}
+	if rep.Schema != nil && rep.Schema.Version >= 16 {
+		rep.Forks, _ = sqlcoord.Forks(ctx, db)
+	}
 	if info.Dialect == "postgres" && rep.Schema != nil && rep.Schema.Version >= 15 {
 		if mode, err := sqlcoord.LockProtocol(ctx, db); err == nil {
 			rep.LockProtocol = string(mode)
@@ -106,21 +110,19 @@ func guarantees(info dialects.ServerInfo) []doctorGuarantee {
 		Why:   info.Detail,
 	}}
 	switch {
-	case pg:
-		why := fmt.Sprintf("each is at least (timeline-1)<<40 when issued; this server writes on timeline %d", info.Timeline)
-		if info.ReadOnly {
-			why = "each is at least (timeline-1)<<40 when issued, by whichever server is promoted (a standby issues none)"
+	case !info.Galera:
+		why := "each is floored by the failover epoch of the history that issues it; a promoted, recovered or restored server starts a new one (see `sqlcoord epoch`)"
+		if !pg {
+			why += "; a MariaDB/MySQL restore from a dump or snapshot keeps server_id and cannot be detected: run `sqlcoord epoch advance` after one"
 		}
 		g = append(g, doctorGuarantee{Holds: true,
-			What: "fencing tokens, segment ranges and job attempts never go back across a promotion", Why: why})
+			What: "fencing tokens, segment ranges and job attempts never go back across a failover, a split brain or a restore", Why: why})
+	}
+	switch {
 	case info.Galera:
 		g = append(g, doctorGuarantee{Holds: false,
 			What: "row locks exclude holders on other nodes",
 			Why:  "Galera takes SELECT … FOR UPDATE locks on the local node only: send every lock user to one node"})
-	default:
-		g = append(g, doctorGuarantee{Holds: info.Synchronous,
-			What: "fencing tokens and segment ranges never go back across a failover",
-			Why:  "MySQL/MariaDB have no failover epoch here: only a replica that had every acknowledged commit (semi-sync AFTER_SYNC) keeps the counters"})
 	}
 	return g
 }
@@ -135,7 +137,12 @@ func printDoctor(w io.Writer, r doctorReport) {
 	fmt.Fprintf(w, "role         %s\n", role)
 	fmt.Fprintf(w, "replication  %s\n", r.Server.Detail)
 	if r.Server.Dialect == "postgres" && r.Server.Timeline > 0 {
-		fmt.Fprintf(w, "timeline     %d (failover epoch base %d)\n", r.Server.Timeline, (r.Server.Timeline-1)<<40)
+		fmt.Fprintf(w, "timeline     %d\n", r.Server.Timeline)
+	}
+	for _, f := range r.Forks {
+		if f.Current {
+			fmt.Fprintf(w, "epoch        base %d since %s (%s; history %s)\n", f.Base, f.FirstSeen.UTC().Format(time.DateTime), f.Reason, f.History)
+		}
 	}
 	if r.Server.Galera {
 		fmt.Fprintf(w, "galera       %d nodes\n", r.Server.GaleraNodes)

@@ -71,7 +71,7 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate("sqlcoord {{.Version}}\n")
 	root.PersistentFlags().String("dsn", "", "database DSN (postgres://… or mysql://…); default $SQLCOORD_DSN")
 	root.PersistentFlags().Bool("json", false, "print data as JSON (commands that print data)")
-	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd(), newDrawSegmentCmd(), newBenchCmd(), newJobsCmd(), newRelayCmd(), newOutboxCmd(), newDoctorCmd(), newSessionsCmd(), newConsoleCmd(), newLocksCmd())
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd(), newDrawSegmentCmd(), newBenchCmd(), newJobsCmd(), newRelayCmd(), newOutboxCmd(), newDoctorCmd(), newSessionsCmd(), newConsoleCmd(), newLocksCmd(), newEpochCmd())
 	return root
 }
 
