@@ -32,6 +32,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/pgxv5"
 )
 
 var (
@@ -44,7 +45,7 @@ func main() {
 	ctx := context.Background()
 	var db *sqlcoord.DB
 	var tx *sql.Tx
-	var p *sqlcoord.Pgx
+	var p *pgxv5.Driver
 	var ptx pgx.Tx
 	_, _, _, _ = db, tx, p, ptx
 	c, pc := coord.New(db), coord.New(p)
@@ -56,7 +57,7 @@ func main() {
 		{"control: locks and fences in transactions", `_ = c.TryLock(ctx, tx, "x"); _ = c.Fence(ctx, tx, "r", 1); _ = pc.TryLock(ctx, ptx, "x")`, ""},
 		{"TryLock on a database/sql pool", `_ = c.TryLock(ctx, db, "x")`, "cannot use db"},
 		{"Fence on a database/sql pool", `_ = c.Fence(ctx, db, "r", 1)`, "cannot use db"},
-		{"Lock on the *sql.DB inside", `_ = c.Lock(ctx, db.DB.DB, "x", 0)`, "cannot use db.DB.DB"},
+		{"Lock on the *sql.DB inside", `_ = c.Lock(ctx, db.DB, "x", 0)`, "cannot use db.DB"},
 		{"TryLock on a pgx pool", `_ = pc.TryLock(ctx, p.Pool, "x")`, "cannot use p.Pool"},
 		{"a database/sql transaction for a pgx driver", `_ = pc.Fence(ctx, tx, "r", 1)`, "cannot use tx"},
 	} {

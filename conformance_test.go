@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/pgxv5"
+	"github.com/sqlcoord/sqlcoord/sqlxdriver"
+
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,7 +20,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/conformance"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -33,7 +35,7 @@ import (
 func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, prefix string, pooler bool, behind ...bool) {
 	viaPooler := len(behind) > 0 && behind[0]
 	ctx := context.Background()
-	wo := sqlcoord.WrapOptions{Pooler: pooler}
+	wo := sqlcoord.Options{Pooler: pooler}
 	driverName, appDSN := "pgx", dsn
 	if env.Family == "mysql" {
 		// an application's own DSN: parseTime, but no clientFoundRows
@@ -73,7 +75,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 		}
 		defer x.Close()
 		x.SetMaxOpenConns(conns)
-		d, err := sqlcoord.WrapSQLX(ctx, x, wo)
+		d, err := sqlxdriver.Wrap(ctx, x, wo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +103,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		d, err := sqlcoord.WrapPgxPool(ctx, pool, wo)
+		d, err := pgxv5.Wrap(ctx, pool, wo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +179,7 @@ func TestPgBouncerNotToldIsATypedError(t *testing.T) {
 		t.Skip("no statement collided this time (the bouncer happened to keep every client on one server connection)")
 	}
 	for _, err := range errs {
-		if !errors.Is(err, dialects.ErrPreparedStatementLost) || !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
+		if !errors.Is(err, sqlcoord.ErrPreparedStatementLost) || !strings.Contains(err.Error(), "default_query_exec_mode=exec") {
 			t.Fatalf("untold pooler: %v, want ErrPreparedStatementLost naming the setting", err)
 		}
 	}

@@ -4,47 +4,43 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"github.com/sqlcoord/sqlcoord/metrics"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/jmoiron/sqlx"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/core"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
-// ErrNotATransaction: a helper that must run inside the caller's
-// transaction was given something else (a pool, or another stack's
-// transaction).
-var ErrNotATransaction = errors.New("sqlcoord: not a transaction of this driver")
-
-// ErrDriverSetting: a wrapped pool's driver is configured in a way sqlcoord
-// cannot work with; the message names the setting.
-var ErrDriverSetting = errors.New("sqlcoord: driver setting")
-
 // Base is what every driver offers whatever its transaction type: the
-// dialect, autocommit statements on the pool, and transactions sqlcoord
-// owns (a lease acquire, a segment fetch, a relay batch).
+// dialect, autocommit statements on the pool, transactions sqlcoord owns
+// (a lease acquire, a segment fetch, a relay batch), instrumentation and
+// the failover-epoch mark. The implementations are this package's *DB,
+// pgxv5.Driver and sqlxdriver.Driver; the interface is sealed (Sealed
+// takes a type only this module can name), because it grows with
+// sqlcoord: use it, do not implement it.
 type Base interface {
-	Dialect() *dialects.Dialect
+	// Dialect is the database's dialect (sqlcoord's statements for it).
+	Dialect() *dialect.Dialect
 	// Executor runs autocommit statements on the pool.
 	Executor() Executor
 	// BeginOwned starts a transaction that sqlcoord itself commits.
 	BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error)
 	// ExecutorFor returns the executor of tx when tx is a transaction of
 	// this driver's stack, and an error matching ErrNotATransaction
-	// otherwise (used where the transaction type cannot be a type
-	// parameter, e.g. jobs.Info.Fence).
+	// otherwise.
 	ExecutorFor(tx any) (Executor, error)
-	// String describes the database without credentials.
-	String() string
 	// Epochs is the driver's failover-epoch high-water mark.
 	Epochs() *Epochs
+	// Tracer is the driver's tracer (nil: tracing off).
+	Tracer() trace.Tracer
+	// Metrics is the driver's Recorder (nil: off).
+	Metrics() metrics.Recorder
+	// String describes the database without credentials.
+	String() string
+	// Sealed marks sqlcoord's own drivers.
+	Sealed(core.Seal)
 }
 
 // OwnedTx is a transaction sqlcoord began through BeginOwned.
@@ -56,10 +52,7 @@ type OwnedTx interface {
 
 // Driver is one application stack: its pool and its transaction type TTx.
 // Helpers that must run inside the caller's transaction take a TTx, so a
-// pool where a transaction is required does not compile. The
-// implementations are *DB (database/sql, *sql.Tx), *SQLX (*sqlx.Tx) and
-// *Pgx (pgx-native, pgx.Tx). The interface may grow: implement it only by
-// embedding one of these.
+// pool where a transaction is required does not compile.
 type Driver[TTx any] interface {
 	Base
 	// TxExecutor runs statements in the caller's transaction.
@@ -69,394 +62,103 @@ type Driver[TTx any] interface {
 	RollbackTx(ctx context.Context, tx TTx) error
 }
 
-var (
-	_ Driver[*sql.Tx]  = (*DB)(nil)
-	_ Driver[*sqlx.Tx] = (*SQLX)(nil)
-	_ Driver[pgx.Tx]   = (*Pgx)(nil)
-)
+var _ Driver[*sql.Tx] = (*DB)(nil)
 
-// ---- tracing ----
+// Executor runs sqlcoord's statements on a pool, a connection or a
+// transaction, whatever the application's stack. Row.Scan returns
+// sql.ErrNoRows when there is no row, on every stack.
+type Executor = dialect.Executor
 
-// tracerName is the instrumentation scope of sqlcoord's spans.
-const tracerName = "github.com/sqlcoord/sqlcoord"
+// Row is one result row.
+type Row = dialect.Row
 
-// tracerOf returns the tracer of tp, or nil when tp is nil (tracing off).
-func tracerOf(tp trace.TracerProvider) trace.Tracer {
-	if tp == nil {
-		return nil
-	}
-	return tp.Tracer(tracerName)
-}
+// Rows is a result set; Close it.
+type Rows = dialect.Rows
 
-// SetTracerProvider turns on OpenTelemetry spans for every helper called
-// with this driver (lock, lease, fence, keys, barrier, enqueue, relay batch
-// and publish, job run), with the dialect and the outcome; nil turns them
-// off (the default). Enqueue then also puts the W3C traceparent in each
-// message's headers, and the relay publishes in that trace.
-func (db *DB) SetTracerProvider(tp trace.TracerProvider) { db.tracer = tracerOf(tp) }
+// Querier is what database/sql pools, connections and transactions (and
+// their sqlx wrappers) have in common.
+type Querier = core.Querier
 
-// Tracer is the driver's tracer (nil: tracing off).
-func (db *DB) Tracer() trace.Tracer { return db.tracer }
+// SQLExecutor adapts a database/sql pool, connection or transaction (or
+// their sqlx wrappers) to Executor. Statements run in the connection's
+// default mode (for pgx, default_query_exec_mode).
+func SQLExecutor(q Querier) Executor { return core.SQLExec{Q: q} }
 
-// SetTracerProvider: see DB.SetTracerProvider.
-func (s *SQLX) SetTracerProvider(tp trace.TracerProvider) { s.tracer = tracerOf(tp) }
-
-// Tracer is the driver's tracer (nil: tracing off).
-func (s *SQLX) Tracer() trace.Tracer { return s.tracer }
-
-// SetTracerProvider: see DB.SetTracerProvider.
-func (p *Pgx) SetTracerProvider(tp trace.TracerProvider) { p.tracer = tracerOf(tp) }
-
-// Tracer is the driver's tracer (nil: tracing off).
-func (p *Pgx) Tracer() trace.Tracer { return p.tracer }
-
-// SetMetrics gives every helper called with this driver a Recorder
-// (metrics/prom.New for Prometheus): call durations and outcomes, txn.Do
-// retries and unknown commits, lease renewal failures, job runs and
-// takeovers, outbox publishes. Nil turns it off (the default). Set it
-// before use; it is not synchronised with calls in flight.
-func (db *DB) SetMetrics(r metrics.Recorder) { db.metrics = r }
-
-// Metrics is the driver's Recorder (nil: off).
-func (db *DB) Metrics() metrics.Recorder { return db.metrics }
-
-// SetMetrics: see DB.SetMetrics.
-func (s *SQLX) SetMetrics(r metrics.Recorder) { s.metrics = r }
-
-// Metrics is the driver's Recorder (nil: off).
-func (s *SQLX) Metrics() metrics.Recorder { return s.metrics }
-
-// SetMetrics: see DB.SetMetrics.
-func (p *Pgx) SetMetrics(r metrics.Recorder) { p.metrics = r }
-
-// Metrics is the driver's Recorder (nil: off).
-func (p *Pgx) Metrics() metrics.Recorder { return p.metrics }
-
-// ---- database/sql: *DB ----
-
-// Dialect is the database's dialect (detected from the server).
-func (db *DB) Dialect() *dialects.Dialect { return db.dialect }
-
-// Epochs is the pool's failover-epoch high-water mark.
-func (db *DB) Epochs() *Epochs { return db.epochs }
-
-// Executor runs autocommit statements on db's pool.
-func (db *DB) Executor() Executor { return poolExecutor(db.DB.DB, db.pre, db.dialect) }
-
-// TxExecutor runs statements in tx.
-func (db *DB) TxExecutor(tx *sql.Tx) Executor { return sqlExec{q: tx, pre: db.pre} }
-
-// CommitTx commits tx.
-func (db *DB) CommitTx(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
-
-// RollbackTx rolls tx back.
-func (db *DB) RollbackTx(_ context.Context, tx *sql.Tx) error { return tx.Rollback() }
-
-// BeginOwned starts a transaction sqlcoord commits itself.
-func (db *DB) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error) {
-	tx, err := db.DB.BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return sqlOwned{sqlExec{q: tx, pre: db.pre}, tx}, nil
-}
-
-// ExecutorFor accepts a *sql.Tx (or a *sqlx.Tx).
-func (db *DB) ExecutorFor(tx any) (Executor, error) { return sqlTxExecutor(tx, "database/sql", db.pre) }
-
-func sqlTxExecutor(tx any, stack string, pre []any) (Executor, error) {
-	switch t := tx.(type) {
-	case *sql.Tx:
-		return sqlExec{q: t, pre: pre}, nil
-	case *sqlx.Tx:
-		return sqlExec{q: t, pre: pre}, nil
-	}
-	return nil, fmt.Errorf("%w: got %T, want the %s transaction (*sql.Tx or *sqlx.Tx)", ErrNotATransaction, tx, stack)
-}
-
-type sqlOwned struct {
-	sqlExec
-	tx *sql.Tx
-}
-
-func (t sqlOwned) Commit(context.Context) error   { return t.tx.Commit() }
-func (t sqlOwned) Rollback(context.Context) error { return t.tx.Rollback() }
-
-// WrapOptions tune the Wrap constructors.
-type WrapOptions struct {
+// Options tune Open and every Wrap (pgxv5 and sqlxdriver's too). The zero
+// value is sensible.
+type Options struct {
+	// Pool sizing, for the pools Open makes (a wrapped pool is the
+	// application's to size).
+	MaxOpenConns    int           // default 20
+	MaxIdleConns    int           // default 10
+	ConnMaxLifetime time.Duration // default 30m
+	ConnMaxIdleTime time.Duration // default 5m
 	// Dialect is "postgres", "mysql" or "mariadb"; "" detects it from the
-	// server's version string.
+	// server's version string (a wrapped pool).
 	Dialect string
 	// Pooler: the pool reaches PostgreSQL through a transaction-mode
-	// pooler (PgBouncer). sqlcoord's statements then run in
-	// pgx.QueryExecModeExec (no named prepared statements) whatever the
-	// connection's default_query_exec_mode. Not needed when that is
-	// already exec, cache_describe or simple_protocol (your own queries
-	// need one of those behind such a pooler anyway), or with PgBouncer
-	// ≥ 1.21 and max_prepared_statements set. See README "PgBouncer".
+	// pooler (PgBouncer): sqlcoord's statements then run without named
+	// prepared statements, whatever the connection's default mode. Open
+	// sets default_query_exec_mode=exec in the DSN; a wrapped database/sql
+	// pool on pgx's stdlib driver needs package pgxv5 imported. Not needed
+	// when the pool's default_query_exec_mode is already exec,
+	// cache_describe or simple_protocol, or with PgBouncer ≥ 1.21 and
+	// max_prepared_statements set. See docs/pgbouncer.md.
 	Pooler bool
-	// AllowReadOnly wraps a pool on a server that refuses writes instead
-	// of failing with dialects.ErrReadOnly (inspection only). Only the
-	// server the wrap reached is checked: a pool that later reconnects
-	// elsewhere is the application's to point (for pgx, use
-	// target_session_attrs=read-write in its DSN).
+	// AllowReadOnly opens a server that refuses writes (a hot standby, a
+	// read_only replica) instead of failing with ErrReadOnly — for
+	// inspection only (sqlcoord doctor, listings).
 	AllowReadOnly bool
-	// RequireSyncReplication: see Options.RequireSyncReplication.
+	// RequireSyncReplication refuses (ErrNotSynchronous) a server whose
+	// commits are acknowledged before a standby has them. Checked when the
+	// pool is opened; the settings can change later (sqlcoord doctor).
 	RequireSyncReplication bool
-	// EpochFile: see Options.EpochFile.
-	EpochFile string
-	// GaleraSingleWriter: see Options.GaleraSingleWriter. On Galera the
-	// application's pool should also use interpolateParams=true (see
-	// dialects.Galera); sqlcoord cannot see its DSN to check.
+	// GaleraSingleWriter: on a MariaDB Galera cluster every client of this
+	// database writes through one node, so row locks are allowed there. It
+	// is checked: the node holds a writer lease (docs/failover.md), and a
+	// client of another node is refused with ErrGaleraLocks. Without it,
+	// row locks are refused on Galera.
 	GaleraSingleWriter bool
+	// EpochFile keeps the failover-epoch high-water mark (Epochs) in a
+	// file, so that a restarted process still refuses a stale primary;
+	// "" keeps it in memory. Opening refuses (ErrStalePrimary) a server
+	// older than the mark in the file.
+	EpochFile string
+	// Metrics receives every helper's call durations and outcomes, txn.Do
+	// retries, lease renewals, job runs and outbox publishes (package
+	// metrics/prom for Prometheus). nil: off.
+	Metrics metrics.Recorder
+	// TracerProvider turns on OpenTelemetry spans for every helper; Enqueue
+	// then also puts the W3C traceparent in each message's headers, and
+	// the relay publishes in that trace. nil: off.
+	TracerProvider trace.TracerProvider
 }
 
-func wrapOptions(opts []WrapOptions) WrapOptions {
-	if len(opts) > 0 {
-		return opts[0]
+// Inspect asks db's server about itself: version, read-only, replication
+// (synchronous or not, standbys, WAL timeline, Galera).
+func Inspect(ctx context.Context, db Base) (ServerInfo, error) {
+	return db.Dialect().Inspect(ctx, db.Executor())
+}
+
+// openEpochs reads the high-water mark from file and, when it says the
+// client has seen a fork, checks the server against it (not on a server
+// opened read-only, nor on one without the schema yet).
+func openEpochs(ctx context.Context, db Base, file string, readOnly bool) (*Epochs, error) {
+	e, err := core.NewEpochs(file)
+	if err != nil || e.Seen() == 0 || readOnly {
+		return e, err
 	}
-	return WrapOptions{}
-}
-
-// WrapDB uses an application's own *sql.DB (pgx's stdlib driver, or
-// go-sql-driver/mysql). sqlcoord never closes it. For MySQL/MariaDB the
-// driver must parse DATETIME into time.Time in UTC (parseTime=true, and no
-// loc other than UTC); WrapDB checks that and names the setting if not.
-// clientFoundRows is not needed.
-func WrapDB(ctx context.Context, db *sql.DB, opts ...WrapOptions) (*DB, error) {
-	pre := poolerArgs(db, wrapOptions(opts).Pooler)
-	d, err := detect(ctx, sqlExec{q: db, pre: pre}, opts)
-	if err != nil {
+	probe := &epochProbe{Base: db, e: e}
+	if _, err := CurrentEpoch(ctx, probe); err != nil && !errors.Is(err, ErrNoSchema) {
 		return nil, err
 	}
-	out := &DB{DB: sqlx.NewDb(db, d.DriverName()), dialect: d, pre: pre, shown: "database/sql pool (" + d.Name() + ")"}
-	if out.epochs, err = openEpochs(ctx, out, wrapOptions(opts).EpochFile, wrapOptions(opts).AllowReadOnly); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return e, nil
 }
 
-// detect finds (or takes) the dialect and checks what sqlcoord needs of
-// the driver.
-func detect(ctx context.Context, e Executor, opts []WrapOptions) (*dialects.Dialect, error) {
-	o := wrapOptions(opts)
-	var version string
-	if err := e.QueryRow(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
-	}
-	var d *dialects.Dialect
-	if o.Dialect != "" {
-		var err error
-		if d, err = dialects.ByFamily(o.Dialect); err != nil {
-			return nil, err
-		}
-	} else {
-		switch v := strings.ToLower(version); {
-		case strings.Contains(v, "postgres"):
-			d = dialects.Postgres
-		case strings.Contains(v, "mariadb"):
-			d = dialects.MariaDB
-		default:
-			d = dialects.MySQL
-		}
-		if d.Family() == "mysql" {
-			galera, err := dialects.IsGalera(ctx, e)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
-			}
-			if galera {
-				d = galeraDialect(o.GaleraSingleWriter)
-				if o.GaleraSingleWriter {
-					// the application's pool: the writer stops renewing
-					// when the application closes it
-					w, err := startGaleraWriter(ctx, e)
-					if err != nil {
-						return nil, err
-					}
-					d = dialects.NewGaleraWriter(w.check)
-				}
-				if !o.GaleraSingleWriter {
-					var w int
-					if err := e.QueryRow(ctx, `SELECT @@session.wsrep_sync_wait`).Scan(&w); err != nil {
-						return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
-					}
-					if w&3 != 3 {
-						return nil, fmt.Errorf("%w: on a multi-writer Galera cluster the pool needs causal reads: add wsrep_sync_wait=%s to the DSN (or GaleraSingleWriter if every client writes through one node)", ErrDriverSetting, dialects.GaleraSyncWait)
-					}
-				}
-			}
-		}
-	}
-	if !o.AllowReadOnly {
-		var ro bool
-		if err := e.QueryRow(ctx, d.Q.ReadOnly).Scan(&ro); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
-		}
-		if ro {
-			return nil, fmt.Errorf("%w: the wrapped pool reached a hot standby or a read-only replica; point it at the primary (or set AllowReadOnly to inspect)", dialects.ErrReadOnly)
-		}
-	}
-	if o.RequireSyncReplication {
-		if err := requireSync(ctx, d, e); err != nil {
-			return nil, err
-		}
-	}
-	if d.Family() == "mysql" {
-		var now time.Time
-		if err := e.QueryRow(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(&now); err != nil {
-			return nil, fmt.Errorf("%w: the MySQL driver must return DATETIME as time.Time: add parseTime=true to the DSN (%v)", ErrDriverSetting, err)
-		}
-		if now.Location() != time.UTC {
-			return nil, fmt.Errorf("%w: the MySQL driver reads DATETIME in %v: use loc=UTC (the default) in the DSN", ErrDriverSetting, now.Location())
-		}
-	}
-	return d, nil
+// epochProbe is db with the mark being opened (db's own is not set yet).
+type epochProbe struct {
+	Base
+	e *Epochs
 }
 
-// ---- sqlx: *SQLX ----
-
-// SQLX is an application's own *sqlx.DB as a Driver[*sqlx.Tx]: helpers
-// take the application's *sqlx.Tx, and txn.Do hands one to its callback
-// (with the driver name kept, so NamedExec and Rebind work).
-type SQLX struct {
-	X       *sqlx.DB
-	epochs  *Epochs
-	dialect *dialects.Dialect
-	pre     []any // see poolerArgs
-	tracer  trace.Tracer
-	metrics metrics.Recorder
-}
-
-// WrapSQLX uses an application's own *sqlx.DB; see WrapDB for the checks.
-// sqlcoord never closes it.
-func WrapSQLX(ctx context.Context, x *sqlx.DB, opts ...WrapOptions) (*SQLX, error) {
-	pre := poolerArgs(x.DB, wrapOptions(opts).Pooler)
-	d, err := detect(ctx, sqlExec{q: x, pre: pre}, opts)
-	if err != nil {
-		return nil, err
-	}
-	s := &SQLX{X: x, dialect: d, pre: pre}
-	if s.epochs, err = openEpochs(ctx, s, wrapOptions(opts).EpochFile, wrapOptions(opts).AllowReadOnly); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *SQLX) Dialect() *dialects.Dialect                      { return s.dialect }
-func (s *SQLX) Epochs() *Epochs                                 { return s.epochs }
-func (s *SQLX) Executor() Executor                              { return poolExecutor(s.X, s.pre, s.dialect) }
-func (s *SQLX) TxExecutor(tx *sqlx.Tx) Executor                 { return sqlExec{q: tx, pre: s.pre} }
-func (s *SQLX) CommitTx(_ context.Context, tx *sqlx.Tx) error   { return tx.Commit() }
-func (s *SQLX) RollbackTx(_ context.Context, tx *sqlx.Tx) error { return tx.Rollback() }
-func (s *SQLX) ExecutorFor(tx any) (Executor, error)            { return sqlTxExecutor(tx, "sqlx", s.pre) }
-func (s *SQLX) String() string                                  { return "sqlx pool (" + s.dialect.Name() + ")" }
-
-// BeginTx starts a *sqlx.Tx.
-func (s *SQLX) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sqlx.Tx, error) {
-	return s.X.BeginTxx(ctx, opts)
-}
-
-// BeginOwned starts a transaction sqlcoord commits itself.
-func (s *SQLX) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error) {
-	tx, err := s.X.BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return sqlOwned{sqlExec{q: tx, pre: s.pre}, tx}, nil
-}
-
-// ---- pgx: *Pgx ----
-
-// Pgx is an application's *pgxpool.Pool as a Driver[pgx.Tx], pgx-native
-// (no database/sql in between): helpers take the application's pgx.Tx.
-// Statements run in the pool's default_query_exec_mode, or in
-// pgx.QueryExecModeExec with WrapOptions.Pooler.
-type Pgx struct {
-	Pool    *pgxpool.Pool
-	epochs  *Epochs
-	pre     []any // see poolerArgs
-	tracer  trace.Tracer
-	metrics metrics.Recorder
-}
-
-// WrapPgxPool uses an application's own pool; sqlcoord never closes it.
-// The dialect is PostgreSQL whatever opts says.
-func WrapPgxPool(ctx context.Context, pool *pgxpool.Pool, opts ...WrapOptions) (*Pgx, error) {
-	o := wrapOptions(opts)
-	p := &Pgx{Pool: pool, pre: poolerArgs(nil, o.Pooler)}
-	o.Dialect = "postgres"
-	if _, err := detect(ctx, p.Executor(), []WrapOptions{o}); err != nil {
-		return nil, err
-	}
-	var err error
-	if p.epochs, err = openEpochs(ctx, p, o.EpochFile, o.AllowReadOnly); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *Pgx) Dialect() *dialects.Dialect                      { return dialects.Postgres }
-func (p *Pgx) Epochs() *Epochs                                 { return p.epochs }
-func (p *Pgx) Executor() Executor                              { return pgxExec{p.Pool, p.pre} }
-func (p *Pgx) TxExecutor(tx pgx.Tx) Executor                   { return pgxExec{tx, p.pre} }
-func (p *Pgx) CommitTx(ctx context.Context, tx pgx.Tx) error   { return tx.Commit(ctx) }
-func (p *Pgx) RollbackTx(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) }
-
-func (p *Pgx) String() string {
-	c := p.Pool.Config().ConnConfig
-	return fmt.Sprintf("pgxpool %s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
-}
-
-// ExecutorFor accepts a pgx.Tx.
-func (p *Pgx) ExecutorFor(tx any) (Executor, error) {
-	if t, ok := tx.(pgx.Tx); ok {
-		return pgxExec{t, p.pre}, nil
-	}
-	return nil, fmt.Errorf("%w: got %T, want a pgx.Tx", ErrNotATransaction, tx)
-}
-
-// BeginTx starts a pgx.Tx with the given isolation and access mode.
-func (p *Pgx) BeginTx(ctx context.Context, opts *sql.TxOptions) (pgx.Tx, error) {
-	return p.Pool.BeginTx(ctx, pgxTxOptions(opts))
-}
-
-// BeginOwned starts a transaction sqlcoord commits itself.
-func (p *Pgx) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error) {
-	tx, err := p.BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return pgxOwned{pgxExec{tx, p.pre}, tx}, nil
-}
-
-// SQLDB returns a database/sql view of the pool (for migrations).
-func (p *Pgx) SQLDB() *sql.DB { return stdlib.OpenDBFromPool(p.Pool) }
-
-type pgxOwned struct {
-	pgxExec
-	tx pgx.Tx
-}
-
-func (t pgxOwned) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
-func (t pgxOwned) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
-
-func pgxTxOptions(o *sql.TxOptions) pgx.TxOptions {
-	var t pgx.TxOptions
-	if o == nil {
-		return t
-	}
-	switch o.Isolation {
-	case sql.LevelReadUncommitted:
-		t.IsoLevel = pgx.ReadUncommitted
-	case sql.LevelReadCommitted:
-		t.IsoLevel = pgx.ReadCommitted
-	case sql.LevelRepeatableRead, sql.LevelSnapshot:
-		t.IsoLevel = pgx.RepeatableRead
-	case sql.LevelSerializable, sql.LevelLinearizable:
-		t.IsoLevel = pgx.Serializable
-	}
-	if o.ReadOnly {
-		t.AccessMode = pgx.ReadOnly
-	}
-	return t
-}
+func (p *epochProbe) Epochs() *Epochs { return p.e }

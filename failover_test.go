@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+	"github.com/sqlcoord/sqlcoord/pgxv5"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -117,14 +119,14 @@ func asyncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newFailoverWorld(t, dsn)
-	if err := sqlcoord.Migrate(ctx, w.db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, w.db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
 	info, err := sqlcoord.Inspect(ctx, w.db)
 	if err != nil || info.Synchronous || info.Replicas != 1 || info.Timeline != 1 || info.ReadOnly {
 		t.Fatalf("Inspect the async primary: %+v %v", info, err)
 	}
-	if _, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{RequireSyncReplication: true}); !errors.Is(err, dialects.ErrNotSynchronous) {
+	if _, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{RequireSyncReplication: true}); !errors.Is(err, sqlcoord.ErrNotSynchronous) {
 		t.Fatalf("RequireSyncReplication on an async primary: %v, want ErrNotSynchronous", err)
 	}
 
@@ -316,7 +318,7 @@ func TestOpenRefusesHotStandby(t *testing.T) {
 	defer cancel()
 	t.Run("Open", func(t *testing.T) {
 		_, err := sqlcoord.Open(ctx, cl.StandbyDSN())
-		if !errors.Is(err, dialects.ErrReadOnly) {
+		if !errors.Is(err, sqlcoord.ErrReadOnly) {
 			t.Fatalf("Open on a hot standby: %v, want ErrReadOnly", err)
 		}
 		t.Logf("%v", err)
@@ -327,7 +329,7 @@ func TestOpenRefusesHotStandby(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer pool.Close()
-		if _, err := sqlcoord.WrapPgxPool(ctx, pool); !errors.Is(err, dialects.ErrReadOnly) {
+		if _, err := pgxv5.Wrap(ctx, pool); !errors.Is(err, sqlcoord.ErrReadOnly) {
 			t.Fatalf("WrapPgxPool on a hot standby: %v, want ErrReadOnly", err)
 		}
 	})
@@ -337,7 +339,7 @@ func TestOpenRefusesHotStandby(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if err := sqlcoord.CheckSchema(ctx, db); err != nil && !errors.Is(err, dialects.ErrNoSchema) {
+		if err := sqlcoord.CheckSchema(ctx, db); err != nil && !errors.Is(err, sqlcoord.ErrNoSchema) {
 			t.Fatalf("CheckSchema on the standby: %v", err)
 		}
 	})
@@ -349,14 +351,14 @@ func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
 	ctx := context.Background()
 	dbtest.Exec(t, env.DB, `SET GLOBAL read_only = 1`)
 	defer env.DB.ExecContext(ctx, `SET GLOBAL read_only = 0`)
-	if _, err := sqlcoord.Open(ctx, env.DSN); !errors.Is(err, dialects.ErrReadOnly) {
+	if _, err := sqlcoord.Open(ctx, env.DSN); !errors.Is(err, sqlcoord.ErrReadOnly) {
 		t.Fatalf("Open with read_only=1: %v, want ErrReadOnly", err)
 	}
 	info, err := sqlcoord.Inspect(ctx, env.DB)
 	if err != nil || !info.ReadOnly || info.Synchronous || info.Galera {
 		t.Fatalf("Inspect a read_only MariaDB: %+v %v", info, err)
 	}
-	if _, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{AllowReadOnly: true, RequireSyncReplication: true}); !errors.Is(err, dialects.ErrNotSynchronous) {
+	if _, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{AllowReadOnly: true, RequireSyncReplication: true}); !errors.Is(err, sqlcoord.ErrNotSynchronous) {
 		t.Fatalf("RequireSyncReplication on a lone MariaDB: %v, want ErrNotSynchronous", err)
 	}
 	raw, err := sql.Open("mysql", env.DSN)
@@ -364,7 +366,7 @@ func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	if _, err := sqlcoord.WrapDB(ctx, raw); !errors.Is(err, dialects.ErrReadOnly) {
+	if _, err := sqlcoord.WrapDB(ctx, raw); !errors.Is(err, sqlcoord.ErrReadOnly) {
 		t.Fatalf("WrapDB with read_only=1: %v, want ErrReadOnly", err)
 	}
 }
@@ -383,7 +385,7 @@ func syncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := newFailoverWorld(t, dsn)
-	if err := sqlcoord.Migrate(ctx, w.db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, w.db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
 	sdb, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{RequireSyncReplication: true})

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -66,14 +67,14 @@ func TestFatalConditionsEndRun(t *testing.T) {
 			return err
 		}
 		t.Run("no schema", func(t *testing.T) {
-			if err := runScheduler(t, env.DB); !errors.Is(err, dialects.ErrNoSchema) {
+			if err := runScheduler(t, env.DB); !errors.Is(err, sqlcoord.ErrNoSchema) {
 				t.Errorf("Scheduler.Run: %v, want ErrNoSchema", err)
 			}
-			if err := runRelay(t, env.DB); !errors.Is(err, dialects.ErrNoSchema) {
+			if err := runRelay(t, env.DB); !errors.Is(err, sqlcoord.ErrNoSchema) {
 				t.Errorf("Relay.Run: %v, want ErrNoSchema", err)
 			}
 		})
-		if err := sqlcoord.Migrate(ctx, env.DB, sqlcoord.Up); err != nil {
+		if err := migrate.Migrate(ctx, env.DB, migrate.Up); err != nil {
 			t.Fatal(err)
 		}
 		t.Run("read-only", func(t *testing.T) {
@@ -86,10 +87,10 @@ func TestFatalConditionsEndRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ro.Close()
-			if err := runScheduler(t, ro); !errors.Is(err, dialects.ErrReadOnly) {
+			if err := runScheduler(t, ro); !errors.Is(err, sqlcoord.ErrReadOnly) {
 				t.Errorf("Scheduler.Run: %v, want ErrReadOnly", err)
 			}
-			if err := runRelay(t, ro); !errors.Is(err, dialects.ErrReadOnly) {
+			if err := runRelay(t, ro); !errors.Is(err, sqlcoord.ErrReadOnly) {
 				t.Errorf("Relay.Run: %v, want ErrReadOnly", err)
 			}
 		})

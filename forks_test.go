@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -75,8 +76,8 @@ func retry(ctx context.Context, op func() error) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		err := op()
-		if err == nil || time.Now().After(deadline) || !(errors.Is(err, dialects.ErrConnLost) || errors.Is(err, dialects.ErrCommitUnknown) ||
-			errors.Is(err, dialects.ErrReadOnly) || errors.Is(err, sqlcoord.ErrUnreachable) || strings.Contains(err.Error(), "connect")) {
+		if err == nil || time.Now().After(deadline) || !(errors.Is(err, sqlcoord.ErrConnLost) || errors.Is(err, sqlcoord.ErrCommitUnknown) ||
+			errors.Is(err, sqlcoord.ErrReadOnly) || errors.Is(err, sqlcoord.ErrUnreachable) || strings.Contains(err.Error(), "connect")) {
 			return err
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -199,7 +200,7 @@ func TestForkTwoPromotionsWithoutRepointing(t *testing.T) {
 	defer cancel()
 	rs := dbtest.NewPGReplicaSet(t, 2)
 	f := openForkClient(t, rs.DSN())
-	if err := sqlcoord.Migrate(ctx, f.db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, f.db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
 	p := history{name: "P"}
@@ -246,7 +247,7 @@ func TestForkSplitBrain(t *testing.T) {
 	rs := dbtest.NewPGReplicaSet(t, 1)
 	file := filepath.Join(t.TempDir(), "epoch")
 	a := openForkClient(t, rs.DSN(), sqlcoord.Options{MaxOpenConns: 4, EpochFile: file})
-	if err := sqlcoord.Migrate(ctx, a.db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, a.db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
 	seen := history{name: "A"} // every token client A was granted, in order
@@ -270,27 +271,27 @@ func TestForkSplitBrain(t *testing.T) {
 
 	t.Run("a client that saw the new primary refuses the old one", func(t *testing.T) {
 		err := retry(ctx, func() error { _, err := a.c.Acquire(ctx, fkLease, "A-on-old", time.Minute); return err })
-		if !errors.Is(err, dialects.ErrStalePrimary) {
+		if !errors.Is(err, sqlcoord.ErrStalePrimary) {
 			t.Fatalf("Acquire on the old primary: %v, want ErrStalePrimary", err)
 		}
 		t.Logf("%v", err)
-		if err := a.fence(ctx, maxOf(seen.tokens)); !errors.Is(err, dialects.ErrStalePrimary) {
+		if err := a.fence(ctx, maxOf(seen.tokens)); !errors.Is(err, sqlcoord.ErrStalePrimary) {
 			t.Errorf("Fence on the old primary: %v, want ErrStalePrimary", err)
 		}
 		seg, err := ids.NewSegments(a.db, fkTag, ids.SegmentOptions{Step: 10, MinStep: 10, MaxStep: 10})
 		if err == nil {
 			_, err = seg.Next(ctx)
 		}
-		if !errors.Is(err, dialects.ErrStalePrimary) {
+		if !errors.Is(err, sqlcoord.ErrStalePrimary) {
 			t.Errorf("segment on the old primary: %v, want ErrStalePrimary", err)
 		}
-		if _, err := a.runs.Claim(ctx, fkJob, fkFire.Add(time.Hour), 0, 1, "A"); !errors.Is(err, dialects.ErrStalePrimary) {
+		if _, err := a.runs.Claim(ctx, fkJob, fkFire.Add(time.Hour), 0, 1, "A"); !errors.Is(err, sqlcoord.ErrStalePrimary) {
 			t.Errorf("job claim on the old primary: %v, want ErrStalePrimary", err)
 		}
 	})
 	t.Run("a restarted client remembers the epoch in its file", func(t *testing.T) {
 		_, err := sqlcoord.Open(ctx, rs.DSN(), sqlcoord.Options{EpochFile: file})
-		if !errors.Is(err, dialects.ErrStalePrimary) {
+		if !errors.Is(err, sqlcoord.ErrStalePrimary) {
 			t.Fatalf("Open on the old primary with the epoch file: %v, want ErrStalePrimary", err)
 		}
 	})
@@ -339,7 +340,7 @@ func TestForkRestoreFromDump(t *testing.T) {
 	front := dbtest.NewProxy(t, fmt.Sprintf("%s:%d", src.Host, src.Port))
 	dsn := strings.Replace(src.DSN(name), fmt.Sprintf("%s:%d", src.Host, src.Port), front.Addr, 1)
 	f := openForkClient(t, dsn)
-	if err := sqlcoord.Migrate(ctx, f.db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, f.db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
 	before := history{name: "before the dump"}
@@ -388,7 +389,7 @@ func TestForkPointInTimeRecovery(t *testing.T) {
 	front := dbtest.NewProxy(t, fmt.Sprintf("%s:%d", src.Host, src.Port))
 	dsn := strings.Replace(src.DSN(name), fmt.Sprintf("%s:%d", src.Host, src.Port), front.Addr, 1)
 	f := openForkClient(t, dsn)
-	if err := sqlcoord.Migrate(ctx, f.db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, f.db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
 	backup, err := src.BaseBackup(ctx)

@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/conformance"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 )
 
 // Issue 13: a 3-node MariaDB Galera cluster, every node written to.
@@ -32,7 +34,7 @@ func TestGalera(t *testing.T) {
 		defer db.Close()
 		dbs[i] = db
 	}
-	if err := sqlcoord.Migrate(ctx, dbs[0], sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, dbs[0], migrate.Up); err != nil {
 		t.Fatal(err)
 	}
 
@@ -51,7 +53,7 @@ func TestGalera(t *testing.T) {
 		}
 		defer ok.Close()
 		db, err := sqlcoord.WrapDB(ctx, ok)
-		if err != nil || db.Dialect() != dialects.Galera {
+		if err != nil || db.Dialect() != dialect.Galera {
 			t.Fatalf("WrapDB with wsrep_sync_wait=3: %v (dialect %v)", err, db)
 		}
 	})
@@ -81,7 +83,7 @@ func TestGalera(t *testing.T) {
 			t.Fatalf("%d nodes hold the same row lock at once", held)
 		}
 		for _, err := range errs {
-			if !errors.Is(err, dialects.ErrLocked) && !errors.Is(err, dialects.ErrGaleraLocks) {
+			if !errors.Is(err, sqlcoord.ErrLocked) && !errors.Is(err, sqlcoord.ErrGaleraLocks) {
 				t.Errorf("%v: want ErrLocked or the typed Galera refusal", err)
 			}
 		}
@@ -94,8 +96,8 @@ func TestGalera(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if db.Dialect().Name() != dialects.GaleraSingleWriter.Name() {
-			t.Fatalf("dialect %s, want %s", db.Dialect().Name(), dialects.GaleraSingleWriter.Name())
+		if db.Dialect().Name() != dialect.GaleraSingleWriter.Name() {
+			t.Fatalf("dialect %s, want %s", db.Dialect().Name(), dialect.GaleraSingleWriter.Name())
 		}
 		c := coord.New(db)
 		tx1, _ := db.BeginTx(ctx, nil)
@@ -105,7 +107,7 @@ func TestGalera(t *testing.T) {
 		if err := c.TryLock(ctx, tx1, "single-writer-lock"); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.TryLock(ctx, tx2, "single-writer-lock"); !errors.Is(err, dialects.ErrLocked) {
+		if err := c.TryLock(ctx, tx2, "single-writer-lock"); !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("second holder on the same node: %v, want ErrLocked", err)
 		}
 	})
@@ -129,7 +131,7 @@ func TestGalera(t *testing.T) {
 		}
 		defer first.Close()
 		second, err := sqlcoord.Open(ctx, g.DSN(1), sqlcoord.Options{GaleraSingleWriter: true})
-		if !errors.Is(err, dialects.ErrGaleraLocks) || !strings.Contains(err.Error(), "single writer") {
+		if !errors.Is(err, sqlcoord.ErrGaleraLocks) || !strings.Contains(err.Error(), "single writer") {
 			if second != nil {
 				second.Close()
 			}

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/conformance"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
@@ -23,11 +24,11 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 	ctx := context.Background()
 	db := env.DB
 	// The database ran an older sqlcoord (schema 13) and is upgraded.
-	if err := sqlcoord.Migrate(ctx, db, sqlcoord.To(13)); err != nil {
+	if err := migrate.Migrate(ctx, db, migrate.To(13)); err != nil {
 		t.Fatal(err)
 	}
 	dbtest.Exec(t, db, `INSERT INTO coord_locks (name) VALUES ('report'), ('invoices')`)
-	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
 	if mode, err := sqlcoord.LockProtocol(ctx, db); err != nil || mode != sqlcoord.LocksDual {
@@ -72,7 +73,7 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 		defer release()
 		tx := begin()
 		defer tx.Rollback()
-		if err := c.TryLock(ctx, tx, "report"); !errors.Is(err, dialects.ErrLocked) {
+		if err := c.TryLock(ctx, tx, "report"); !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("TryLock while an old instance holds the row: %v, want ErrLocked", err)
 		}
 		// The refused attempt released what it took: tx can lock another name.
@@ -81,7 +82,7 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 		}
 		tx2 := begin()
 		defer tx2.Rollback()
-		if err := c.Lock(ctx, tx2, "report", 300*time.Millisecond); !errors.Is(err, dialects.ErrLockTimeout) {
+		if err := c.Lock(ctx, tx2, "report", 300*time.Millisecond); !errors.Is(err, sqlcoord.ErrLockTimeout) {
 			t.Fatalf("Lock while an old instance holds the row: %v, want ErrLockTimeout", err)
 		}
 	})
@@ -103,7 +104,7 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 		}
 		tx2 := begin()
 		defer tx2.Rollback()
-		if err := c.TryLock(ctx, tx2, "report"); !errors.Is(err, dialects.ErrLocked) {
+		if err := c.TryLock(ctx, tx2, "report"); !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("second new instance: %v, want ErrLocked", err)
 		}
 	})
@@ -125,7 +126,7 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 		}
 		tx2 := begin()
 		defer tx2.Rollback()
-		if err := c.TryLock(ctx, tx2, "report"); !errors.Is(err, dialects.ErrLocked) {
+		if err := c.TryLock(ctx, tx2, "report"); !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("second holder after the switch: %v, want ErrLocked", err)
 		}
 		// Why the switch waits for every instance: an old one would not
@@ -142,7 +143,7 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Lock(ctx, tx, "report", wait); !errors.Is(err, dialects.ErrReadOnly) {
+			if err := c.Lock(ctx, tx, "report", wait); !errors.Is(err, sqlcoord.ErrReadOnly) {
 				t.Errorf("lock (wait %v) in a read-only transaction: %v, want ErrReadOnly", wait, err)
 			}
 			tx.Rollback()
@@ -163,13 +164,13 @@ func TestLockProtocolUpgradeFrom14(t *testing.T) {
 	env := dbtest.New(t, "postgres", dbtest.NoMigrate())
 	ctx := context.Background()
 	db := env.DB
-	if err := sqlcoord.Migrate(ctx, db, sqlcoord.To(14)); err != nil {
+	if err := migrate.Migrate(ctx, db, migrate.To(14)); err != nil {
 		t.Fatal(err)
 	}
 	// schema 14 on a fresh database: its Migrate switched row locks off
 	dbtest.Exec(t, db, `UPDATE coord_lock_protocol SET row_locks = false`)
 	dbtest.Exec(t, db, `INSERT INTO coord_locks (name) VALUES ('report')`)
-	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
 	if mode, err := sqlcoord.LockProtocol(ctx, db); err != nil || mode != sqlcoord.LocksAdvisoryID {
@@ -201,7 +202,7 @@ func TestLockProtocolUpgradeFrom14(t *testing.T) {
 			t.Fatal("schema 14 instance could not lock a free name")
 		}
 		tx := begin(t)
-		if err := c.TryLock(ctx, tx, "report"); !errors.Is(err, dialects.ErrLocked) {
+		if err := c.TryLock(ctx, tx, "report"); !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("TryLock while a schema 14 instance holds the id lock: %v, want ErrLocked", err)
 		}
 		if err := c.TryLock(ctx, tx, "other"); err != nil {
@@ -249,7 +250,7 @@ func TestLockProtocolUpgradeFrom14(t *testing.T) {
 			t.Fatalf("a lock-only transaction was assigned a transaction id (it wrote): %v %v", xid, err)
 		}
 		tx2 := begin(t)
-		if err := c.TryLock(ctx, tx2, "report"); !errors.Is(err, dialects.ErrLocked) {
+		if err := c.TryLock(ctx, tx2, "report"); !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("second holder after the switch: %v, want ErrLocked", err)
 		}
 		n, err := c.CleanupLocks(ctx, 0, 0)
@@ -258,7 +259,7 @@ func TestLockProtocolUpgradeFrom14(t *testing.T) {
 		}
 		// the lock held across the cleanup still excludes
 		tx3 := begin(t)
-		if err := c.TryLock(ctx, tx3, "report"); !errors.Is(err, dialects.ErrLocked) {
+		if err := c.TryLock(ctx, tx3, "report"); !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("after its row was cleaned up, a held name let a second holder in: %v", err)
 		}
 	})

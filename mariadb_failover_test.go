@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 )
@@ -57,10 +58,10 @@ func mariaDBFailover(t *testing.T, semi bool) {
 	front := dbtest.NewProxy(t, fmt.Sprintf("%s:%d", p.Host, p.Port))
 	dsn := strings.Replace(p.DSN(name), fmt.Sprintf("%s:%d", p.Host, p.Port), front.Addr, 1)
 	f := openForkClient(t, dsn)
-	if err := sqlcoord.Migrate(ctx, f.db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, f.db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sqlcoord.Open(ctx, r.DSN(name)); !errors.Is(err, dialects.ErrReadOnly) {
+	if _, err := sqlcoord.Open(ctx, r.DSN(name)); !errors.Is(err, sqlcoord.ErrReadOnly) {
 		t.Fatalf("Open on the read_only replica: %v, want ErrReadOnly", err)
 	}
 	before := history{name: "primary"}

@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/metrics/prom"
@@ -82,7 +83,8 @@ func TestMetrics(t *testing.T) {
 				t.Fatalf("recorded %v calls with no Recorder set", n)
 			}
 		})
-		db.SetMetrics(rec)
+		db = env.Open(t, sqlcoord.Options{Metrics: rec})
+		c = coord.New(db)
 
 		t.Run("lock wait time and call outcomes", func(t *testing.T) {
 			if err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error { return c.TryLock(ctx, tx, "m-lock") }); err != nil {
@@ -93,12 +95,11 @@ func TestMetrics(t *testing.T) {
 			if err := c.TryLock(ctx, holder, "m-lock"); err != nil {
 				t.Fatal(err)
 			}
-			other := env.Open(t)
-			other.SetMetrics(rec)
+			other := env.Open(t, sqlcoord.Options{Metrics: rec})
 			tx2, _ := other.BeginTx(ctx, nil)
 			err := coord.New(other).Lock(ctx, tx2, "m-lock", 1*time.Second)
 			tx2.Rollback()
-			if !errors.Is(err, dialects.ErrLockTimeout) {
+			if !errors.Is(err, sqlcoord.ErrLockTimeout) {
 				t.Fatalf("Lock on a held name: %v", err)
 			}
 			if n := count(t, reg, "sqlcoord_lock_wait_seconds", map[string]string{"dialect": dialect, "outcome": "ok"}); n < 2 {
@@ -115,7 +116,7 @@ func TestMetrics(t *testing.T) {
 			tries := 0
 			err := txn.Do(ctx, db, txn.Options{BaseBackoff: time.Millisecond}, func(ctx context.Context, tx *sql.Tx) error {
 				if tries++; tries == 1 {
-					return fmt.Errorf("simulated: %w", dialects.ErrSerialization)
+					return fmt.Errorf("simulated: %w", sqlcoord.ErrSerialization)
 				}
 				return nil
 			})
@@ -206,7 +207,7 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("dead m-bad %v, want 1", n)
 			}
 			greg := prometheus.NewRegistry()
-			greg.MustRegister(outbox.NewCollector(db))
+			greg.MustRegister(prom.NewOutboxCollector(db))
 			if err := testutil.GatherAndCompare(greg, strings.NewReader(`# HELP sqlcoord_outbox_dead Dead-lettered messages.
 # TYPE sqlcoord_outbox_dead gauge
 sqlcoord_outbox_dead 1
@@ -248,17 +249,16 @@ func TestCommitToPublishFromCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := sqlcoord.Open(ctx, dsn)
+	reg := prometheus.NewRegistry()
+	rec, _ := prom.New(reg)
+	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{Metrics: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	rec, _ := prom.New(reg)
-	db.SetMetrics(rec)
 	ob := outbox.NewOutbox(db)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+	"github.com/sqlcoord/sqlcoord/pgxv5"
+
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
@@ -101,7 +104,7 @@ func TestListenProbeBehindPgBouncer(t *testing.T) {
 				}
 			})
 			t.Run("a direct DSNListener works", func(t *testing.T) {
-				l, err := sqlcoord.NewDSNListener(env.DSN)
+				l, err := pgxv5.NewDSNListener(env.DSN)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -158,7 +161,7 @@ func TestRelayBehindPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bdb.Close()
-	direct, err := sqlcoord.NewDSNListener(env.DSN)
+	direct, err := pgxv5.NewDSNListener(env.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +229,8 @@ func TestMigrateThroughPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for i, dir := range []sqlcoord.Target{sqlcoord.Up, sqlcoord.Down, sqlcoord.Up} {
-		if err := sqlcoord.Migrate(ctx, db, dir); err != nil {
+	for i, dir := range []migrate.Target{migrate.Up, migrate.Down, migrate.Up} {
+		if err := migrate.Migrate(ctx, db, dir); err != nil {
 			t.Fatalf("migrate step %d: %v", i, err)
 		}
 	}

@@ -5,9 +5,7 @@ import (
 	"database/sql/driver"
 	"sync"
 
-	"github.com/go-sql-driver/mysql"
-
-	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 )
 
 // MySQL and MariaDB have no transaction-scoped idle timeout: the
@@ -33,7 +31,7 @@ func (c resetConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // that puts the session's value back to the global default.
 var resetStatements = func() map[string]string {
 	m := map[string]string{}
-	for _, d := range []*dialects.Dialect{dialects.MySQL, dialects.MariaDB} {
+	for _, d := range []*dialect.Dialect{dialect.MySQL, dialect.MariaDB} {
 		m[d.Q.IdleTxTimeoutSet] = d.Q.IdleTxTimeoutReset
 	}
 	return m
@@ -106,13 +104,4 @@ func (c *resetConn) ResetSession(ctx context.Context) error {
 		return driver.ErrBadConn // not reusable as it is: database/sql opens another
 	}
 	return nil
-}
-
-// newMySQLConnector is go-sql-driver's connector for cfg, with the reset.
-func newMySQLConnector(cfg *mysql.Config) (driver.Connector, error) {
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return resetConnector{c}, nil
 }

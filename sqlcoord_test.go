@@ -10,15 +10,17 @@ import (
 	"testing"
 	"time"
 
+	coordmigrate "github.com/sqlcoord/sqlcoord/migrate"
+
+	"testing/fstest"
+
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database"
 	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
-	"testing/fstest"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -47,16 +49,16 @@ func TestMigrateUpDownUp(t *testing.T) {
 			t.Fatalf("fresh database: %+v", st)
 		}
 		// Helpers on a database without the schema say what to do.
-		if err := sqlcoord.CheckSchema(ctx, db); !errors.Is(err, dialects.ErrNoSchema) || !strings.Contains(err.Error(), "sqlcoord migrate up") {
+		if err := sqlcoord.CheckSchema(ctx, db); !errors.Is(err, sqlcoord.ErrNoSchema) || !strings.Contains(err.Error(), "sqlcoord migrate up") {
 			t.Fatalf("CheckSchema on empty db: %v", err)
 		}
 		_, err = db.ExecContext(ctx, "SELECT name FROM coord_locks")
-		if err = db.Dialect().Classify(err); !errors.Is(err, dialects.ErrNoSchema) {
+		if err = db.Dialect().Classify(err); !errors.Is(err, sqlcoord.ErrNoSchema) {
 			t.Fatalf("query without schema: %v", err)
 		}
 
 		for round := 0; round < 2; round++ {
-			if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+			if err := coordmigrate.Migrate(ctx, db, coordmigrate.Up); err != nil {
 				t.Fatalf("up: %v", err)
 			}
 			st, err = sqlcoord.MigrationStatus(ctx, db)
@@ -74,16 +76,16 @@ func TestMigrateUpDownUp(t *testing.T) {
 				t.Fatal(err)
 			}
 			// up again is a no-op
-			if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+			if err := coordmigrate.Migrate(ctx, db, coordmigrate.Up); err != nil {
 				t.Fatalf("second up: %v", err)
 			}
-			if err := sqlcoord.Migrate(ctx, db, sqlcoord.To(1)); err != nil {
+			if err := coordmigrate.Migrate(ctx, db, coordmigrate.To(1)); err != nil {
 				t.Fatalf("to 1: %v", err)
 			}
 			if !tableExists(t, db, "coord_locks") || tableExists(t, db, "coord_leases") {
 				t.Fatal("to(1) should keep coord_locks only")
 			}
-			if err := sqlcoord.Migrate(ctx, db, sqlcoord.Down); err != nil {
+			if err := coordmigrate.Migrate(ctx, db, coordmigrate.Down); err != nil {
 				t.Fatalf("down: %v", err)
 			}
 			for _, tbl := range []string{"coord_locks", "coord_leases", "coord_fences"} {
@@ -126,10 +128,10 @@ func TestMigrateBesideApplicationMigrations(t *testing.T) {
 		}
 		m.Close()
 
-		if err := sqlcoord.Migrate(ctx, env.DB, sqlcoord.Up); err != nil {
+		if err := coordmigrate.Migrate(ctx, env.DB, coordmigrate.Up); err != nil {
 			t.Fatal(err)
 		}
-		if err := sqlcoord.Migrate(ctx, env.DB, sqlcoord.Down); err != nil {
+		if err := coordmigrate.Migrate(ctx, env.DB, coordmigrate.Down); err != nil {
 			t.Fatal(err)
 		}
 		var v int
@@ -160,7 +162,7 @@ func TestErrorClassification(t *testing.T) {
 
 		// duplicate
 		_, err := db.ExecContext(ctx, `INSERT INTO t VALUES (1, 0)`)
-		expect(t, d.Classify(err), dialects.ErrDuplicate)
+		expect(t, d.Classify(err), sqlcoord.ErrDuplicate)
 
 		// NOWAIT on a row locked by another connection
 		holder, err := db.BeginTx(ctx, nil)
@@ -174,12 +176,12 @@ func TestErrorClassification(t *testing.T) {
 		_, err = tx.ExecContext(ctx, q(`SELECT * FROM t WHERE id = 1 FOR UPDATE NOWAIT`, `SELECT * FROM t WHERE id = 1 FOR UPDATE NOWAIT`))
 		err = d.Classify(err)
 		if d.Family() == "postgres" {
-			expect(t, err, dialects.ErrLocked)
+			expect(t, err, sqlcoord.ErrLocked)
 		} else {
 			// MariaDB reports NOWAIT as 1205, the lock wait timeout code;
 			// coord.TryLock turns it into ErrLocked because it asked for NOWAIT.
-			expect(t, err, dialects.ErrLockTimeout)
-			var e *dialects.Error
+			expect(t, err, sqlcoord.ErrLockTimeout)
+			var e *sqlcoord.Error
 			if !errors.As(err, &e) || e.Code != "1205" {
 				t.Fatalf("MariaDB NOWAIT code: %v", err)
 			}
@@ -195,7 +197,7 @@ func TestErrorClassification(t *testing.T) {
 		} else {
 			_, err = tx.ExecContext(ctx, `SELECT * FROM t WHERE id = 1 FOR UPDATE WAIT 1`)
 		}
-		expect(t, d.Classify(err), dialects.ErrLockTimeout)
+		expect(t, d.Classify(err), sqlcoord.ErrLockTimeout)
 		if el := time.Since(start); el < 150*time.Millisecond {
 			t.Fatalf("lock timeout returned after %v, too soon", el)
 		}
@@ -219,10 +221,10 @@ func TestErrorClassification(t *testing.T) {
 		wg.Wait()
 		a.Rollback()
 		b.Rollback()
-		if !errors.Is(d.Classify(errA), dialects.ErrDeadlock) && !errors.Is(d.Classify(errB), dialects.ErrDeadlock) {
+		if !errors.Is(d.Classify(errA), sqlcoord.ErrDeadlock) && !errors.Is(d.Classify(errB), sqlcoord.ErrDeadlock) {
 			t.Fatalf("no deadlock reported: a=%v b=%v", errA, errB)
 		}
-		if !dialects.Retryable(d.Classify(errA)) && !dialects.Retryable(d.Classify(errB)) {
+		if !sqlcoord.Retryable(d.Classify(errA)) && !sqlcoord.Retryable(d.Classify(errB)) {
 			t.Fatal("deadlock should be retryable")
 		}
 
@@ -238,7 +240,7 @@ func TestErrorClassification(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := b.ExecContext(ctx, `UPDATE t SET v = 11 WHERE id = 1`)
-			expect(t, d.Classify(err), dialects.ErrSerialization)
+			expect(t, d.Classify(err), sqlcoord.ErrSerialization)
 			b.Rollback()
 		}
 
@@ -265,7 +267,7 @@ func TestErrorClassification(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		err = ktx.Commit()
 		cerr := d.ClassifyCommit(err)
-		if !errors.Is(cerr, dialects.ErrCommitUnknown) {
+		if !errors.Is(cerr, sqlcoord.ErrCommitUnknown) {
 			t.Fatalf("commit on killed connection: %v (raw %T %v)", cerr, err, err)
 		}
 		conn.Close()

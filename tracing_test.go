@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -46,7 +46,9 @@ func TestTracing(t *testing.T) {
 		exp := tracetest.NewInMemoryExporter()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 		defer tp.Shutdown(ctx)
-		db.SetTracerProvider(tp)
+		db = env.Open(t, sqlcoord.Options{TracerProvider: tp})
+		c, ob = coord.New(db), outbox.NewOutbox(db)
+		keys, bar = txn.NewKeys(db, txn.KeysOptions{}), txn.NewBarrier(db)
 
 		lease, err := c.Acquire(ctx, "traced", "", time.Minute)
 		if err != nil {
@@ -72,7 +74,7 @@ func TestTracing(t *testing.T) {
 			otx, _ := env.DB.BeginTx(ctx, nil)
 			defer otx.Rollback()
 			coord.New(env.DB).TryLock(ctx, otx, "held")
-			if err := c.TryLock(ctx, tx, "held"); !errors.Is(err, dialects.ErrLocked) {
+			if err := c.TryLock(ctx, tx, "held"); !errors.Is(err, sqlcoord.ErrLocked) {
 				return err
 			}
 			return ob.Enqueue(ctx, tx, outbox.New{Topic: "traced", Payload: []byte("p")})

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
@@ -39,7 +39,7 @@ var (
 	// ErrStaleToken: a fenced write carried a token older than the fence.
 	ErrStaleToken = errors.New("coord: stale fencing token")
 	// ErrLeaseHeld: the lease is held by another live owner. It also
-	// matches dialects.ErrLocked.
+	// matches sqlcoord.ErrLocked.
 	ErrLeaseHeld = errors.New("coord: lease held by another owner")
 	// ErrLeaseLost: renew or release by someone who is no longer the owner
 	// (expired, taken over, or already released).
@@ -49,8 +49,8 @@ var (
 	ErrInvalidName = errors.New("coord: invalid name")
 	// ErrInvalidToken: a fencing token that is zero or negative.
 	ErrInvalidToken = errors.New("coord: invalid fencing token")
-	// ErrLockIsolation: see dialects.ErrLockIsolation.
-	ErrLockIsolation = dialects.ErrLockIsolation
+	// ErrLockIsolation: see sqlcoord.ErrLockIsolation.
+	ErrLockIsolation = sqlcoord.ErrLockIsolation
 	// ErrInvalidTTL: a TTL or wait that is zero, negative or out of range.
 	ErrInvalidTTL = errors.New("coord: invalid duration")
 )
@@ -66,8 +66,8 @@ const MaxNameLen = 255
 // that — a pool there does not compile. It is safe for concurrent use.
 type Client[TTx any] struct {
 	drv sqlcoord.Driver[TTx]
-	d   *dialects.Dialect
-	q   *dialects.Queries
+	d   *dialect.Dialect
+	q   *dialect.Queries
 }
 
 // New returns a Client for the driver (e.g. a *sqlcoord.DB).
@@ -79,7 +79,7 @@ func New[TTx any](drv sqlcoord.Driver[TTx]) *Client[TTx] {
 func (c *Client[TTx]) pool() sqlcoord.Executor { return c.drv.Executor() }
 
 // validName refuses names that are empty, over MaxNameLen bytes, not
-// UTF-8 or contain NUL. Names are compared byte for byte on both dialects.
+// UTF-8 or contain NUL. Names are compared byte for byte on both dialect.
 func validName(kind, name string) error {
 	if err := valid.Text(kind+" name", name, MaxNameLen); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidName, err)

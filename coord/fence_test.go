@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -113,7 +113,7 @@ func TestFencingStory(t *testing.T) {
 		} {
 			bad.Token, bad.Key = 9, "report"
 			tx, _ := env.DB.BeginTx(ctx, nil)
-			if err := c.Update(ctx, tx, bad); !errors.Is(err, dialects.ErrInvalidIdent) {
+			if err := c.Update(ctx, tx, bad); !errors.Is(err, sqlcoord.ErrInvalidIdent) {
 				t.Fatalf("%+v: %v", bad, err)
 			}
 			tx.Rollback()

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
-
-	"github.com/sqlcoord/sqlcoord/dialects"
 )
 
 // Lease is a held lease. Token is its fencing token: pass it to Fence or
@@ -43,7 +42,7 @@ const MinTTL = time.Millisecond
 // token). Every new ownership gets a token strictly larger than any token
 // ever issued for name; tokens never go backwards, even after release.
 // All expiry decisions use the database clock. When another owner holds a
-// live lease, the error matches ErrLeaseHeld and dialects.ErrLocked.
+// live lease, the error matches ErrLeaseHeld and sqlcoord.ErrLocked.
 //
 // owner "" means a fresh NewOwnerID(). Reusing one owner id in several
 // processes makes them one holder: don't.
@@ -77,7 +76,7 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 }
 
 func heldError(name string) error {
-	return fmt.Errorf("coord: lease %q: %w", truncate(name), &dialects.Error{Kind: dialects.ErrLocked, Err: ErrLeaseHeld})
+	return fmt.Errorf("coord: lease %q: %w", truncate(name), &sqlcoord.Error{Kind: sqlcoord.ErrLocked, Err: ErrLeaseHeld})
 }
 
 // Renew extends a lease the caller still holds, by its TTL from the

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -24,7 +24,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		}
 		// another owner is refused
 		_, err = c.Acquire(ctx, "leader", "B", 10*time.Second)
-		if !errors.Is(err, coord.ErrLeaseHeld) || !errors.Is(err, dialects.ErrLocked) {
+		if !errors.Is(err, coord.ErrLeaseHeld) || !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("second owner: %v", err)
 		}
 		// same owner re-acquires: same token, later expiry

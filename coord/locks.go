@@ -17,7 +17,7 @@ import (
 var ErrLockRowMissing = errors.New("coord: lock row missing (deleted concurrently); retry")
 
 // TryLock locks name for the rest of tx's life, or returns an error that
-// matches dialects.ErrLocked at once when another transaction holds it.
+// matches sqlcoord.ErrLocked at once when another transaction holds it.
 // Commit or rollback releases the lock; so does the end of the holder's
 // session (crash, kill -9, cut connection), which the server notices at
 // once. A holder that is alive but frozen keeps the lock until a server-side
@@ -77,7 +77,7 @@ func (c *Client[TTx]) TryLock(ctx context.Context, tx TTx, name string) (retErr 
 }
 
 // Lock is TryLock that waits up to wait for the holder to finish, then
-// returns an error matching dialects.ErrLockTimeout. Waiters queue in the
+// returns an error matching sqlcoord.ErrLockTimeout. Waiters queue in the
 // database (PostgreSQL's lock manager, InnoDB's lock queue): no polling. Cancelling ctx stops
 // the wait (the driver then abandons the connection, so tx is gone).
 // After ErrLockTimeout, tx is aborted on PostgreSQL (lock_timeout is an

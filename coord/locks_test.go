@@ -12,7 +12,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -30,7 +29,7 @@ func TestTryLock(t *testing.T) {
 		start := time.Now()
 		err := c2.TryLock(ctx, b, "orders")
 		el := time.Since(start)
-		if !errors.Is(err, dialects.ErrLocked) {
+		if !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("second TryLock: %v, want ErrLocked", err)
 		}
 		if el > time.Second {
@@ -80,7 +79,7 @@ func TestTryLock(t *testing.T) {
 			t.Fatalf("deleted row: %v, want it recreated and locked", err)
 		}
 		a, _ = env.DB.BeginTx(ctx, nil)
-		if err := c.TryLock(ctx, a, "orders"); !errors.Is(err, dialects.ErrLocked) {
+		if err := c.TryLock(ctx, a, "orders"); !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("a recreated lock is not held: %v", err)
 		}
 		a.Rollback()
@@ -134,7 +133,7 @@ func TestTryLockFirstUseRace(t *testing.T) {
 				switch {
 				case err == nil:
 					got++
-				case errors.Is(err, dialects.ErrLocked):
+				case errors.Is(err, sqlcoord.ErrLocked):
 					locked++
 				default:
 					t.Fatalf("round %d: unexpected %v", round, err)
@@ -165,7 +164,7 @@ func TestLockBoundedWait(t *testing.T) {
 		err := c.Lock(ctx, tx, "job", wait)
 		el := time.Since(start)
 		tx.Rollback()
-		if !errors.Is(err, dialects.ErrLockTimeout) {
+		if !errors.Is(err, sqlcoord.ErrLockTimeout) {
 			t.Fatalf("Lock: %v, want ErrLockTimeout", err)
 		}
 		if el < wait*8/10 || el > wait+2*time.Second {
@@ -238,7 +237,7 @@ func TestLockHolderKilled(t *testing.T) {
 		tx, _ := env.DB.BeginTx(ctx, nil)
 		err := c.TryLock(ctx, tx, "nightly")
 		tx.Rollback()
-		if !errors.Is(err, dialects.ErrLocked) {
+		if !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("lock should be held by the helper: %v", err)
 		}
 		tx, _ = env.DB.BeginTx(ctx, nil)
@@ -275,7 +274,7 @@ func TestLockHolderFrozen(t *testing.T) {
 		tx, _ := env.DB.BeginTx(ctx, nil)
 		err := c.TryLock(ctx, tx, "frozen")
 		tx.Rollback()
-		if !errors.Is(err, dialects.ErrLocked) {
+		if !errors.Is(err, sqlcoord.ErrLocked) {
 			t.Fatalf("a frozen holder should still hold the lock: %v", err)
 		}
 		tx, _ = env.DB.BeginTx(ctx, nil)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -53,8 +52,8 @@ func helperRMWWorker(ctx context.Context, db *sqlcoord.DB) error {
 			who := fmt.Sprintf("%s/%d", os.Getenv("PROC"), w)
 			for time.Now().Before(deadline) {
 				err := rmwOnce(ctx, db, c, iso, wait, who)
-				if err == nil || errors.Is(err, dialects.ErrLocked) || dialects.Retryable(err) ||
-					errors.Is(err, dialects.ErrConnLost) || errors.Is(err, dialects.ErrCommitUnknown) || errors.Is(err, dialects.ErrQueryCanceled) {
+				if err == nil || errors.Is(err, sqlcoord.ErrLocked) || sqlcoord.Retryable(err) ||
+					errors.Is(err, sqlcoord.ErrConnLost) || errors.Is(err, sqlcoord.ErrCommitUnknown) || errors.Is(err, sqlcoord.ErrQueryCanceled) {
 					if err != nil {
 						time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 					}

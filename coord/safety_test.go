@@ -16,7 +16,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -67,7 +66,7 @@ func helperLeaseWorker(ctx context.Context, db *sqlcoord.DB) error {
 					accepted.Add(1)
 				case errors.Is(err, coord.ErrStaleToken):
 					rejected.Add(1)
-				case dialects.Retryable(err):
+				case sqlcoord.Retryable(err):
 				default:
 					firstErr.CompareAndSwap(nil, err)
 					return

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/google/uuid"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -89,10 +91,10 @@ func TestMessageIDsAreGlobal(t *testing.T) {
 			// reinstall the outbox table: the ordering id starts again at 1,
 			// the message id does not repeat
 			before := len(seen)
-			if err := sqlcoord.Migrate(ctx, svcA.DB, sqlcoord.To(5)); err != nil {
+			if err := migrate.Migrate(ctx, svcA.DB, migrate.To(5)); err != nil {
 				t.Fatal(err)
 			}
-			if err := sqlcoord.Migrate(ctx, svcA.DB, sqlcoord.Up); err != nil {
+			if err := migrate.Migrate(ctx, svcA.DB, migrate.Up); err != nil {
 				t.Fatal(err)
 			}
 			if err := outbox.NewOutbox(svcA.DB).EnqueueNow(ctx, outbox.New{Topic: "orders", Payload: []byte("y")}); err != nil {

@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
 // Issue 14: a NOTIFY serialises the commits of every notifying
 // transaction, so Enqueue sends it only while a relay listens (a live
-// member of dialects.OutboxListeners), and a listening relay is one.
+// member of dialect.OutboxListeners), and a listening relay is one.
 func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
@@ -50,7 +50,7 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 		go func() { defer close(done); r.Run(rctx) }()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			ms, err := membership.Members(ctx, env.DB, dialects.OutboxListeners)
+			ms, err := membership.Members(ctx, env.DB, dialect.OutboxListeners)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +67,7 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 		}
 		rstop()
 		<-done
-		ms, _ := membership.Members(ctx, env.DB, dialects.OutboxListeners)
+		ms, _ := membership.Members(ctx, env.DB, dialect.OutboxListeners)
 		if len(ms) != 0 {
 			t.Fatalf("a stopped relay stays registered: %v", ms)
 		}

@@ -17,16 +17,13 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/metrics"
-	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
@@ -99,11 +96,10 @@ type RelayOptions struct {
 	// (published and marked) within this time, or rolled back so other
 	// relays take it; default 10s.
 	ShutdownTimeout time.Duration
-	Logger          *slog.Logger
-	// Registerer, if set, gets the relay's Prometheus metrics (as
-	// metrics/prom.New(Registerer) would record them); the driver's own
-	// Recorder (db.SetMetrics) gets them too.
-	Registerer prometheus.Registerer
+	// Logger gets the relay's warnings (default: stderr, warnings only).
+	// Its metrics go to the driver's Recorder (sqlcoord.Options.Metrics);
+	// the outbox gauges are metrics/prom.NewOutboxCollector's.
+	Logger *slog.Logger
 }
 
 // ListenMode is RelayOptions.Listen: "auto" (also ""), "on" or "off".
@@ -193,21 +189,14 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	}
 	r := &Relay{db: db, pub: pub, opt: opt, log: l}
 	r.rec = metrics.Of(db)
-	if opt.Registerer != nil {
-		pr, err := prom.New(opt.Registerer)
-		if err != nil {
-			return nil, err
-		}
-		r.rec = metrics.Multi(r.rec, pr)
-	}
 	return r, nil
 }
 
 // Run relays until ctx ends (then it returns nil). Database errors (a
 // restart, a cut connection) are logged and retried; the relay resumes
 // when the database is back. Conditions retrying cannot fix end Run with
-// an error matching dialects.ErrNoSchema, dialects.ErrReadOnly or
-// dialects.ErrAccessDenied.
+// an error matching sqlcoord.ErrNoSchema, sqlcoord.ErrReadOnly or
+// sqlcoord.ErrAccessDenied.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	if r.opt.Listener != nil && r.opt.Listen != ListenOff {
@@ -232,7 +221,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		switch {
-		case err != nil && dialects.Fatal(err):
+		case err != nil && sqlcoord.Fatal(err):
 			r.log.Error("relay stopping", "err", redact.Text(err.Error()))
 			return fmt.Errorf("outbox: relay stopped: %w", err)
 		case err != nil:
@@ -268,11 +257,11 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 	defer r.listening.Store(false)
 	for ctx.Err() == nil {
 		// Producers send NOTIFY only while a listening relay is a live
-		// member of this group (see dialects.OutboxListeners).
+		// member of this group (see dialect.OutboxListeners).
 		var m *membership.Membership
 		if l.CanListen() == nil {
 			var jerr error
-			if m, jerr = membership.Join(ctx, r.db, dialects.OutboxListeners, membership.Options{TTL: 10 * time.Second}); jerr != nil {
+			if m, jerr = membership.Join(ctx, r.db, dialect.OutboxListeners, membership.Options{TTL: 10 * time.Second}); jerr != nil {
 				r.log.Warn("outbox listen: cannot register as a listener; producers will not notify", "err", redact.Text(jerr.Error()))
 			}
 		}

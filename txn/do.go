@@ -23,7 +23,6 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -68,14 +67,14 @@ type Options struct {
 	Verify func(ctx context.Context, db sqlcoord.Executor) (committed bool, err error)
 	// VerifyTimeout bounds how long Do tries to end the old session and
 	// verify (default 30s). When it runs out, Do returns an error matching
-	// dialects.ErrCommitUnknown: the outcome could not be proven.
+	// sqlcoord.ErrCommitUnknown: the outcome could not be proven.
 	VerifyTimeout time.Duration
 	// OnRetry, if set, sees each error that causes a retry.
 	OnRetry func(attempt int, err error)
 }
 
 // Do runs fn in a transaction on db and commits it. When fn or COMMIT fails
-// with a retryable error (dialects.Retryable, or a connection lost before
+// with a retryable error (sqlcoord.Retryable, or a connection lost before
 // COMMIT) the whole transaction is run again, after a jittered backoff, up
 // to MaxAttempts; fn must therefore have no effects outside tx. Any other
 // error from fn rolls back and is returned at once, unchanged (wrapped).
@@ -83,7 +82,7 @@ type Options struct {
 //
 // When the connection is lost during COMMIT the outcome is unknown: without
 // CommitMarker or Verify, Do returns an error matching
-// dialects.ErrCommitUnknown and does not retry.
+// sqlcoord.ErrCommitUnknown and does not retry.
 //
 // With either, Do proves the outcome instead of guessing it. Each attempt
 // records the server session running it (PostgreSQL pg_backend_pid and
@@ -142,7 +141,7 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 		if err == nil || errors.Is(err, errMarkerFound) {
 			return nil
 		}
-		if errors.Is(err, dialects.ErrCommitUnknown) {
+		if errors.Is(err, sqlcoord.ErrCommitUnknown) {
 			if opts.CommitMarker == "" && opts.Verify == nil {
 				rec.TxnCommitUnknown(d.Name(), "unknown")
 				return err
@@ -161,7 +160,7 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 			continue
 		}
 		cerr := d.Classify(err)
-		if !(dialects.Retryable(cerr) || errors.Is(cerr, dialects.ErrConnLost)) || ctx.Err() != nil {
+		if !(sqlcoord.Retryable(cerr) || errors.Is(cerr, sqlcoord.ErrConnLost)) || ctx.Err() != nil {
 			return err
 		}
 		last = err
@@ -172,11 +171,11 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 // retryReason names the error that made Do retry, for metrics.
 func retryReason(err error) string {
 	switch {
-	case errors.Is(err, dialects.ErrDeadlock):
+	case errors.Is(err, sqlcoord.ErrDeadlock):
 		return "deadlock"
-	case errors.Is(err, dialects.ErrSerialization):
+	case errors.Is(err, sqlcoord.ErrSerialization):
 		return "serialization"
-	case errors.Is(err, dialects.ErrConnLost):
+	case errors.Is(err, sqlcoord.ErrConnLost):
 		return "conn_lost"
 	case errors.Is(err, ErrNotCommitted):
 		return "not_committed"
@@ -221,7 +220,7 @@ func once[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, f
 		if _, err := x.Exec(ctx, d.Q.CommitMarkerInsert, opts.CommitMarker); err != nil {
 			rollback()
 			cerr := d.Classify(err)
-			if errors.Is(cerr, dialects.ErrDuplicate) {
+			if errors.Is(cerr, sqlcoord.ErrDuplicate) {
 				// The insert waited for any transaction still holding the
 				// marker; it exists, so that transaction committed.
 				return sess, errMarkerFound

@@ -5,14 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/sqlcoord/sqlcoord/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/metrics"
+
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -32,7 +32,7 @@ func TestDoRetriesDeadlock(t *testing.T) {
 			attempt := 0
 			return txn.Do(ctx, db, txn.Options{MaxAttempts: 10, OnRetry: func(_ int, err error) {
 				retries.Add(1)
-				if errors.Is(err, dialects.ErrDeadlock) {
+				if errors.Is(err, sqlcoord.ErrDeadlock) {
 					deadlocks.Add(1)
 				}
 			}}, func(ctx context.Context, tx *sql.Tx) error {
@@ -77,7 +77,7 @@ func TestDoNonRetryableAndPanic(t *testing.T) {
 			_, err := tx.ExecContext(ctx, `INSERT INTO items VALUES (1)`)
 			return err
 		})
-		if !errors.Is(err, dialects.ErrDuplicate) || calls != 1 {
+		if !errors.Is(err, sqlcoord.ErrDuplicate) || calls != 1 {
 			t.Fatalf("duplicate: %v after %d calls", err, calls)
 		}
 		mine := errors.New("business rule")
@@ -119,9 +119,8 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		dbtest.Exec(t, env.DB, `CREATE TABLE orders (id VARCHAR(40) PRIMARY KEY)`)
-		proxy, viaDB := dbtest.OpenVia(t, env)
-		rec := &unknownRec{}
-		viaDB.SetMetrics(rec) // sqlcoord_txn_commit_unknown_total{resolved}
+		rec := &unknownRec{} // sqlcoord_txn_commit_unknown_total{resolved}
+		proxy, viaDB := dbtest.OpenVia(t, env, sqlcoord.Options{Metrics: rec})
 		ph := viaDB.Dialect().Placeholder
 		n := 0
 		for _, tc := range []struct {
@@ -132,8 +131,8 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 			wantCount    int
 			wantResolved string
 		}{
-			{"committed, no verification", true, "", dialects.ErrCommitUnknown, 1, "unknown"},
-			{"not committed, no verification", false, "", dialects.ErrCommitUnknown, 0, "unknown"},
+			{"committed, no verification", true, "", sqlcoord.ErrCommitUnknown, 1, "unknown"},
+			{"not committed, no verification", false, "", sqlcoord.ErrCommitUnknown, 0, "unknown"},
 			{"committed, marker", true, "marker", nil, 1, "committed"},
 			{"not committed, marker (retried)", false, "marker", nil, 1, "not_committed"},
 			{"committed, verify func", true, "func", nil, 1, "committed"},

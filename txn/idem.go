@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
@@ -55,7 +55,7 @@ type KeysOptions struct {
 // (scope, key). A scope is a key space: per user, per tenant, per API.
 type Keys[TTx any] struct {
 	db  sqlcoord.Driver[TTx]
-	q   *dialects.Queries
+	q   *dialect.Queries
 	opt KeysOptions
 }
 
@@ -120,7 +120,7 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	inserted, err := d.IdemInsert(ctx, x, k.opt.OnBusy == Fail, scope, key, fingerprint, lock)
 	if err != nil {
 		cerr := d.Classify(err)
-		if k.opt.OnBusy == Fail && errors.Is(cerr, dialects.ErrLockTimeout) {
+		if k.opt.OnBusy == Fail && errors.Is(cerr, sqlcoord.ErrLockTimeout) {
 			return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
 		}
 		return Claim{}, fmt.Errorf("txn: begin key %s/%s: %w", scope, key, cerr)

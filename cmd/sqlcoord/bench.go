@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/schollz/progressbar/v3"
@@ -221,7 +223,7 @@ func openMigrated(ctx context.Context, dsn string, fn func(context.Context, *sql
 		return err
 	}
 	defer db.Close()
-	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 		return err
 	}
 	if db.Dialect().Family() == "postgres" {

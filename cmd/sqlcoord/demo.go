@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -96,7 +98,7 @@ creates and drops demo_* tables there: use a scratch database.`,
 				return err
 			}
 			defer db.Close()
-			if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+			if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 				return err
 			}
 			self, _ := os.Executable()

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 )
 
 func init() {
@@ -65,7 +65,7 @@ func demoLocks(ctx context.Context, e *demoEnv) error {
 	start := time.Now()
 	err = c.TryLock(ctx, b, "report")
 	b.Rollback()
-	e.printf("   B: %v after %v  (errors.Is ErrLocked: %v)\n", shortErr(err), time.Since(start).Round(time.Microsecond), errors.Is(err, dialects.ErrLocked))
+	e.printf("   B: %v after %v  (errors.Is ErrLocked: %v)\n", shortErr(err), time.Since(start).Round(time.Microsecond), errors.Is(err, sqlcoord.ErrLocked))
 
 	wait := time.Second
 	e.printf("2. bounded wait: B waits at most %v\n", wait)

@@ -10,13 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 )
 
 // doctorReport is what `sqlcoord doctor` found; --json prints it as is.
 type doctorReport struct {
 	Database  string              `json:"database"`
-	Server    dialects.ServerInfo `json:"server"`
+	Server    sqlcoord.ServerInfo `json:"server"`
 	Schema    *sqlcoord.Status    `json:"schema,omitempty"`
 	SchemaErr string              `json:"schema_error,omitempty"`
 	Listen    string              `json:"listen,omitempty"` // PostgreSQL: delivered, lost, or why not tested
@@ -98,7 +97,7 @@ func doctor(ctx context.Context, db *sqlcoord.DB) doctorReport {
 	return rep
 }
 
-func guarantees(info dialects.ServerInfo) []doctorGuarantee {
+func guarantees(info sqlcoord.ServerInfo) []doctorGuarantee {
 	pg := info.Dialect == "postgres"
 	g := []doctorGuarantee{{
 		Holds: !info.ReadOnly,

@@ -125,18 +125,18 @@ func dsnFrom(cmd *cobra.Command) string {
 }
 
 // openDB opens the DSN from flags/environment or fails with a usage error.
-func openDB(cmd *cobra.Command) (*sqlcoord.DB, error) {
+func openDB(cmd *cobra.Command, opts ...sqlcoord.Options) (*sqlcoord.DB, error) {
 	dsn := dsnFrom(cmd)
 	if dsn == "" {
 		return nil, usageError{errors.New("no database: pass --dsn or set SQLCOORD_DSN")}
 	}
-	return sqlcoord.Open(cmd.Context(), dsn)
+	return sqlcoord.Open(cmd.Context(), dsn, opts...)
 }
 
 // openInstalled is openDB for the daemons (relay, console): the schema
 // must be installed and current, or they refuse to start.
-func openInstalled(cmd *cobra.Command) (*sqlcoord.DB, error) {
-	db, err := openDB(cmd)
+func openInstalled(cmd *cobra.Command, opts ...sqlcoord.Options) (*sqlcoord.DB, error) {
+	db, err := openDB(cmd, opts...)
 	if err != nil {
 		return nil, err
 	}

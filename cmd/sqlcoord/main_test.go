@@ -122,7 +122,7 @@ func TestCLIErrors(t *testing.T) {
 }
 
 // The demo is the product's main job: build the real binary and run every
-// scenario against both dialects.
+// scenario against both dialect.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -15,7 +17,7 @@ func newMigrateCmd() *cobra.Command {
 	cmd.Long = `Runs sqlcoord's embedded golang-migrate migrations. Bookkeeping lives in
 coord_schema_migrations, so an application's own schema_migrations is untouched.`
 	var yes bool
-	run := func(use, short string, target func(args []string) (sqlcoord.Target, error), nargs cobra.PositionalArgs) *cobra.Command {
+	run := func(use, short string, target func(args []string) (migrate.Target, error), nargs cobra.PositionalArgs) *cobra.Command {
 		return &cobra.Command{
 			Use: use, Short: short, Args: nargs,
 			RunE: func(cmd *cobra.Command, args []string) error {
@@ -23,7 +25,7 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 				if err != nil {
 					return usageError{err}
 				}
-				if t == sqlcoord.Down && !yes {
+				if t == migrate.Down && !yes {
 					return usageError{errors.New("migrate down drops every coord_ table and its data (locks, leases, keys, outbox, job runs): add --yes to do it")}
 				}
 				db, err := openDB(cmd)
@@ -31,14 +33,14 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 					return err
 				}
 				defer db.Close()
-				if err := sqlcoord.Migrate(cmd.Context(), db, t); err != nil {
+				if err := migrate.Migrate(cmd.Context(), db, t); err != nil {
 					return err
 				}
 				return printStatus(cmd, db)
 			},
 		}
 	}
-	down := run("down", "Revert all migrations (drops every coord_ table and its data; needs --yes)", func([]string) (sqlcoord.Target, error) { return sqlcoord.Down, nil }, cobra.NoArgs)
+	down := run("down", "Revert all migrations (drops every coord_ table and its data; needs --yes)", func([]string) (migrate.Target, error) { return migrate.Down, nil }, cobra.NoArgs)
 	down.Flags().BoolVar(&yes, "yes", false, "really drop every coord_ table")
 	force := &cobra.Command{
 		Use: "force N", Short: "Record version N as applied and clear the dirty flag, running nothing (after repairing a failed migration by hand)", Args: cobra.ExactArgs(1),
@@ -52,21 +54,21 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 				return err
 			}
 			defer db.Close()
-			if err := sqlcoord.Force(cmd.Context(), db, uint(n)); err != nil {
+			if err := migrate.Force(cmd.Context(), db, uint(n)); err != nil {
 				return err
 			}
 			return printStatus(cmd, db)
 		},
 	}
 	cmd.AddCommand(
-		run("up", "Apply all pending migrations", func([]string) (sqlcoord.Target, error) { return sqlcoord.Up, nil }, cobra.NoArgs),
+		run("up", "Apply all pending migrations", func([]string) (migrate.Target, error) { return migrate.Up, nil }, cobra.NoArgs),
 		down, force,
-		run("to N", "Migrate up or down to version N", func(args []string) (sqlcoord.Target, error) {
+		run("to N", "Migrate up or down to version N", func(args []string) (migrate.Target, error) {
 			n, err := strconv.ParseUint(args[0], 10, 32)
 			if err != nil {
-				return sqlcoord.Target{}, fmt.Errorf("version %q is not a number", args[0])
+				return migrate.Target{}, fmt.Errorf("version %q is not a number", args[0])
 			}
-			return sqlcoord.To(uint(n)), nil
+			return migrate.To(uint(n)), nil
 		}, cobra.ExactArgs(1)),
 		&cobra.Command{
 			Use: "status", Short: "Show applied and pending versions", Args: cobra.NoArgs,

@@ -12,12 +12,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/pgxv5"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"github.com/sqlcoord/sqlcoord/outbox"
@@ -70,18 +72,18 @@ func newRelayCmd() *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			db, err := openInstalled(cmd)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
 			reg := prometheus.NewRegistry()
 			rec, err := prom.New(reg)
 			if err != nil {
 				return err
 			}
-			db.SetMetrics(rec) // the relay's publishes and every call it makes
-			reg.MustRegister(outbox.NewCollector(db), collectors.NewGoCollector(),
+			// the relay's publishes and every call it makes
+			db, err := openInstalled(cmd, sqlcoord.Options{Metrics: rec})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			reg.MustRegister(prom.NewOutboxCollector(db), collectors.NewGoCollector(),
 				collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 			opt := outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del,
@@ -90,7 +92,7 @@ func newRelayCmd() *cobra.Command {
 				listenDSN = os.Getenv("SQLCOORD_LISTEN_DSN")
 			}
 			if listenDSN != "" {
-				l, err := sqlcoord.NewDSNListener(listenDSN)
+				l, err := pgxv5.NewDSNListener(listenDSN)
 				if err != nil {
 					return usageError{fmt.Errorf("--listen-dsn: %w", err)}
 				}

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
@@ -286,7 +285,7 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 			// fetch on another node) rolled the whole fetch back: run it
 			// again. An unknown commit outcome is not retried: the range
 			// may be taken, and a new fetch takes the next one anyway.
-			if dialects.Retryable(cerr) && attempt < fetchRetries {
+			if sqlcoord.Retryable(cerr) && attempt < fetchRetries {
 				if err := backoff.Sleep(ctx, fetchBackoff.Delay(attempt)); err != nil {
 					return nil, err
 				}

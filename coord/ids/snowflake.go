@@ -11,7 +11,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -333,8 +332,8 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 		}
 		lastMs, released = 0, true
 		_, err = tx.Exec(ctx, q.WorkerInsert, id, opt.Owner, opt.TTL.Microseconds())
-		if errors.Is(db.Dialect().Classify(err), dialects.ErrDuplicate) {
-			return &dialects.Error{Kind: dialects.ErrSerialization, Err: err} // lost the race for this id: retry
+		if errors.Is(db.Dialect().Classify(err), sqlcoord.ErrDuplicate) {
+			return &sqlcoord.Error{Kind: sqlcoord.ErrSerialization, Err: err} // lost the race for this id: retry
 		}
 		return err
 	})

@@ -3,12 +3,13 @@ package ids_test
 import (
 	"bytes"
 	"errors"
-	"github.com/google/uuid"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 )

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -112,7 +111,7 @@ func TestFencedEffects(t *testing.T) {
 			}()
 			wg.Wait()
 			for _, err := range []error{aErr, bErr} {
-				if err != nil && !errors.Is(err, jobs.ErrSuperseded) && !dialects.Retryable(err) {
+				if err != nil && !errors.Is(err, jobs.ErrSuperseded) && !sqlcoord.Retryable(err) {
 					t.Fatalf("slot %d: %v", i, err)
 				}
 			}

@@ -30,8 +30,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -114,7 +115,7 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 		return Run{}, fmt.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
 	}
 	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Owner: owner, sent: time.Now()}
-	slot := dialects.JobSlot{Job: job, Fire: run.FireTime, Shard: shard, Total: total, Status: status, Owner: owner}
+	slot := dialect.JobSlot{Job: job, Fire: run.FireTime, Shard: shard, Total: total, Status: status, Owner: owner}
 	attempt, claimed, err := r.db.Dialect().JobClaim(ctx, r.db.Executor(), slot, r.db.Epochs().Seen())
 	if err != nil {
 		return Run{}, fmt.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect().Classify(err))
@@ -306,7 +307,7 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 	var won []Run
 	for _, c := range cands {
 		c.sent = time.Now()
-		slot := dialects.JobSlot{Job: c.Job, Fire: c.FireTime, Shard: c.Shard, Owner: owner}
+		slot := dialect.JobSlot{Job: c.Job, Fire: c.FireTime, Shard: c.Shard, Owner: owner}
 		next, ok, err := r.db.Dialect().JobTakeover(ctx, r.db.Executor(), slot, int64(c.Attempt), grace.Microseconds(), r.db.Epochs().Seen())
 		if err != nil {
 			return won, fmt.Errorf("jobs: take over: %w", r.db.Dialect().Classify(err))

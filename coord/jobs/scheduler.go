@@ -17,7 +17,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
@@ -212,15 +211,15 @@ func (s *Scheduler) Runs() *Runs { return s.runs }
 // Run schedules until ctx ends (then it returns nil) or a fatal condition
 // stops it, then waits for running jobs (whose contexts are cancelled) to
 // return. It first records every job in coord_jobs; that, and any later
-// statement, failing because the schema is missing (dialects.ErrNoSchema),
-// the server is read-only (dialects.ErrReadOnly) or access is denied
-// (dialects.ErrAccessDenied) ends Run with that error: retrying cannot fix
+// statement, failing because the schema is missing (sqlcoord.ErrNoSchema),
+// the server is read-only (sqlcoord.ErrReadOnly) or access is denied
+// (sqlcoord.ErrAccessDenied) ends Run with that error: retrying cannot fix
 // it. Other failures (a lost connection) are logged and retried.
 func (s *Scheduler) Run(ctx context.Context) error {
 	rctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	s.fatal = func(err error) {
-		if dialects.Fatal(err) {
+		if sqlcoord.Fatal(err) {
 			s.log.Error("scheduler stopping", "err", err)
 			stop(err)
 		}

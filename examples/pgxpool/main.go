@@ -15,10 +15,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+	"github.com/sqlcoord/sqlcoord/pgxv5"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -38,11 +40,11 @@ func run(ctx context.Context, dsn string, out *os.File) error {
 		return err
 	}
 	defer pool.Close()
-	db, err := sqlcoord.WrapPgxPool(ctx, pool)
+	db, err := pgxv5.Wrap(ctx, pool)
 	if err != nil {
 		return err
 	}
-	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 		return err
 	}
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id text PRIMARY KEY, item text NOT NULL, fence bigint NOT NULL DEFAULT 0)`); err != nil {

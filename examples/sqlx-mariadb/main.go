@@ -16,6 +16,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+	"github.com/sqlcoord/sqlcoord/sqlxdriver"
+
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
@@ -46,7 +49,7 @@ func run(ctx context.Context, dsn string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	err = sqlcoord.Migrate(ctx, mig, sqlcoord.Up)
+	err = migrate.Migrate(ctx, mig, migrate.Up)
 	mig.Close()
 	if err != nil {
 		return err
@@ -57,7 +60,7 @@ func run(ctx context.Context, dsn string, out io.Writer) error {
 		return err
 	}
 	defer x.Close()
-	db, err := sqlcoord.WrapSQLX(ctx, x)
+	db, err := sqlxdriver.Wrap(ctx, x)
 	if err != nil {
 		return err
 	}

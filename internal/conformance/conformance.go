@@ -23,7 +23,6 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -119,7 +118,7 @@ func (s *suite[TTx]) tryLockExcludes(t *testing.T) {
 			return err
 		}
 		s.otherTx(t, ctx, func(otx *sql.Tx) {
-			if err := s.oc.TryLock(ctx, otx, name); !errors.Is(err, dialects.ErrLocked) {
+			if err := s.oc.TryLock(ctx, otx, name); !errors.Is(err, sqlcoord.ErrLocked) {
 				t.Errorf("second holder: %v, want ErrLocked", err)
 			}
 		})
@@ -146,7 +145,7 @@ func (s *suite[TTx]) lockTimesOut(t *testing.T) {
 		err := s.do(ctx, func(ctx context.Context, tx TTx) error {
 			return s.c.Lock(ctx, tx, name, 300*time.Millisecond)
 		})
-		if !errors.Is(err, dialects.ErrLockTimeout) {
+		if !errors.Is(err, sqlcoord.ErrLockTimeout) {
 			t.Errorf("Lock on a held lock: %v, want ErrLockTimeout", err)
 		}
 		if el := time.Since(start); el < 250*time.Millisecond {
@@ -466,7 +465,7 @@ func (s *suite[TTx]) concurrency(t *testing.T) {
 					continue
 				}
 				body := func(ctx context.Context, tx TTx) error {
-					if err := s.c.TryLock(ctx, tx, s.name(fmt.Sprintf("hot-%d", i%3))); err != nil && !errors.Is(err, dialects.ErrLocked) {
+					if err := s.c.TryLock(ctx, tx, s.name(fmt.Sprintf("hot-%d", i%3))); err != nil && !errors.Is(err, sqlcoord.ErrLocked) {
 						return fmt.Errorf("trylock: %w", err)
 					}
 					if err := s.c.Fence(ctx, tx, "res-"+id, lease.Token); err != nil {
@@ -481,7 +480,7 @@ func (s *suite[TTx]) concurrency(t *testing.T) {
 					return ob.Enqueue(ctx, tx, outbox.New{Topic: s.name("hammer"), Payload: []byte(id)})
 				}
 				err = txn.Do(ctx, s.Driver, txn.Options{}, body)
-				if err != nil && s.Pooler && errors.Is(err, dialects.ErrQueryCanceled) {
+				if err != nil && s.Pooler && errors.Is(err, sqlcoord.ErrQueryCanceled) {
 					t.Logf("behind the pooler, a statement was canceled by a stray cancel request; running the transaction again: %v", err)
 					err = txn.Do(ctx, s.Driver, txn.Options{}, body)
 				}

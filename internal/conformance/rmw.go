@@ -14,7 +14,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/dialects"
 )
 
 // isolationLevels are the levels every dialect × stack is checked at.
@@ -82,7 +81,7 @@ func (s *suite[TTx]) rmw(t *testing.T, iso sql.IsolationLevel) {
 						i++
 					case errors.Is(err, errBusy):
 						time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
-					case s.Pooler && errors.Is(err, dialects.ErrQueryCanceled):
+					case s.Pooler && errors.Is(err, sqlcoord.ErrQueryCanceled):
 						// a stray cancel behind the pooler: not an increment
 					default:
 						fail(fmt.Errorf("worker %d (wait %v): %w", w, wait, err))
@@ -155,7 +154,7 @@ func increment[TTx any](ctx context.Context, drv sqlcoord.Driver[TTx], c *coord.
 	}
 	defer drv.RollbackTx(ctx, tx)
 	if err := c.Lock(ctx, tx, name, wait); err != nil {
-		if errors.Is(err, dialects.ErrLocked) {
+		if errors.Is(err, sqlcoord.ErrLocked) {
 			return errBusy
 		}
 		return fmt.Errorf("lock: %w", err)

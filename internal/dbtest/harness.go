@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/migrate"
+
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -92,9 +94,9 @@ type Env struct {
 }
 
 // Open opens another pool on the same database (its own connections).
-func (e *Env) Open(t testing.TB) *sqlcoord.DB {
+func (e *Env) Open(t testing.TB, opts ...sqlcoord.Options) *sqlcoord.DB {
 	t.Helper()
-	db, err := sqlcoord.Open(context.Background(), e.DSN)
+	db, err := sqlcoord.Open(context.Background(), e.DSN, opts...)
 	if err != nil {
 		t.Fatalf("open %s: %v", e.Family, err)
 	}
@@ -151,7 +153,7 @@ func New(t testing.TB, family string, opts ...Option) *Env {
 		srv.DropDatabase(dctx, name)
 	})
 	if c.migrate {
-		if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+		if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 			t.Fatalf("migrate up (%s): %v", family, err)
 		}
 	}

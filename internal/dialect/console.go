@@ -1,4 +1,4 @@
-package dialects
+package dialect
 
 // The web console's statements per dialect (see ConsoleQueries).
 

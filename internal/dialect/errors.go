@@ -3,7 +3,7 @@
 // dialect: postgres.go, mysql.go), identifier quoting, and the classification
 // of driver errors into the sentinel errors below, which every sqlcoord
 // package shares and callers match with errors.Is.
-package dialects
+package dialect
 
 import (
 	"errors"
@@ -34,6 +34,16 @@ var (
 	// Nothing was written. Point the client at the current primary;
 	// retrying on this server cannot help.
 	ErrStalePrimary = errors.New("sqlcoord: stale primary: this server's history is older than one this client has seen")
+	// ErrBadDSN: a DSN sqlcoord cannot use.
+	ErrBadDSN = errors.New("sqlcoord: bad DSN")
+	// ErrUnreachable: the server cannot be reached or refuses the login.
+	ErrUnreachable = errors.New("sqlcoord: cannot connect")
+	// ErrDriverSetting: a wrapped pool's driver is configured in a way
+	// sqlcoord cannot work with; the message names the setting.
+	ErrDriverSetting = errors.New("sqlcoord: driver setting")
+	// ErrNotATransaction: a helper that must run inside the caller's
+	// transaction was given something else.
+	ErrNotATransaction = errors.New("sqlcoord: not a transaction of this driver")
 	// ErrDuplicate: a unique index rejected the row.
 	ErrDuplicate = errors.New("sqlcoord: duplicate key")
 	// ErrDeadlock: the server chose this transaction as a deadlock victim

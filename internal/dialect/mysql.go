@@ -1,11 +1,8 @@
-package dialects
+package dialect
 
 import (
-	"errors"
 	"strconv"
 	"strings"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // Times in the mysql family are DATETIME(6) in UTC, always computed by the
@@ -258,10 +255,9 @@ func classifyMySQL(err error) error {
 	if err == nil {
 		return nil
 	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
+	if number, message, ok := mysqlNumber(err); ok {
 		var kind error
-		switch me.Number {
+		switch number {
 		case 1062, 1586: // ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME
 			kind = ErrDuplicate
 		case 3572: // MySQL 8 ER_LOCK_NOWAIT
@@ -271,7 +267,7 @@ func classifyMySQL(err error) error {
 		case 1213: // ER_LOCK_DEADLOCK
 			kind = ErrDeadlock
 		case 1146: // ER_NO_SUCH_TABLE
-			if strings.Contains(me.Message, "coord_") {
+			if strings.Contains(message, "coord_") {
 				kind = ErrNoSchema
 			}
 		case 1317, 3024, 1969: // query interrupted, max_execution_time, MariaDB max_statement_time
@@ -290,9 +286,9 @@ func classifyMySQL(err error) error {
 		if kind == nil {
 			return err
 		}
-		return &Error{Kind: kind, Code: strconv.Itoa(int(me.Number)), Err: err}
+		return &Error{Kind: kind, Code: strconv.Itoa(number), Err: err}
 	}
-	if errors.Is(err, mysql.ErrInvalidConn) || isConnLost(err) {
+	if hasText(err, "invalid connection") || isConnLost(err) { // mysql.ErrInvalidConn
 		return &Error{Kind: ErrConnLost, Err: err}
 	}
 	return err

@@ -1,4 +1,4 @@
-package sqlcoord
+package core
 
 import (
 	"context"
@@ -9,12 +9,26 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 )
 
 // GaleraWriterLease is the coord_leases row a GaleraSingleWriter pool's
 // node holds while its clients take row locks.
 const GaleraWriterLease = "sqlcoord.galera.writer"
+
+// GaleraWriter holds the writer lease (see galeraWriter).
+type GaleraWriter = galeraWriter
+
+// StartGaleraWriter: see startGaleraWriter.
+func StartGaleraWriter(ctx context.Context, x dialect.Executor) (*GaleraWriter, error) {
+	return startGaleraWriter(ctx, x)
+}
+
+// Check is nil while the node holds the writer lease.
+func (w *galeraWriter) Check() error { return w.check() }
+
+// Close stops renewing and releases the lease.
+func (w *galeraWriter) Close() { w.close() }
 
 // galeraWriterTTL is the writer lease's TTL; renewed every third of it.
 const galeraWriterTTL = 10 * time.Second
@@ -26,8 +40,8 @@ const galeraWriterTTL = 10 * time.Second
 // clock counted from when the last grant was sent (the database's expiry
 // is later), the way an etcd session is.
 type galeraWriter struct {
-	x      Executor // the pool's autocommit statements
-	d      *dialects.Dialect
+	x      dialect.Executor // the pool's autocommit statements
+	d      *dialect.Dialect
 	node   string
 	mu     sync.Mutex
 	until  time.Time // locks allowed before this
@@ -41,13 +55,13 @@ type galeraWriter struct {
 // startGaleraWriter takes the writer lease for db's node, or fails with
 // ErrGaleraLocks naming the node that holds it, and keeps renewing it
 // until close (or until the pool is closed).
-func startGaleraWriter(ctx context.Context, x Executor) (*galeraWriter, error) {
-	w := &galeraWriter{x: x, d: dialects.Galera, stop: make(chan struct{}), done: make(chan struct{})}
-	if err := x.QueryRow(ctx, dialects.GaleraNode).Scan(&w.node); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+func startGaleraWriter(ctx context.Context, x dialect.Executor) (*galeraWriter, error) {
+	w := &galeraWriter{x: x, d: dialect.Galera, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := x.QueryRow(ctx, dialect.GaleraNode).Scan(&w.node); err != nil {
+		return nil, fmt.Errorf("%w: %v", dialect.ErrUnreachable, err)
 	}
 	if err := w.renew(ctx); err != nil {
-		if !errors.Is(w.d.Classify(err), dialects.ErrNoSchema) {
+		if !errors.Is(w.d.Classify(err), dialect.ErrNoSchema) {
 			return nil, err
 		}
 		w.holder = "(none yet: the schema is not installed)" // Open for `migrate up`: renewed from then on
@@ -105,7 +119,7 @@ func (w *galeraWriter) check() error {
 	if w.holder != "" {
 		why = "node " + w.holder + " is the single writer"
 	}
-	return fmt.Errorf("%w: GaleraSingleWriter on node %s: %s", &dialects.Error{Kind: dialects.ErrGaleraLocks}, w.node, why)
+	return fmt.Errorf("%w: GaleraSingleWriter on node %s: %s", &dialect.Error{Kind: dialect.ErrGaleraLocks}, w.node, why)
 }
 
 // close stops renewing and releases the lease, so another node can take

@@ -1,4 +1,4 @@
-package outbox
+package prom
 
 import (
 	"context"
@@ -7,24 +7,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
-// Collector exports the outbox's gauges, read from the table when
+// OutboxCollector exports the outbox's gauges, read from the table when
 // Prometheus scrapes (one statement, bounded by a 5 s timeout):
 //
 //	sqlcoord_outbox_pending              messages waiting to be published
 //	sqlcoord_outbox_dead                 dead-lettered messages
 //	sqlcoord_outbox_lag_seconds          age of the oldest pending message
 //	sqlcoord_outbox_stats_up             1 when the last read succeeded
-type Collector struct {
+type OutboxCollector struct {
 	db                     sqlcoord.Base
 	pending, dead, lag, up *prometheus.Desc
 }
 
-// NewCollector returns the outbox gauges of db; register it once per
+// NewOutboxCollector returns the outbox gauges of db; register it once per
 // database.
-func NewCollector(db sqlcoord.Base) *Collector {
-	return &Collector{db: db,
+func NewOutboxCollector(db sqlcoord.Base) *OutboxCollector {
+	return &OutboxCollector{db: db,
 		pending: prometheus.NewDesc("sqlcoord_outbox_pending", "Messages waiting to be published.", nil, nil),
 		dead:    prometheus.NewDesc("sqlcoord_outbox_dead", "Dead-lettered messages.", nil, nil),
 		lag:     prometheus.NewDesc("sqlcoord_outbox_lag_seconds", "Age of the oldest pending message.", nil, nil),
@@ -33,7 +34,7 @@ func NewCollector(db sqlcoord.Base) *Collector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *OutboxCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.dead
 	ch <- c.lag
@@ -41,10 +42,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *OutboxCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := NewAdmin(c.db).Stats(ctx)
+	st, err := outbox.NewAdmin(c.db).Stats(ctx)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return

@@ -1,4 +1,4 @@
-package dialects
+package dialect
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Postgres is PostgreSQL (tested on 15), through pgx's database/sql driver.
@@ -378,13 +377,13 @@ func classifyPostgres(err error) error {
 	if err == nil {
 		return nil
 	}
-	var pe *pgconn.PgError
+	var pe sqlStater
 	if errors.As(err, &pe) {
-		kind := pgKind(pe)
+		kind := pgKind(pe.SQLState(), pe.Error())
 		if kind == nil {
 			return err
 		}
-		return &Error{Kind: kind, Code: pe.Code, Err: err}
+		return &Error{Kind: kind, Code: pe.SQLState(), Err: err}
 	}
 	if strings.Contains(err.Error(), "read only connection") {
 		// pgx's target_session_attrs=read-write found only standbys
@@ -396,12 +395,13 @@ func classifyPostgres(err error) error {
 	return err
 }
 
-func pgKind(pe *pgconn.PgError) error {
-	switch pe.Code {
+// pgKind classifies a SQLSTATE; msg is the error's text.
+func pgKind(code, msg string) error {
+	switch code {
 	case pgerrcode.UniqueViolation:
 		return ErrDuplicate
 	case pgerrcode.LockNotAvailable: // NOWAIT, or lock_timeout expiry
-		if strings.Contains(pe.Message, "lock timeout") {
+		if strings.Contains(msg, "lock timeout") {
 			return ErrLockTimeout
 		}
 		return ErrLocked
@@ -410,7 +410,7 @@ func pgKind(pe *pgconn.PgError) error {
 	case pgerrcode.SerializationFailure:
 		return ErrSerialization
 	case pgerrcode.UndefinedTable, pgerrcode.UndefinedFunction, pgerrcode.UndefinedColumn:
-		if strings.Contains(pe.Message, "coord_") || strings.Contains(pe.Message, "id_locks") {
+		if strings.Contains(msg, "coord_") || strings.Contains(msg, "id_locks") {
 			return ErrNoSchema // or a schema older than this sqlcoord
 		}
 	case pgStalePrimary:
@@ -428,7 +428,7 @@ func pgKind(pe *pgconn.PgError) error {
 	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow, pgerrcode.IdleInTransactionSessionTimeout:
 		return ErrConnLost
 	}
-	if pgerrcode.IsConnectionException(pe.Code) {
+	if pgerrcode.IsConnectionException(code) {
 		return ErrConnLost
 	}
 	return nil
@@ -449,8 +449,7 @@ func isConnLost(err error) bool {
 	if errors.As(err, &ne) {
 		return true
 	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
+	if hasType(err, "*pgconn.ConnectError") {
 		return true
 	}
 	msg := err.Error()

@@ -1,0 +1,266 @@
+package sqlcoord
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sqlcoord/sqlcoord/internal/core"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/metrics"
+)
+
+// DB is a database/sql pool that knows its dialect: the database/sql
+// stack, whose transactions are *sql.Tx. It embeds *sql.DB, so it is a
+// *sql.DB for everything database/sql offers.
+type DB struct {
+	*sql.DB
+
+	dialect *dialect.Dialect   // detected from the server
+	epochs  *Epochs            // failover-epoch high-water mark
+	writer  *core.GaleraWriter // GaleraSingleWriter: this node's writer lease
+	pre     []any              // statement-mode arguments (Pooler on pgx's stdlib driver)
+	tracer  trace.Tracer       // nil: tracing off
+	metrics metrics.Recorder   // nil: off
+	dsn     string             // driver DSN with every option sqlcoord needs ("" when wrapped)
+	shown   string             // DSN with the password replaced, for messages
+}
+
+func first(opts []Options) Options {
+	if len(opts) > 0 {
+		return opts[0]
+	}
+	return Options{}
+}
+
+// Open parses dsn (see ParseDSN), opens a database/sql pool with the
+// database/sql driver registered for its family — "pgx" (import
+// github.com/jackc/pgx/v5/stdlib) or "mysql" (import
+// github.com/go-sql-driver/mysql) — and runs the connection check every
+// Wrap runs too: dialect, writable server, Galera, replication (Options).
+//
+// PostgreSQL pools check every new connection reached a writable server
+// (target_session_attrs=read-write: with several hosts in the DSN, pgx
+// picks the one that is). MySQL/MariaDB pools get parseTime, loc=UTC,
+// clientFoundRows and interpolateParams, and reset a session idle timeout
+// set by coord.Client.SetIdleTimeout before a connection is reused.
+// Errors and String() never contain the password, in any DSN form.
+func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
+	o := first(opts)
+	family, driverDSN, shown, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	name := "mysql"
+	if family == "postgres" {
+		name = "pgx"
+		if !o.AllowReadOnly {
+			driverDSN = withPGParam(driverDSN, "target_session_attrs", "read-write")
+		}
+		if o.Pooler {
+			driverDSN = withPGParam(driverDSN, "default_query_exec_mode", "exec")
+		}
+	}
+	sdb, err := openPool(name, driverDSN, shown, dsn)
+	if err != nil {
+		return nil, err
+	}
+	setPool(sdb, o)
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	d := dialect.Postgres
+	if family == "mysql" {
+		d = dialect.MariaDB
+	}
+	if err := sdb.PingContext(pctx); err != nil {
+		sdb.Close()
+		if errors.Is(d.Classify(err), ErrReadOnly) {
+			return nil, redactedError{fmt.Sprintf("%v: %s is a hot standby or a read-only replica; connect to the primary (or set AllowReadOnly to inspect it): %s", ErrReadOnly, shown, redactErr(err, dsn)), d.Classify(err)}
+		}
+		return nil, redactedError{fmt.Sprintf("%v to %s: %s", ErrUnreachable, shown, redactErr(err, dsn)), errors.Join(ErrUnreachable, d.Classify(err))}
+	}
+	if family == "mysql" && !o.GaleraSingleWriter && mysqlParam(driverDSN, "wsrep_sync_wait") == "" {
+		// On a multi-writer Galera cluster, causal reads: a statement
+		// waits until this node has applied what the cluster committed
+		// before it, so an UPDATE never misses a row written on another
+		// node.
+		galera, err := dialect.IsGalera(pctx, core.SQLExec{Q: sdb})
+		if err != nil {
+			sdb.Close()
+			return nil, redactedError{fmt.Sprintf("%v to %s: %s", ErrUnreachable, shown, redactErr(err, dsn)), errors.Join(ErrUnreachable, d.Classify(err))}
+		}
+		if galera {
+			sdb.Close()
+			driverDSN = withMySQLParam(driverDSN, "wsrep_sync_wait", dialect.GaleraSyncWait)
+			if sdb, err = openPool(name, driverDSN, shown, dsn); err != nil {
+				return nil, err
+			}
+			setPool(sdb, o)
+		}
+	}
+	co := core.Options(o)
+	co.Dialect = ""
+	checked, err := core.Check(pctx, core.PoolExecutor(sdb, nil, d), co, shown)
+	if err != nil {
+		sdb.Close()
+		return nil, redactedError{redactErr(err, dsn), err}
+	}
+	db := &DB{DB: sdb, dialect: checked.Dialect, writer: checked.Writer, dsn: driverDSN, shown: shown,
+		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics}
+	if db.epochs, err = openEpochs(pctx, db, o.EpochFile, o.AllowReadOnly); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", shown, err)
+	}
+	return db, nil
+}
+
+// openPool opens a database/sql pool on the registered driver name. The
+// driver's connector parses the DSN now (a bad one is ErrBadDSN, not a
+// failed connection later); MySQL connections reset what sqlcoord set on
+// their session (sessionreset.go).
+func openPool(name, driverDSN, shown, dsn string) (*sql.DB, error) {
+	probe, err := sql.Open(name, driverDSN)
+	if err != nil {
+		imp := map[string]string{"pgx": "github.com/jackc/pgx/v5/stdlib (or use package pgxv5)", "mysql": "github.com/go-sql-driver/mysql"}[name]
+		return nil, fmt.Errorf("%w %s: the %q database/sql driver is not registered: import _ %q", ErrBadDSN, shown, name, imp)
+	}
+	drv := probe.Driver()
+	probe.Close()
+	dc, ok := drv.(driver.DriverContext)
+	if !ok {
+		return nil, fmt.Errorf("%w %s: the %q driver (%T) has no connector", ErrBadDSN, shown, name, drv)
+	}
+	c, err := dc.OpenConnector(driverDSN)
+	if err != nil {
+		return nil, redactedError{fmt.Sprintf("%v %s: %s", ErrBadDSN, shown, redactErr(err, dsn)), ErrBadDSN}
+	}
+	if name == "mysql" {
+		c = resetConnector{c}
+	}
+	return sql.OpenDB(c), nil
+}
+
+func setPool(db *sql.DB, o Options) {
+	def := func(v, d int) int {
+		if v <= 0 {
+			return d
+		}
+		return v
+	}
+	defd := func(v, d time.Duration) time.Duration {
+		if v <= 0 {
+			return d
+		}
+		return v
+	}
+	db.SetMaxOpenConns(def(o.MaxOpenConns, 20))
+	db.SetMaxIdleConns(def(o.MaxIdleConns, 10))
+	db.SetConnMaxLifetime(defd(o.ConnMaxLifetime, 30*time.Minute))
+	db.SetConnMaxIdleTime(defd(o.ConnMaxIdleTime, 5*time.Minute))
+}
+
+// WrapDB uses an application's own *sql.DB (pgx's stdlib driver, or
+// go-sql-driver/mysql), after the same connection check as Open. For
+// MySQL/MariaDB the driver must parse DATETIME into time.Time in UTC
+// (parseTime=true, and no loc other than UTC); WrapDB checks that and
+// names the setting if not. clientFoundRows is not needed. sqlcoord never
+// closes the pool (unless you call Close on the result).
+func WrapDB(ctx context.Context, db *sql.DB, opts ...Options) (*DB, error) {
+	o := first(opts)
+	var pre []any
+	if o.Pooler && core.IsPgxStdlib(db) {
+		if core.PgxExecMode == nil {
+			return nil, fmt.Errorf("%w: Pooler on a pgx stdlib pool needs package github.com/sqlcoord/sqlcoord/pgxv5 imported (or default_query_exec_mode=exec in the pool's DSN)", ErrDriverSetting)
+		}
+		pre = []any{core.PgxExecMode}
+	}
+	checked, err := core.Check(ctx, core.SQLExec{Q: db, Pre: pre}, core.Options(o), "the wrapped database/sql pool")
+	if err != nil {
+		return nil, err
+	}
+	out := &DB{DB: db, dialect: checked.Dialect, writer: checked.Writer, pre: pre,
+		shown: "database/sql pool (" + checked.Dialect.Name() + ")", tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics}
+	if out.epochs, err = openEpochs(ctx, out, o.EpochFile, o.AllowReadOnly); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Close closes the pool (and, with GaleraSingleWriter, first releases
+// this node's writer lease so another node can take over at once).
+func (db *DB) Close() error {
+	if db.writer != nil {
+		db.writer.Close()
+	}
+	return db.DB.Close()
+}
+
+// String is the DSN with its password hidden.
+func (db *DB) String() string { return db.shown }
+
+// DSN returns the driver DSN sqlcoord opened (with the password; "" for
+// a wrapped pool), e.g. to hand to a child process in tests.
+func (db *DB) DSN() string { return db.dsn }
+
+// Dialect is the database's dialect (detected from the server).
+func (db *DB) Dialect() *dialect.Dialect { return db.dialect }
+
+// Epochs is the pool's failover-epoch high-water mark.
+func (db *DB) Epochs() *Epochs { return db.epochs }
+
+// Tracer is the pool's tracer (nil: tracing off).
+func (db *DB) Tracer() trace.Tracer { return db.tracer }
+
+// Metrics is the pool's Recorder (nil: off).
+func (db *DB) Metrics() metrics.Recorder { return db.metrics }
+
+// Sealed marks sqlcoord's drivers.
+func (db *DB) Sealed(core.Seal) {}
+
+// Executor runs autocommit statements on the pool.
+func (db *DB) Executor() Executor { return core.PoolExecutor(db.DB, db.pre, db.dialect) }
+
+// TxExecutor runs statements in tx.
+func (db *DB) TxExecutor(tx *sql.Tx) Executor { return core.SQLExec{Q: tx, Pre: db.pre} }
+
+// CommitTx commits tx.
+func (db *DB) CommitTx(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
+
+// RollbackTx rolls tx back.
+func (db *DB) RollbackTx(_ context.Context, tx *sql.Tx) error { return tx.Rollback() }
+
+// BeginOwned starts a transaction sqlcoord commits itself.
+func (db *DB) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error) {
+	return core.BeginOwned(ctx, db.DB, opts, db.pre)
+}
+
+// ExecutorFor accepts a *sql.Tx (or a *sqlx.Tx).
+func (db *DB) ExecutorFor(tx any) (Executor, error) {
+	return core.TxExecutorFor(tx, "database/sql", db.pre)
+}
+
+// Rebind turns a query written with ? placeholders into the dialect's
+// ($1, $2, … on PostgreSQL). It does not look inside quoted strings.
+func (db *DB) Rebind(query string) string {
+	if db.dialect.Family() != "postgres" {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

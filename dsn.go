@@ -1,0 +1,179 @@
+package sqlcoord
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/sqlcoord/sqlcoord/internal/redact"
+)
+
+// ParseDSN validates the shape of dsn and returns the dialect family
+// ("postgres" or "mysql"), the DSN to give the database/sql driver (for
+// MySQL/MariaDB with the parameters sqlcoord needs: parseTime, loc=UTC,
+// clientFoundRows, interpolateParams), and a copy safe to print. The
+// driver checks the rest when the pool is opened. Accepted forms:
+//
+//	postgres://user:pass@host:5432/db?sslmode=disable   (also postgresql://)
+//	host=h port=5432 user=u password=p dbname=db           (libpq key=value)
+//	mysql://user:pass@tcp(host:3306)/db?opt=...          (go-sql-driver form behind mysql://)
+//	mysql://user:pass@host:3306/db                        (URL form; also mariadb://)
+//	user:pass@tcp(host:3306)/db                           (plain go-sql-driver form)
+func ParseDSN(dsn string) (family, driverDSN, shown string, err error) {
+	dsn = strings.TrimSpace(dsn)
+	if dsn == "" {
+		return "", "", "", fmt.Errorf("%w: empty (set --dsn or SQLCOORD_DSN)", ErrBadDSN)
+	}
+	lower := strings.ToLower(dsn)
+	switch {
+	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+		if _, err := url.Parse(dsn); err != nil {
+			return "", "", "", fmt.Errorf("%w %s: %s", ErrBadDSN, redact.DSN(dsn), redactErr(err, dsn))
+		}
+		return "postgres", dsn, redact.DSN(dsn), nil
+	case strings.HasPrefix(lower, "mysql://"), strings.HasPrefix(lower, "mariadb://"):
+		rest := dsn[strings.Index(dsn, "://")+3:]
+		if !strings.Contains(rest, "@tcp(") && !strings.Contains(rest, "@unix(") && !strings.HasPrefix(rest, "tcp(") {
+			converted, cerr := mysqlURLToDSN(dsn)
+			if cerr != nil {
+				return "", "", "", cerr
+			}
+			rest = converted
+		}
+		return parseMySQL(rest)
+	case strings.Contains(dsn, "://"):
+		scheme := dsn[:strings.Index(dsn, "://")]
+		return "", "", "", fmt.Errorf("%w: unknown scheme %q (use postgres://, postgresql:// or mysql://)", ErrBadDSN, redact.Text(scheme))
+	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") || strings.HasPrefix(dsn, "tcp("):
+		return parseMySQL(dsn)
+	case kvDSN.MatchString(dsn):
+		// libpq key=value form ("host=db user=app password=… dbname=x")
+		return "postgres", dsn, redact.DSN(dsn), nil
+	}
+	return "", "", "", fmt.Errorf("%w: not a DSN sqlcoord knows (use postgres://user@host/db or mysql://user@tcp(host:3306)/db)", ErrBadDSN)
+}
+
+// kvDSN recognises a libpq key=value connection string.
+var kvDSN = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+
+// mysqlParams are what sqlcoord needs of go-sql-driver on every MySQL
+// pool it opens: DATETIME as time.Time in UTC, rows affected counting
+// matched rows, and one round trip per statement (required on Galera).
+var mysqlParams = [][2]string{{"parseTime", "true"}, {"loc", "UTC"}, {"clientFoundRows", "true"}, {"interpolateParams", "true"}}
+
+// parseMySQL splits a go-sql-driver DSN the way the driver does —
+// [user[:password]@][net[(addr)]]/dbname[?param=value&…], the database
+// name after the last '/' — and sets sqlcoord's parameters.
+func parseMySQL(dsn string) (string, string, string, error) {
+	slash := strings.LastIndex(dsn, "/")
+	if slash < 0 {
+		return "", "", "", fmt.Errorf("%w: mysql: no database name (…/dbname)", ErrBadDSN)
+	}
+	name, query, _ := strings.Cut(dsn[slash+1:], "?")
+	if name == "" {
+		return "", "", "", fmt.Errorf("%w: mysql: no database name (…/dbname)", ErrBadDSN)
+	}
+	out := dsn[:slash+1] + name + "?" + setParams(query, mysqlParams...)
+	return "mysql", out, "mysql://" + redact.DSN(out), nil
+}
+
+// setParams returns the &-separated parameters query with each key set to
+// its value (replacing an existing value, else appended), order kept.
+func setParams(query string, kv ...[2]string) string {
+	var parts []string
+	if query != "" {
+		parts = strings.Split(query, "&")
+	}
+	for _, p := range kv {
+		found := false
+		for i, part := range parts {
+			if k, _, _ := strings.Cut(part, "="); k == p[0] {
+				parts[i] = p[0] + "=" + p[1]
+				found = true
+			}
+		}
+		if !found {
+			parts = append(parts, p[0]+"="+p[1])
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// mysqlParam reads one parameter of a go-sql-driver DSN ("" if unset).
+func mysqlParam(dsn, key string) string {
+	slash := strings.LastIndex(dsn, "/")
+	_, query, _ := strings.Cut(dsn[slash+1:], "?")
+	for _, part := range strings.Split(query, "&") {
+		if k, v, _ := strings.Cut(part, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// WithMySQLParam sets one parameter of a go-sql-driver DSN (for a
+// migration's multiStatements, say).
+func withMySQLParam(dsn, key, value string) string {
+	slash := strings.LastIndex(dsn, "/")
+	name, query, _ := strings.Cut(dsn[slash+1:], "?")
+	return dsn[:slash+1] + name + "?" + setParams(query, [2]string{key, value})
+}
+
+// mysqlURLToDSN turns mysql://user:pass@host:port/db?x=y into the
+// go-sql-driver form.
+func mysqlURLToDSN(dsn string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("%w: mysql URL: %s", ErrBadDSN, redactErr(err, dsn))
+	}
+	host := u.Host
+	if host == "" {
+		return "", fmt.Errorf("%w: mysql URL has no host", ErrBadDSN)
+	}
+	if u.Port() == "" {
+		host += ":3306"
+	}
+	var user string
+	if u.User != nil {
+		user = u.User.Username()
+		if p, ok := u.User.Password(); ok {
+			user += ":" + p
+		}
+		user += "@"
+	}
+	q := ""
+	if u.RawQuery != "" {
+		q = "?" + u.RawQuery
+	}
+	return fmt.Sprintf("%stcp(%s)%s%s", user, host, u.Path, q), nil
+}
+
+// withPGParam sets a connection parameter in a PostgreSQL DSN (URL or
+// key=value form) unless the DSN already sets it.
+func withPGParam(dsn, key, value string) string {
+	if strings.Contains(dsn, key+"=") {
+		return dsn
+	}
+	if kvDSN.MatchString(dsn) && !strings.Contains(dsn, "://") {
+		return dsn + " " + key + "=" + value
+	}
+	if strings.Contains(dsn, "?") {
+		return dsn + "&" + key + "=" + value
+	}
+	return dsn + "?" + key + "=" + value
+}
+
+// redactErr returns err's text with every secret of dsn and every URL
+// userinfo removed.
+func redactErr(err error, dsn string) string { return redact.Text(err.Error(), dsn) }
+
+// redactedError shows a message with the DSN's secrets removed and still
+// matches what it wraps with errors.Is and errors.As.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }

@@ -1,0 +1,49 @@
+// Package core is the machinery sqlcoord's application stacks share — the
+// root package's database/sql pool, pgxv5, sqlxdriver — without importing
+// any database driver: options, the one connection check every Open and
+// Wrap runs, the database/sql executor, the failover-epoch high-water
+// mark, the Galera writer lease, and the hooks a driver package fills in
+// (pgxv5 for pgx's database/sql driver).
+package core
+
+import (
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sqlcoord/sqlcoord/metrics"
+)
+
+// Seal is the parameter type of the Sealed method every sqlcoord driver
+// has: code outside this module cannot name it, so it cannot implement
+// sqlcoord.Base — a driver is one of sqlcoord's own.
+type Seal struct{}
+
+// Options mirrors sqlcoord.Options field for field (the root package
+// converts one into the other; a field added to one and not the other is
+// a compile error there). See sqlcoord.Options for what each does.
+type Options struct {
+	MaxOpenConns           int
+	MaxIdleConns           int
+	ConnMaxLifetime        time.Duration
+	ConnMaxIdleTime        time.Duration
+	Dialect                string
+	Pooler                 bool
+	AllowReadOnly          bool
+	RequireSyncReplication bool
+	GaleraSingleWriter     bool
+	EpochFile              string
+	Metrics                metrics.Recorder
+	TracerProvider         trace.TracerProvider
+}
+
+// TracerName is the instrumentation scope of sqlcoord's spans.
+const TracerName = "github.com/sqlcoord/sqlcoord"
+
+// Tracer is tp's tracer, or nil when tp is nil (tracing off).
+func Tracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		return nil
+	}
+	return tp.Tracer(TracerName)
+}

@@ -1,0 +1,239 @@
+// Package migrate installs and upgrades sqlcoord's schema with
+// golang-migrate: the embedded migrations (package sql) in their own
+// bookkeeping table, coord_schema_migrations, apart from an application's
+// schema_migrations. It is a package of its own so that applications that
+// migrate with the CLI (`sqlcoord migrate up`) or their own tooling do not
+// compile golang-migrate.
+//
+//	err := migrate.Migrate(ctx, db, migrate.Up)
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
+	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/pgxv5"
+	sqlschema "github.com/sqlcoord/sqlcoord/sql"
+	"github.com/sqlcoord/sqlcoord/sqlxdriver"
+)
+
+// Target says where Migrate goes: Up, Down, or To(n).
+type Target struct {
+	kind    int // 0 up, 1 down, 2 to
+	version uint
+}
+
+var (
+	// Up applies every pending migration.
+	Up = Target{kind: 0}
+	// Down reverts every migration (drops all coord_ tables).
+	Down = Target{kind: 1}
+)
+
+// To migrates up or down to version n (0 is the same as Down).
+func To(n uint) Target { return Target{kind: 2, version: n} }
+
+// ErrNeedsDSN: Migrate was given a pool whose connection settings sqlcoord
+// cannot read (an application's own MySQL/MariaDB *sql.DB).
+var ErrNeedsDSN = errors.New("sqlcoord: migrating needs the DSN: use a *sqlcoord.DB from Open, or `sqlcoord migrate up --dsn …`")
+
+// Migrate moves the coord_ schema to target. It holds golang-migrate's
+// database lock (advisory lock / GET_LOCK) while it runs, so concurrent
+// callers are safe. Cancelling ctx stops after the migration in progress.
+//
+// db may be any driver: the migration runs on a dedicated connection made
+// from the pool's own configuration (the DSN given to sqlcoord.Open, a
+// pgxpool's or pgx stdlib pool's connection config). An application's
+// own MySQL/MariaDB *sql.DB does not reveal its DSN: migrate it with a
+// *sqlcoord.DB from Open or the CLI (ErrNeedsDSN).
+func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
+	m, err := migrator(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case m.GracefulStop <- true:
+		default:
+		}
+	})
+	defer stop()
+	// An empty database has no instance of an older sqlcoord locking rows:
+	// the lock protocol can start advisory-only (see migration 14).
+	_, _, verr := m.Version()
+	fresh := errors.Is(verr, migrate.ErrNilVersion)
+	switch target.kind {
+	case 0:
+		err = m.Up()
+	case 1:
+		err = m.Down()
+	default:
+		if target.version == 0 {
+			err = m.Down()
+		} else {
+			err = m.Migrate(target.version)
+		}
+	}
+	if errors.Is(err, migrate.ErrNoChange) {
+		err = nil
+	}
+	var de migrate.ErrDirty
+	if errors.As(err, &de) {
+		return fmt.Errorf("%w at version %d", sqlcoord.ErrDirty, de.Version)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))
+	}
+	if fresh && target.kind != 1 && db.Dialect().Q.LockProtocolSet != "" {
+		if v, _, err := m.Version(); err == nil && v >= sqlcoord.LockProtocolVersion {
+			if err := sqlcoord.SetLockProtocol(ctx, db, sqlcoord.LocksAdvisory); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// Force records version as the applied schema version and clears the
+// dirty flag, without running any migration — after a failed migration
+// was repaired by hand (sqlcoord.ErrDirty says which version failed). version must
+// be 0 (nothing applied) or one of Versions(family).
+func Force(ctx context.Context, db sqlcoord.Base, version uint) error {
+	all, err := sqlcoord.Versions(db.Dialect().Family())
+	if err != nil {
+		return err
+	}
+	known := version == 0
+	for _, v := range all {
+		known = known || v == version
+	}
+	if !known {
+		return fmt.Errorf("sqlcoord: force: %d is not a schema version (have %v)", version, all)
+	}
+	m, err := migrator(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	v := int(version)
+	if version == 0 {
+		v = -1 // golang-migrate's "nothing applied"
+	}
+	if err := m.Force(v); err != nil {
+		return fmt.Errorf("sqlcoord: force: %w", db.Dialect().Classify(err))
+	}
+	return nil
+}
+
+// migrationDB opens a dedicated *sql.DB for golang-migrate (which closes
+// it): never the application's pool.
+func migrationDB(ctx context.Context, db sqlcoord.Base) (*sql.DB, error) {
+	switch d := db.(type) {
+	case *pgxv5.Driver:
+		return execModeDB(d.Pool.Config().ConnConfig.Copy()), nil
+	case *sqlxdriver.Driver:
+		return pgxConfigDB(ctx, d.X.DB, d.Dialect().Family())
+	case *sqlcoord.DB:
+		if d.DSN() == "" {
+			return pgxConfigDB(ctx, d.DB, d.Dialect().Family())
+		}
+		if d.Dialect().Family() == "mysql" {
+			cfg, err := mysql.ParseDSN(d.DSN())
+			if err != nil {
+				return nil, err
+			}
+			cfg.MultiStatements = true
+			return sql.Open("mysql", cfg.FormatDSN())
+		}
+		cfg, err := pgx.ParseConfig(d.DSN())
+		if err != nil {
+			return nil, err
+		}
+		return execModeDB(cfg), nil
+	}
+	return nil, fmt.Errorf("%w (%T)", ErrNeedsDSN, db)
+}
+
+// pgxConfigDB opens a new *sql.DB with the connection config of a pool
+// built on pgx's stdlib driver.
+func pgxConfigDB(ctx context.Context, pool *sql.DB, family string) (*sql.DB, error) {
+	if family != "postgres" {
+		return nil, ErrNeedsDSN
+	}
+	c, err := pool.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var cfg *pgx.ConnConfig
+	err = c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("%w: the database/sql driver is %T, not pgx's stdlib", ErrNeedsDSN, dc)
+		}
+		cfg = sc.Conn().Config().Copy()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return execModeDB(cfg), nil
+}
+
+// execModeDB opens a database/sql pool on cfg whose statements are never
+// named prepared statements (they would break behind PgBouncer).
+func execModeDB(cfg *pgx.ConnConfig) *sql.DB {
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	return stdlib.OpenDB(*cfg)
+}
+
+// migrator opens a dedicated connection pool (golang-migrate closes the
+// pool it is given) and returns a golang-migrate instance on it.
+func migrator(ctx context.Context, db sqlcoord.Base) (*migrate.Migrate, error) {
+	family := db.Dialect().Family()
+	fsys, err := sqlschema.FS(family)
+	if err != nil {
+		return nil, err
+	}
+	src, err := iofs.New(fsys, ".")
+	if err != nil {
+		return nil, err
+	}
+	sdb, err := migrationDB(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if err := sdb.PingContext(ctx); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("%w to %s: %w", sqlcoord.ErrUnreachable, db.String(), db.Dialect().Classify(err))
+	}
+	var drv database.Driver
+	if family == "mysql" {
+		drv, err = migratemysql.WithInstance(sdb, &migratemysql.Config{MigrationsTable: sqlcoord.MigrationsTable})
+	} else {
+		drv, err = migratepgx.WithInstance(sdb, &migratepgx.Config{MigrationsTable: sqlcoord.MigrationsTable})
+	}
+	if err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("sqlcoord: migrate: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, family, drv)
+	if err != nil {
+		drv.Close()
+		return nil, fmt.Errorf("sqlcoord: migrate: %w", err)
+	}
+	return m, nil
+}

@@ -1,0 +1,211 @@
+package sqlcoord
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	sqlschema "github.com/sqlcoord/sqlcoord/sql"
+)
+
+// The schema: installing it is package migrate's (golang-migrate) or the
+// CLI's; this package only reads its state, so that checking it pulls no
+// migration tooling into an application.
+
+// MigrationsTable is golang-migrate's bookkeeping table for sqlcoord's own
+// schema; it is separate from an application's schema_migrations.
+const MigrationsTable = "coord_schema_migrations"
+
+// ErrDirty is returned when a previous migration failed half-way: inspect
+// the database, repair what the failed migration did, then `sqlcoord
+// migrate force N` with the version it reached (migrate.Force).
+var ErrDirty = errors.New("sqlcoord: schema is dirty (a migration failed half-way)")
+
+// Status is the schema state of a database.
+type Status struct {
+	Version uint   `json:"version"` // applied version, 0 when none
+	Dirty   bool   `json:"dirty"`   // a migration failed half-way
+	Latest  uint   `json:"latest"`  // newest version this build of sqlcoord ships
+	Pending []uint `json:"pending"` // versions not yet applied (never nil)
+}
+
+// MigrationStatus reports the applied and pending versions.
+func MigrationStatus(ctx context.Context, db Base) (Status, error) {
+	all, err := Versions(db.Dialect().Family())
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Latest: all[len(all)-1], Pending: []uint{}}
+	st.Version, st.Dirty, err = schemaVersion(ctx, db)
+	if err != nil {
+		return st, err
+	}
+	for _, v := range all {
+		if v > st.Version {
+			st.Pending = append(st.Pending, v)
+		}
+	}
+	return st, nil
+}
+
+// CheckSchema returns nil when the schema is at the latest version and an
+// error wrapping ErrNoSchema that says to run `sqlcoord migrate up`
+// otherwise.
+func CheckSchema(ctx context.Context, db Base) error {
+	st, err := MigrationStatus(ctx, db)
+	if err != nil {
+		return err
+	}
+	if st.Dirty {
+		return fmt.Errorf("%w at version %d", ErrDirty, st.Version)
+	}
+	if st.Version < st.Latest {
+		return fmt.Errorf("%w (database at version %d, this sqlcoord needs %d)", ErrNoSchema, st.Version, st.Latest)
+	}
+	return nil
+}
+
+// schemaVersion reads coord_schema_migrations directly (golang-migrate
+// would create the table as a side effect of merely looking).
+func schemaVersion(ctx context.Context, db Base) (uint, bool, error) {
+	var v int64
+	var dirty bool
+	err := db.Executor().QueryRow(ctx, "SELECT version, dirty FROM "+MigrationsTable).Scan(&v, &dirty)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		cerr := db.Dialect().Classify(err)
+		if errors.Is(cerr, ErrNoSchema) {
+			return 0, false, nil
+		}
+		return 0, false, fmt.Errorf("sqlcoord: read schema version: %w", cerr)
+	}
+	return uint(v), dirty, nil
+}
+
+// Versions lists the migration versions embedded for a family.
+func Versions(family string) ([]uint, error) {
+	fsys, err := sqlschema.FS(family)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[uint]bool{}
+	var out []uint
+	for _, e := range entries {
+		n, _, ok := strings.Cut(e.Name(), "_")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseUint(n, 10, 32)
+		if err != nil || seen[uint(v)] {
+			continue
+		}
+		seen[uint(v)] = true
+		out = append(out, uint(v))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	if len(out) == 0 {
+		return nil, fmt.Errorf("sqlcoord: no migrations embedded for %s", family)
+	}
+	return out, nil
+}
+
+// ErrLockProtocol: the lock protocol cannot be read or changed (MySQL
+// family, or a schema older than version 15).
+var ErrLockProtocol = errors.New("sqlcoord: lock protocol")
+
+// LockProtocolMode says how locks are taken (see LockProtocol).
+type LockProtocolMode string
+
+const (
+	// LocksAdvisory (PostgreSQL): one transaction-scoped advisory lock on
+	// a 64-bit hash of the name; nothing written, no row needed. Safe once
+	// every instance runs a sqlcoord of schema version 15 or later.
+	LocksAdvisory LockProtocolMode = "advisory"
+	// LocksAdvisoryID (PostgreSQL): also the advisory lock on the name's
+	// permanent id, which instances of schema version 14 take.
+	LocksAdvisoryID LockProtocolMode = "advisory+id"
+	// LocksDual (PostgreSQL): also the row lock, which instances before
+	// schema version 14 take.
+	LocksDual LockProtocolMode = "dual"
+	// LocksRow (MySQL family): an InnoDB row lock on the name's row.
+	LocksRow LockProtocolMode = "row"
+)
+
+// LockProtocol reports how locks are taken. On PostgreSQL an upgraded
+// database keeps taking the locks older instances take (LocksDual from
+// before schema 14, LocksAdvisoryID from 14) until SetLockProtocol
+// switches to LocksAdvisory; a fresh database starts there. MySQL/MariaDB:
+// LocksRow, always.
+func LockProtocol(ctx context.Context, db Base) (LockProtocolMode, error) {
+	q := db.Dialect().Q.LockProtocolGet
+	if q == "" {
+		return LocksRow, nil
+	}
+	var rowLocks, idLocks bool
+	if err := db.Executor().QueryRow(ctx, q).Scan(&rowLocks, &idLocks); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
+	}
+	switch {
+	case rowLocks:
+		return LocksDual, nil
+	case idLocks:
+		return LocksAdvisoryID, nil
+	}
+	return LocksAdvisory, nil
+}
+
+// SetLockProtocol switches PostgreSQL's lock protocol. LocksAdvisory is
+// safe only once every instance of the application runs a sqlcoord of
+// schema version 15 or later: an older one takes only the row lock
+// (before 14) or the id lock (14) and would not see the hash lock.
+// LocksAdvisoryID and LocksDual go back (first giving every registered
+// name a permanent id, which schema 14 instances need): start older
+// instances only after this returns. Every instance reads the protocol
+// at each lock, so the switch takes effect at once.
+func SetLockProtocol(ctx context.Context, db Base, mode LockProtocolMode) error {
+	q := db.Dialect().Q.LockProtocolSet
+	if q == "" {
+		if mode == LocksRow {
+			return nil
+		}
+		return fmt.Errorf("%w: %s takes row locks only (InnoDB row locks write nothing)", ErrLockProtocol, db.Dialect().Name())
+	}
+	var rowLocks, idLocks bool
+	switch mode {
+	case LocksAdvisory:
+	case LocksAdvisoryID:
+		idLocks = true
+	case LocksDual:
+		rowLocks, idLocks = true, true
+	default:
+		return fmt.Errorf("%w: %q is not a PostgreSQL lock protocol (want %s, %s or %s)", ErrLockProtocol, mode, LocksAdvisory, LocksAdvisoryID, LocksDual)
+	}
+	n, err := db.Executor().Exec(ctx, q, rowLocks, idLocks)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: coord_lock_protocol has %d rows, want 1", ErrLockProtocol, n)
+	}
+	if idLocks {
+		if _, err := db.Executor().Exec(ctx, db.Dialect().Q.LockAssignIDs); err != nil {
+			return fmt.Errorf("%w: give lock names their ids: %w", ErrLockProtocol, db.Dialect().Classify(err))
+		}
+	}
+	return nil
+}
+
+// LockProtocolVersion is the schema version of the current lock protocol
+// (PostgreSQL: the hash lock, coord_lock_protocol.id_locks).
+const LockProtocolVersion = 15
