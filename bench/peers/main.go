@@ -37,6 +37,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
@@ -182,7 +183,7 @@ func open(ctx context.Context, dsn string) *sqlcoord.DB {
 	if err != nil {
 		fail(err)
 	}
-	if err := sqlcoord.Migrate(ctx, db, sqlcoord.Up); err != nil {
+	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 		fail(err)
 	}
 	return db

@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/bench"
+	"github.com/sqlcoord/sqlcoord/bench"
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/natspub"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/internal/bench"
+	"github.com/sqlcoord/sqlcoord/bench"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
