@@ -2,28 +2,45 @@
 SHELL := /bin/bash
 GO ?= go
 export GOFLAGS ?= -mod=mod
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: setup test test-ha vet demo bench bench-peers build clean
+# The library (.) and the modules kept apart so that the library's go.mod
+# carries only what the library needs: the CLI, the benchmarks, the
+# publishers with their brokers, the console's browser test, Docker servers.
+MODULES := . bench cmd/sqlcoord outbox/natspub outbox/kafkapub console/browsertest containers
+# bench/peers (River, watermill-sql, snowflake) builds only for `make bench-peers`.
+
+.PHONY: setup test test-short test-ha lint vet demo bench bench-peers build clean
 
 # Idempotent: installs the database servers when missing, downloads modules.
 setup:
 	@bash scripts/setup.sh
-	$(GO) mod download
+	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 
 build:
-	$(GO) build -o bin/sqlcoord ./cmd/sqlcoord
+	cd cmd/sqlcoord && $(GO) build -o ../../bin/sqlcoord .
+
+# gofmt, go vet, staticcheck and `go mod tidy` leaving go.mod/go.sum as
+# committed, in every module.
+lint:
+	@bash scripts/lint.sh $(MODULES)
 
 vet:
-	$(GO) vet ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-# Vet plus the whole suite with the race detector against real PostgreSQL 15
-# and MariaDB servers (throwaway, started by the tests themselves).
-test: setup vet
-	$(GO) test -race -count=1 -timeout 20m ./...
+# Lint, then the whole suite of every module with the race detector
+# against real PostgreSQL 15 and MariaDB servers (throwaway, started by
+# the tests themselves); the modules' suites run side by side.
+test: setup lint
+	@bash scripts/test.sh -race -count=1 -timeout 20m
+
+# Without servers: the tests that need none (the others skip).
+test-short:
+	@bash scripts/test.sh -short -count=1
 
 # Patroni failovers (Debian patroni + etcd-server, installed here): about
 # 10 s per failover, so not part of `make test`.
-test-ha: vet
+test-ha:
 	@bash scripts/setup.sh --ha
 	$(GO) mod download
 	$(GO) test -tags ha -count=1 -timeout 10m -run Patroni -v .

@@ -14,6 +14,7 @@ import (
 // the control snippet (a real transaction) must build, so a failure is the
 // type check and not something else.
 func TestPoolWhereTransactionNeededDoesNotCompile(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds programs")
 	}

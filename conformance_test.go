@@ -116,6 +116,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 // under the caller's transaction hangs and fails), and on a 16-connection
 // pool with 8 goroutines.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		t.Run("one connection", func(t *testing.T) { runStacks(t, env, env.DSN, 1, 0, "one_", false) })
 		t.Run("two connections", func(t *testing.T) { runStacks(t, env, env.DSN, 2, 2, "two_", false) })
@@ -130,6 +131,7 @@ func TestConformance(t *testing.T) {
 // (default_query_exec_mode=exec in the DSN) or by sqlcoord's Pooler
 // option with the stack left in pgx's default mode.
 func TestConformancePgBouncer(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	for _, size := range []int{1, 5} {
 		t.Run(fmt.Sprintf("pool=%d", size), func(t *testing.T) {
@@ -148,6 +150,7 @@ func TestConformancePgBouncer(t *testing.T) {
 // transaction-mode PgBouncer fails — loudly, with an error that says what
 // to set.
 func TestPgBouncerNotToldIsATypedError(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
 	db, err := sqlcoord.Open(ctx, env.PgBouncer(t, 1), sqlcoord.Options{MaxOpenConns: 8})

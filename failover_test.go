@@ -94,6 +94,7 @@ func (w *failoverWorld) ids(ctx context.Context) ([]int64, error) {
 // or a job attempt the old primary acknowledged, and a paused holder of
 // such a token must have its write refused.
 func TestAsyncFailoverNeverReissues(t *testing.T) {
+	t.Parallel()
 	cl := dbtest.NewPGCluster(t, false)
 	asyncFailoverScenario(t, cl.DSN(), clusterHooks(cl))
 }
@@ -313,6 +314,7 @@ func throughProxy(t *testing.T, dsn string) (*dbtest.Proxy, string) {
 // Issue 13: a hot standby is refused at Open with ErrReadOnly, not
 // discovered later as an unmapped 25006.
 func TestOpenRefusesHotStandby(t *testing.T) {
+	t.Parallel()
 	cl := dbtest.NewPGCluster(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -347,6 +349,7 @@ func TestOpenRefusesHotStandby(t *testing.T) {
 
 // Issue 13: a MariaDB replica (read_only) is refused too.
 func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "mysql")
 	ctx := context.Background()
 	dbtest.Exec(t, env.DB, `SET GLOBAL read_only = 1`)
@@ -375,6 +378,7 @@ func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
 // write during the replication stall is never acknowledged, and after the
 // failover everything acknowledged before it is there.
 func TestSyncFailoverLosesNothingAcknowledged(t *testing.T) {
+	t.Parallel()
 	cl := dbtest.NewPGCluster(t, true)
 	syncFailoverScenario(t, cl.DSN(), clusterHooks(cl))
 }

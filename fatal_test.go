@@ -37,6 +37,7 @@ func readOnlyDSN(env *dbtest.Env) string {
 // Issue 11.8: conditions that retrying cannot fix end Scheduler.Run and
 // Relay.Run with a typed error instead of running nothing silently.
 func TestFatalConditionsEndRun(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		job := jobs.Job{Name: "nightly", Schedule: "* * * * * *", Run: func(context.Context, jobs.Info) error { return nil }}
@@ -100,6 +101,7 @@ func TestFatalConditionsEndRun(t *testing.T) {
 // Bad input gets a typed error, never a silent default: negative durations
 // in every options struct that takes one.
 func TestNegativeDurationsRefused(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB

@@ -196,6 +196,7 @@ func zombieRefused(t *testing.T, ctx context.Context, f *forkClient, zombieToken
 }
 
 func TestForkTwoPromotionsWithoutRepointing(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rs := dbtest.NewPGReplicaSet(t, 2)
@@ -242,6 +243,7 @@ func TestForkTwoPromotionsWithoutRepointing(t *testing.T) {
 }
 
 func TestForkSplitBrain(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rs := dbtest.NewPGReplicaSet(t, 1)
@@ -326,6 +328,7 @@ func TestForkSplitBrain(t *testing.T) {
 }
 
 func TestForkRestoreFromDump(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	src, err := localdb.StartPostgres(ctx)
@@ -375,6 +378,7 @@ func TestForkRestoreFromDump(t *testing.T) {
 }
 
 func TestForkPointInTimeRecovery(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	src, err := localdb.StartArchiving(ctx)

@@ -22,6 +22,7 @@ import (
 
 // Issue 13: a 3-node MariaDB Galera cluster, every node written to.
 func TestGalera(t *testing.T) {
+	t.Parallel()
 	g := dbtest.NewGalera(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

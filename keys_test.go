@@ -73,6 +73,7 @@ func probe(t *testing.T, db *sqlcoord.DB, fn func(tx *sql.Tx)) {
 // Issue 11.2: every identifying column of every coord_ table compares byte
 // for byte, and every input is validated with a typed error.
 func TestKeysAreBytes(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB

@@ -20,6 +20,7 @@ import (
 // schema version 14 still lock the row: until the protocol is switched,
 // this version takes both, so old and new instances exclude each other.
 func TestLockProtocolRollingUpgrade(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres", dbtest.NoMigrate())
 	ctx := context.Background()
 	db := env.DB
@@ -161,6 +162,7 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 // to 15 (advisory locks on a hash of the name, rows only for display):
 // until the protocol is switched, new instances take the id lock too.
 func TestLockProtocolUpgradeFrom14(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres", dbtest.NoMigrate())
 	ctx := context.Background()
 	db := env.DB

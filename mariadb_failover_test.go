@@ -23,6 +23,7 @@ import (
 // so nothing it issues repeats or goes below what the old primary
 // issued, and a paused holder of the old primary's token is refused.
 func TestMariaDBFailover(t *testing.T) {
+	t.Parallel()
 	for _, semi := range []bool{false, true} {
 		name := "async"
 		if semi {

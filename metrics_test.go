@@ -64,6 +64,7 @@ func count(t *testing.T, reg *prometheus.Registry, name string, want map[string]
 // Issue 16: metrics everywhere, with bounded labels, off unless a
 // Recorder is set on the driver.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.Open(t)
@@ -238,6 +239,7 @@ sqlcoord_outbox_pending 0
 // inserted, then committed 1.5 s later, is published well under 1.5 s
 // after its commit.
 func TestCommitToPublishFromCommit(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv, err := localdb.StartPostgres(ctx, "-c", "track_commit_timestamp=on", "-c", "shared_buffers=32MB")

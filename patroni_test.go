@@ -84,6 +84,7 @@ func patroniCaughtUp(p *localdb.Patroni) func(testing.TB) {
 // promotes the replica after its ttl. Clients follow through the
 // multi-host DSN (target_session_attrs=read-write).
 func TestPatroniAsyncFailover(t *testing.T) {
+	t.Parallel()
 	p, proxies, dsn := startPatroni(t, false)
 	asyncFailoverScenario(t, dsn, patroniHooks(p, proxies))
 }
@@ -113,6 +114,7 @@ func patroniHooks(p *localdb.Patroni, proxies []*dbtest.Proxy) failoverHooks {
 // the stall is never acknowledged, and Patroni promotes the synchronous
 // standby, which has everything acknowledged before.
 func TestPatroniSyncFailover(t *testing.T) {
+	t.Parallel()
 	p, proxies, dsn := startPatroni(t, true)
 	// synchronous_mode names the standby a moment after it streams
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -36,6 +36,7 @@ func listenFor(ctx context.Context, l sqlcoord.Listener, opt sqlcoord.ListenOpti
 // Issue 12: LISTEN through a transaction-mode PgBouncer "succeeds" and
 // never delivers; the probe finds that out, and a direct listener works.
 func TestListenProbeBehindPgBouncer(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
 	opt := sqlcoord.ListenOptions{Probe: true, ProbeTimeout: time.Second}
@@ -154,6 +155,7 @@ func (s *syncBuf) String() string {
 // logs why it does not listen and delivers everything by polling; given a
 // direct Listener it is woken by NOTIFY.
 func TestRelayBehindPgBouncer(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
 	bdb, err := sqlcoord.Open(ctx, env.PgBouncer(t, 2), sqlcoord.Options{Pooler: true})
@@ -221,6 +223,7 @@ func TestRelayBehindPgBouncer(t *testing.T) {
 // PgBouncer (golang-migrate's own statements used to be cached prepared
 // statements: "42P05 … already exists" from the second run on).
 func TestMigrateThroughPgBouncer(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres", dbtest.NoMigrate())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -29,6 +29,7 @@ func closedPort(t *testing.T) int {
 // Issue 11.3: no form of DSN leaks its password through String(), Open's
 // errors or the migration status.
 func TestPasswordNeverShown(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		for form, dsn := range env.PasswordDSNs(t, sentinel) {

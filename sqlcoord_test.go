@@ -38,6 +38,7 @@ func tableExists(t *testing.T, db *sqlcoord.DB, name string) bool {
 }
 
 func TestMigrateUpDownUp(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
@@ -99,6 +100,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 
 // An application that uses golang-migrate itself keeps its own history.
 func TestMigrateBesideApplicationMigrations(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		src := fstest.MapFS{
@@ -147,6 +149,7 @@ func TestMigrateBesideApplicationMigrations(t *testing.T) {
 
 // Each sentinel error comes from a real server for a real statement.
 func TestErrorClassification(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
@@ -275,6 +278,7 @@ func TestErrorClassification(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cases := []struct{ dsn, want string }{
 		{"redis://u:s3cretpw@localhost:6379/0", "unknown scheme"},
@@ -304,6 +308,7 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestOpenDetectsDialect(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		want := map[string]string{"postgres": "postgres", "mysql": "mariadb"}[env.Family]
 		if env.DB.Dialect().Name() != want {

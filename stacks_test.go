@@ -17,6 +17,7 @@ import (
 // A MySQL pool that does not parse times (or reads them in another zone)
 // is refused at construction with an error that names the setting.
 func TestWrapChecksDriverSettings(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "mysql")
 	ctx := context.Background()
 	for setting, mutate := range map[string]func(*mysql.Config){

@@ -27,6 +27,7 @@ func benchTables(t *testing.T, env *dbtest.Env) int {
 }
 
 func TestInsertsSmall(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		rs, err := bench.Inserts(ctx, env.DB, bench.InsertConfig{Rows: 3000, Batch: 200, Clients: 2})
@@ -87,6 +88,7 @@ func TestInsertsSmall(t *testing.T) {
 }
 
 func TestMeasure(t *testing.T) {
+	t.Parallel()
 	r := bench.Measure(context.Background(), 4, 100*time.Millisecond, func(ctx context.Context, w int) error {
 		time.Sleep(time.Millisecond)
 		return nil

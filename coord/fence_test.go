@@ -12,6 +12,7 @@ import (
 )
 
 func TestFence(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c := coord.New(env.DB)
@@ -52,6 +53,7 @@ func TestFence(t *testing.T) {
 // The source article's story: A holds token 7, pauses past the lease, B
 // takes token 8 and writes; A's late write is refused; B's value survives.
 func TestFencingStory(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c := coord.New(env.DB)

@@ -43,6 +43,7 @@ func helperRenewer(ctx context.Context, db *sqlcoord.DB) error {
 // loop; each time the taker gets the lease within TTL + margin of the
 // freeze (the holder stays frozen for 3 s, far longer).
 func TestFrozenHolderDoesNotBlockTakeover(t *testing.T) {
+	t.Parallel()
 	const ttl = 300 * time.Millisecond
 	const margin = 400 * time.Millisecond
 	freezes := 20

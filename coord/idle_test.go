@@ -16,6 +16,7 @@ import (
 // serves anyone else, so the next transaction (here on the same and only
 // connection) is not cut by a timeout it never asked for.
 func TestIdleTimeoutEndsWithTheTransaction(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{MaxOpenConns: 1})

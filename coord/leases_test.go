@@ -12,6 +12,7 @@ import (
 )
 
 func TestLeaseLifecycle(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c := coord.New(env.DB)
@@ -102,6 +103,7 @@ func TestLeaseLifecycle(t *testing.T) {
 }
 
 func TestKeepAlive(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c := coord.New(env.DB)
@@ -151,6 +153,7 @@ func TestKeepAlive(t *testing.T) {
 // The network to the database fails: renewals cannot succeed, and the
 // keeper cancels the work before the lease could have expired.
 func TestKeepAliveNetworkDown(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		proxy, db := dbtest.OpenVia(t, env)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestTryLock(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c := coord.New(env.DB)
@@ -104,6 +105,7 @@ func TestTryLock(t *testing.T) {
 // First use of a name by many transactions at once: no deadlock, exactly
 // one holder at a time.
 func TestTryLockFirstUseRace(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		for round := 0; round < 10; round++ {
@@ -148,6 +150,7 @@ func TestTryLockFirstUseRace(t *testing.T) {
 }
 
 func TestLockBoundedWait(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c := coord.New(env.DB)
@@ -229,6 +232,7 @@ func helperLockHolder(ctx context.Context, db *sqlcoord.DB) error {
 }
 
 func TestLockHolderKilled(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c := coord.New(env.DB)
@@ -263,6 +267,7 @@ func TestLockHolderKilled(t *testing.T) {
 }
 
 func TestLockHolderFrozen(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c := coord.New(env.DB)

@@ -109,6 +109,7 @@ func rmwOnce(ctx context.Context, db *sqlcoord.DB, c *coord.Client[*sql.Tx], iso
 // at every isolation level the lock is granted at (PostgreSQL REPEATABLE
 // READ and SERIALIZABLE are refused: see the conformance suite).
 func TestLockReadModifyWriteAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		levels := []string{"read-committed", "repeatable-read", "serializable"}
 		if env.Family == "postgres" {

@@ -108,6 +108,7 @@ func fencedIncrement(ctx context.Context, db *sqlcoord.DB, c *coord.Client[*sql.
 
 // Lease safety under real concurrency: 3 OS processes x 8 goroutines.
 func TestLeaseSafetyAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		dbtest.Exec(t, env.DB, `CREATE TABLE safety_counter (id INT PRIMARY KEY, n BIGINT NOT NULL)`)

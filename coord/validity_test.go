@@ -16,6 +16,7 @@ import (
 // TTL after Acquire was sent. Renewals then fail (network down); the
 // context must end before sent + TTL, not TTL after KeepAlive started.
 func TestKeeperValidityCountsFromAcquireSend(t *testing.T) {
+	t.Parallel()
 	const ttl = time.Second
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()

@@ -38,6 +38,7 @@ func ids(ms []membership.Member) []string {
 }
 
 func TestMembership(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		list := func() []string {
@@ -172,6 +173,7 @@ func runStopper(ctx context.Context, db *sqlcoord.DB) error {
 // Issue 15: a member frozen (SIGSTOP) past its TTL is gone from the list,
 // and when it resumes it learns it was expelled before acting again.
 func TestFrozenMemberExpelled(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		p := dbtest.Spawn(t, "stopper", "DSN="+env.DSN, "ID=frozen")
@@ -207,6 +209,7 @@ func TestFrozenMemberExpelled(t *testing.T) {
 // Issue 15: on PostgreSQL Watch hears joins and leaves through NOTIFY,
 // well before its (long) polling interval.
 func TestWatchNotify(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

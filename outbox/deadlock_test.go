@@ -18,6 +18,7 @@ import (
 // Before the mark/delete statements stopped at their batch's last row
 // (ORDER BY id LIMIT n), about one run in three deadlocked.
 func TestRelaysDoNotDeadlockOnMariaDB(t *testing.T) {
+	t.Parallel()
 	for round := 0; round < 2; round++ {
 		env := dbtest.New(t, "mysql")
 		ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 // claimed rows only until FrozenTimeout: then PostgreSQL ends its session
 // and another relay publishes the batch.
 func TestFrozenRelayReleasesItsBatch(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
 	ob := outbox.NewOutbox(env.DB)
@@ -47,6 +48,7 @@ func TestFrozenRelayReleasesItsBatch(t *testing.T) {
 // A live relay whose publishing takes longer than FrozenTimeout keeps its
 // batch: it keeps the transaction awake.
 func TestSlowPublishOutlivesFrozenTimeout(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
 	ob := outbox.NewOutbox(env.DB)

@@ -17,6 +17,7 @@ import (
 // healthy ones are published at once, the hanging topic is tried once
 // per batch, and its other messages stay pending, unattempted.
 func TestSlowTopicDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		ob := outbox.NewOutbox(env.DB)
@@ -87,6 +88,7 @@ func TestSlowTopicDoesNotStallOthers(t *testing.T) {
 // topic's messages stay published instead of being rolled back and
 // published again.
 func TestStopKeepsWhatWasPublished(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		ob := outbox.NewOutbox(env.DB)

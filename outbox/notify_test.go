@@ -17,6 +17,7 @@ import (
 // transaction, so Enqueue sends it only while a relay listens (a live
 // member of dialect.OutboxListeners), and a listening relay is one.
 func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
 	ob := outbox.NewOutbox(env.DB)

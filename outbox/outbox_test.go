@@ -45,6 +45,7 @@ func placeOrder(ctx context.Context, db *sqlcoord.DB, ob *outbox.Outbox[*sql.Tx]
 }
 
 func TestEnqueueAtomicity(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
@@ -83,6 +84,7 @@ func TestEnqueueAtomicity(t *testing.T) {
 // and producers keep writing: every committed message is published at
 // least once, the inbox consumer applies each exactly once, none is stuck.
 func TestRelayCrashSafety(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
@@ -192,6 +194,7 @@ func TestRelayCrashSafety(t *testing.T) {
 // but only as many as the relays reported failed batches for; skipping
 // ahead or going back is never allowed.
 func TestOrderedRelays(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		ob := outbox.NewOutbox(env.DB)
@@ -282,6 +285,7 @@ func (w *countWriter) Write(p []byte) (int, error) {
 }
 
 func TestDeadLetterAndRequeue(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		ob := outbox.NewOutbox(env.DB)

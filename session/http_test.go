@@ -100,6 +100,7 @@ func cookieOf(t *testing.T, resp *http.Response) *http.Cookie {
 
 // Issue 15: a real HTTP server, two instances of the application.
 func TestHTTP(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		a, b := app(t, env.DB), app(t, env.Open(t))
 

@@ -58,6 +58,7 @@ func create(t *testing.T, st *session.Store[*sql.Tx], db *sqlcoord.DB, user stri
 }
 
 func TestSessions(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		st, err := session.NewStore(env.DB, session.Options{IdleTimeout: 2 * time.Second, AbsoluteTimeout: time.Hour})

@@ -21,7 +21,6 @@ import (
 type Driver struct {
 	X       *sqlx.DB
 	dialect *dialect.Dialect
-	writer  *core.GaleraWriter
 	pre     []any
 	epochs  *sqlcoord.Epochs
 	tracer  trace.Tracer

@@ -16,6 +16,7 @@ import (
 // reordered, from concurrent goroutines: each account ends exactly as one
 // logical TCC transaction would leave it.
 func TestBarrierDeliveries(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB

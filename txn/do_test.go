@@ -18,6 +18,7 @@ import (
 )
 
 func TestDoRetriesDeadlock(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
@@ -66,6 +67,7 @@ func TestDoRetriesDeadlock(t *testing.T) {
 }
 
 func TestDoNonRetryableAndPanic(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
@@ -116,6 +118,7 @@ func TestDoNonRetryableAndPanic(t *testing.T) {
 // A real TCP proxy cuts the connection right after COMMIT is sent (the
 // server commits, the client never hears) or instead of sending it.
 func TestCommitOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		dbtest.Exec(t, env.DB, `CREATE TABLE orders (id VARCHAR(40) PRIMARY KEY)`)
@@ -192,6 +195,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 // under 16 concurrent callers; every call must return nil with exactly one
 // row written.
 func TestDoVerifyCommitInFlight(t *testing.T) {
+	t.Parallel()
 	calls := 800
 	if testing.Short() {
 		calls = 200

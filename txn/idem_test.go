@@ -16,6 +16,7 @@ import (
 // 10 concurrent duplicates x 50 rounds: exactly one effect per key, and
 // every duplicate replays the first response.
 func TestIdempotencyConcurrentDuplicates(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
@@ -77,6 +78,7 @@ func TestIdempotencyConcurrentDuplicates(t *testing.T) {
 }
 
 func TestIdempotencyScopesAndReuse(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB
@@ -155,6 +157,7 @@ func TestIdempotencyScopesAndReuse(t *testing.T) {
 }
 
 func TestIdempotencyTwoPhase(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		keys := txn.NewKeys(env.DB, txn.KeysOptions{LockFor: 300 * time.Millisecond})

@@ -21,6 +21,7 @@ import (
 // REPEATABLE READ that fixes the read view before the helper runs): 8
 // concurrent duplicates per key, one effect per key, every duplicate told.
 func TestHelpersAtEveryIsolationLevel(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		db := env.DB
 		dbtest.Exec(t, db, `CREATE TABLE effects (id VARCHAR(80) NOT NULL, helper VARCHAR(20) NOT NULL)`)

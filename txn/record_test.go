@@ -67,6 +67,7 @@ func runRecorder(ctx context.Context, db *sqlcoord.DB) error {
 // the effect; duplicates racing from goroutines and from other processes
 // still commit exactly one effect per key and all answer with its response.
 func TestIdempotencyRecord(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.DB

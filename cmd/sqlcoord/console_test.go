@@ -16,6 +16,7 @@ import (
 // `sqlcoord console` serves the console on the address it prints, on a
 // loopback port chosen by the system, and stops cleanly on SIGTERM.
 func TestConsoleCommand(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		cmd := exec.Command(bin, "console", "--dsn", env.DSN, "--listen", "127.0.0.1:0")

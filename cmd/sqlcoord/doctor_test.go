@@ -12,6 +12,7 @@ import (
 // through a transaction-mode PgBouncer (where LISTEN is lost), in text and
 // JSON, without the password.
 func TestDoctorCLI(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		out, err := runCLI(t, "doctor", "--dsn", env.DSN)
 		if err != nil {
@@ -43,6 +44,7 @@ func TestDoctorCLI(t *testing.T) {
 // Issue 13: doctor on a primary with an asynchronous standby, and on the
 // standby itself.
 func TestDoctorOnReplicatedPostgres(t *testing.T) {
+	t.Parallel()
 	cl := dbtest.NewPGCluster(t, false)
 	out, err := runCLI(t, "doctor", "--dsn", cl.DSN())
 	if err != nil || !strings.Contains(out, "1 standby(s) streaming, 0 synchronous") || !strings.Contains(out, "timeline     1") ||

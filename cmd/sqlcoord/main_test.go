@@ -55,12 +55,12 @@ func TestMigrateCLI(t *testing.T) {
 		if err != nil || !strings.Contains(out, "schema version: 1 of") {
 			t.Fatalf("to 1: %v\n%s", err, out)
 		}
-		out, err = runCLI(t, "migrate", "down")
+		_, err = runCLI(t, "migrate", "down")
 		var ue usageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--yes") {
 			t.Fatalf("down without --yes: %v, want a usage error asking for --yes", err)
 		}
-		out, err = runCLI(t, "migrate", "force", "99")
+		_, err = runCLI(t, "migrate", "force", "99")
 		if err == nil || !strings.Contains(err.Error(), "not a schema version") {
 			t.Fatalf("force 99: %v", err)
 		}
@@ -72,12 +72,13 @@ func TestMigrateCLI(t *testing.T) {
 		if err != nil || !strings.Contains(out, "schema version: 0 of") {
 			t.Fatalf("down: %v\n%s", err, out)
 		}
-	}, dbtest.NoMigrate())
+	}, dbtest.NoMigrate(), dbtest.Serial())
 }
 
 // Issue 16: a CLI that scripts well — usage errors (exit 2) for unknown
 // subcommands and bad limits, before any connection; --version.
 func TestCLIUsage(t *testing.T) {
+	t.Parallel()
 	var ue usageError
 	for _, args := range [][]string{
 		{"migrate", "sideways"}, {"jobs", "nope"}, {"outbox", "nope"}, {"bench", "nope"},
@@ -124,6 +125,7 @@ func TestCLIErrors(t *testing.T) {
 // The demo is the product's main job: build the real binary and run every
 // scenario against both dialect.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -143,10 +145,11 @@ func TestDemo(t *testing.T) {
 				t.Errorf("demo output lacks %q:\n%s", want, s)
 			}
 		}
-	}, dbtest.NoMigrate())
+	}, dbtest.NoMigrate(), dbtest.Serial())
 }
 
 func TestJobsCLI(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		runs := jobs.NewRuns(env.DB)
@@ -213,6 +216,7 @@ func TestJobsCLI(t *testing.T) {
 }
 
 func TestOutboxCLI(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		ob := outbox.NewOutbox(env.DB)
@@ -258,6 +262,7 @@ func TestOutboxCLI(t *testing.T) {
 
 // Issue 15: sqlcoord sessions stats|revoke --user.
 func TestSessionsCLI(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		st, err := session.NewStore(env.DB, session.Options{})

@@ -19,6 +19,7 @@ import (
 // collectors, the outbox gauges, the per-topic publish counters and the
 // call histogram.
 func TestRelayMetricsEndpoint(t *testing.T) {
+	t.Parallel()
 	bin := buildCLI(t)
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		if err := outbox.NewOutbox(env.DB).EnqueueNow(context.Background(), outbox.New{Topic: "orders", Payload: []byte(`{}`)}); err != nil {

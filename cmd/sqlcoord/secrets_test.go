@@ -63,6 +63,7 @@ func noSecret(t *testing.T, where, s string) {
 // coord_outbox.last_error, `outbox dead`, and /healthz with the database
 // down (which returns a status only).
 func TestCLINeverShowsPasswords(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

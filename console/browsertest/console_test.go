@@ -271,6 +271,7 @@ func seed(t *testing.T, env *dbtest.Env) seeded {
 }
 
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		sd := seed(t, env)
 		c, err := console.New(env.DB, console.Options{Listen: "127.0.0.1:0"})
@@ -425,6 +426,7 @@ func TestConsoleInBrowser(t *testing.T) {
 }
 
 func TestConsoleTokenOffLoopback(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	if _, err := console.New(env.DB, console.Options{Listen: "0.0.0.0:8080"}); !errors.Is(err, console.ErrTokenRequired) {
 		t.Fatalf("off loopback without a token: %v, want ErrTokenRequired", err)
@@ -527,6 +529,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // Hostile input gets a clear status and an escaped message, never a 500
 // or the input echoed as markup.
 func TestConsoleBadInput(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	c, err := console.New(env.DB, console.Options{})
 	if err != nil {

@@ -55,6 +55,7 @@ func helperFrozenGenerator(ctx context.Context, db *sqlcoord.DB) error {
 // validity itself, on every id, not only when the heartbeat goroutine
 // gets around to noticing.
 func TestFrozenGeneratorIssuesNothing(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		for round := 0; round < 3; round++ {
 			p := dbtest.Spawn(t, "frozen-generator", "DSN="+env.DSN)

@@ -89,6 +89,7 @@ func helperSegmentDrawer(ctx context.Context, db *sqlcoord.DB) error {
 }
 
 func TestSegmentsBasics(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		if _, err := ids.NewSegments(env.DB, "", ids.SegmentOptions{}); !errors.Is(err, ids.ErrInvalid) {
@@ -206,6 +207,7 @@ func TestSegmentsAcrossProcessesAndRestart(t *testing.T) {
 }
 
 func TestWorkerLeasing(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		// concurrent nodes never share a worker id
@@ -238,6 +240,7 @@ func TestWorkerLeasing(t *testing.T) {
 }
 
 func TestWorkerCrashReuseAndClockBehind(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		opt := ids.WorkerOptions{TTL: 300 * time.Millisecond, Margin: 300 * time.Millisecond, MaxWorkers: 1}

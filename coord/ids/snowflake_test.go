@@ -16,6 +16,7 @@ import (
 
 // The source article's experiment: 8 goroutines x 500,000 ids.
 func TestSnowflakeConcurrentUnique(t *testing.T) {
+	t.Parallel()
 	sf, err := ids.NewSnowflake(7, 0, ids.SnowflakeOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +72,7 @@ func (c *fakeClock) now() time.Time {
 }
 
 func TestSnowflakeSequenceExhaustionWaits(t *testing.T) {
+	t.Parallel()
 	c := &fakeClock{}
 	c.ms.Store(1000)
 	sf, _ := ids.NewSnowflake(1, 0, ids.SnowflakeOptions{Clock: c.now})
@@ -102,6 +104,7 @@ func TestSnowflakeSequenceExhaustionWaits(t *testing.T) {
 }
 
 func TestSnowflakeClockRollback(t *testing.T) {
+	t.Parallel()
 	c := &fakeClock{}
 	c.ms.Store(5000)
 	sf, _ := ids.NewSnowflake(1, 0, ids.SnowflakeOptions{Clock: c.now, MaxRollback: 5 * time.Millisecond})
@@ -143,6 +146,7 @@ func TestSnowflakeClockRollback(t *testing.T) {
 }
 
 func TestLayoutValidation(t *testing.T) {
+	t.Parallel()
 	for _, l := range []ids.Layout{{TimeBits: 41, WorkerBits: 10, SeqBits: 10, Epoch: time.Now()}, {TimeBits: 41, WorkerBits: 10, SeqBits: 12}} {
 		if _, err := ids.NewSnowflake(0, 0, ids.SnowflakeOptions{Layout: l}); !errors.Is(err, ids.ErrInvalid) {
 			t.Fatalf("%+v: %v", l, err)
@@ -163,6 +167,7 @@ func TestLayoutValidation(t *testing.T) {
 }
 
 func TestUUIDv7Monotonic(t *testing.T) {
+	t.Parallel()
 	prev, _ := ids.NewUUIDv7()
 	for i := 0; i < 200_000; i++ {
 		u, err := ids.NewUUIDv7()
@@ -187,6 +192,7 @@ func TestUUIDv7Monotonic(t *testing.T) {
 // Concurrent callers: all distinct and each goroutine's sequence
 // increasing.
 func TestUUIDv7Concurrent(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	seen := map[uuid.UUID]bool{}
 	var wg sync.WaitGroup

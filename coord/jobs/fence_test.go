@@ -45,6 +45,7 @@ func writeEffect(ctx context.Context, db *sqlcoord.DB, runs *jobs.Runs, run jobs
 // has exactly B's effect. Then 200 slots where A's write and B's takeover
 // race: exactly one effect per slot, whoever wins.
 func TestFencedEffects(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		createEffects(t, env)
@@ -198,6 +199,7 @@ func effectsFor(t *testing.T, env *dbtest.Env, us int64) []string {
 // A's write. Then: A is SIGKILLed right after committing effect+completion
 // (before the scheduler's own Finish) — B does not take the slot over.
 func TestFencedEffectsAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		createEffects(t, env)
 		t.Run("SIGSTOP past grace", func(t *testing.T) {

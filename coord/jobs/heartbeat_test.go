@@ -14,6 +14,7 @@ import (
 // context cancelled once no heartbeat succeeded for Grace — from then on
 // another instance may take the run over — instead of running on.
 func TestRunContextEndsWhenHeartbeatsFail(t *testing.T) {
+	t.Parallel()
 	const grace = 600 * time.Millisecond
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -42,6 +42,7 @@ func timeCol(env *dbtest.Env) string {
 // Three scheduler processes, clocks -300ms, 0 and +300ms, a job every
 // second: every slot ran exactly once (raw effect rows, no unique key).
 func TestExactlyOncePerSlotAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		createEffects(t, env)
 		start := time.Now()
@@ -88,6 +89,7 @@ func TestExactlyOncePerSlotAcrossProcesses(t *testing.T) {
 // kill -9 of the instance running a slot: another instance takes over after
 // the grace period with attempt 2.
 func TestKilledRunnerTakenOver(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		createEffects(t, env)
@@ -130,6 +132,7 @@ func TestKilledRunnerTakenOver(t *testing.T) {
 // A runner frozen (SIGSTOP) past its grace is superseded; when it resumes,
 // its completion is refused and its context cancelled.
 func TestPausedRunnerRejected(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		createEffects(t, env)
@@ -186,6 +189,7 @@ func TestPausedRunnerRejected(t *testing.T) {
 // 10,000 items over 2 shards; shard process killed (-9) after 2,000 items
 // and retried with the same shard parameters: nothing missed or doubled.
 func TestShardedCrashAndRetry(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		dbtest.Exec(t, env.DB, `CREATE TABLE items (id INT PRIMARY KEY)`)
 		dbtest.Exec(t, env.DB, `CREATE TABLE delivered (item_id INT PRIMARY KEY)`)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestMissedSlotPolicies(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		runs := jobs.NewRuns(env.DB)
@@ -60,6 +61,7 @@ func TestMissedSlotPolicies(t *testing.T) {
 }
 
 func TestOverlapSkipAndTimeout(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		release := make(chan struct{})

@@ -40,6 +40,7 @@ func eq(t *testing.T, got, want []string) {
 }
 
 func TestScheduleDST(t *testing.T) {
+	t.Parallel()
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	// spring forward: 02:30 does not exist on 29 March; it fires once, at 03:00 CEST
 	eq(t, slots(t, "30 2 * * *", "Europe/Berlin", time.Date(2026, 3, 27, 12, 0, 0, 0, berlin), 3),
@@ -61,6 +62,7 @@ func TestScheduleDST(t *testing.T) {
 }
 
 func TestScheduleErrors(t *testing.T) {
+	t.Parallel()
 	for _, e := range []string{"", "61 * * * *", "@every 1s", "nonsense"} {
 		if _, err := jobs.ParseSchedule(e, nil); !errors.Is(err, jobs.ErrInvalid) {
 			t.Fatalf("%q: %v", e, err)

@@ -15,6 +15,7 @@ import (
 // group at the slot's fire time, fixed once per slot; each shard of a slot
 // is claimed exactly once, by two schedulers.
 func TestShardTotalFromMembership(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		join := func(id string) *membership.Membership {
@@ -123,6 +124,7 @@ func TestShardTotalFromMembership(t *testing.T) {
 // slot first (its clock runs ahead); a shard without a live scheduler
 // (a member that runs none) is claimed by someone after the spread delay.
 func TestShardsSpreadAcrossMembers(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		for _, id := range []string{"m1", "m2", "m3", "m4"} { // m4 runs no scheduler

@@ -13,6 +13,7 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 func TestExample(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		driver, dsn := "pgx", env.DSN
 		if env.Family == "mysql" {

@@ -13,6 +13,7 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 func TestExample(t *testing.T) {
+	t.Parallel()
 	env := dbtest.New(t, "mysql", dbtest.NoMigrate())
 	cfg, err := mysql.ParseDSN(env.DSN)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 )
 
 func TestDelay(t *testing.T) {
+	t.Parallel()
 	p := Policy{Base: 10 * time.Millisecond, Max: time.Second}
 	for n, want := range []time.Duration{10, 20, 40, 80, 160, 320, 640, 1000, 1000} {
 		if got := p.Delay(n); got != want*time.Millisecond && !(want == 1000 && got == time.Second) {

@@ -64,6 +64,14 @@ func StopAll() {
 	mu.Lock()
 	defer mu.Unlock()
 	for k, s := range servers {
+		tplMu.Lock()
+		if name, ok := tpls[s]; ok {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s.DropDatabase(ctx, name)
+			cancel()
+			delete(tpls, s)
+		}
+		tplMu.Unlock()
 		s.Stop()
 		delete(servers, k)
 	}
@@ -107,17 +115,29 @@ func (e *Env) Open(t testing.TB, opts ...sqlcoord.Options) *sqlcoord.DB {
 // Option changes how Run prepares the database.
 type Option func(*config)
 
-type config struct{ migrate bool }
+type config struct{ migrate, serial bool }
+
+// Serial runs the families one after the other (a test that sets
+// environment variables, which parallel tests may not).
+func Serial() Option { return func(c *config) { c.serial = true } }
 
 // NoMigrate leaves the fresh database empty.
 func NoMigrate() Option { return func(c *config) { c.migrate = false } }
 
 // Run runs fn once per dialect family as subtests "postgres" and "mysql",
-// each on a fresh database that is dropped afterwards.
+// in parallel (unless Serial), each on a fresh database that is dropped
+// afterwards.
 func Run(t *testing.T, fn func(t *testing.T, env *Env), opts ...Option) {
 	t.Helper()
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
 	for _, fam := range Families {
 		t.Run(fam, func(t *testing.T) {
+			if !c.serial {
+				t.Parallel()
+			}
 			env := New(t, fam, opts...)
 			fn(t, env)
 		})
@@ -138,7 +158,18 @@ func New(t testing.TB, family string, opts ...Option) *Env {
 		t.Fatalf("%v", err)
 	}
 	name := fmt.Sprintf("sqlcoord_t%d_%d", os.Getpid(), seq.Add(1))
-	dsn, err := srv.CreateDatabase(ctx, name)
+	var dsn string
+	if c.migrate {
+		// A copy of a database migrated once per server and process: the
+		// schema without running every migration again.
+		tpl, terr := template(ctx, srv)
+		if terr != nil {
+			t.Fatalf("template database: %v", terr)
+		}
+		dsn, err = srv.CloneDatabase(ctx, tpl, name)
+	} else {
+		dsn, err = srv.CreateDatabase(ctx, name)
+	}
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -152,12 +183,38 @@ func New(t testing.TB, family string, opts ...Option) *Env {
 		defer dcancel()
 		srv.DropDatabase(dctx, name)
 	})
-	if c.migrate {
-		if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
-			t.Fatalf("migrate up (%s): %v", family, err)
-		}
-	}
 	return &Env{Family: family, Server: srv, Name: name, DSN: db.DSN(), DB: db}
+}
+
+var (
+	tplMu sync.Mutex
+	tpls  = map[*Server]string{}
+)
+
+// template returns the name of srv's template database, migrated to the
+// latest schema, creating it on first use (once per process).
+func template(ctx context.Context, srv *Server) (string, error) {
+	tplMu.Lock()
+	defer tplMu.Unlock()
+	if name, ok := tpls[srv]; ok {
+		return name, nil
+	}
+	name := fmt.Sprintf("sqlcoord_tpl%d", os.Getpid())
+	dsn, err := srv.CreateDatabase(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	db, err := sqlcoord.Open(ctx, dsn)
+	if err != nil {
+		return "", err
+	}
+	err = migrate.Migrate(ctx, db, migrate.Up)
+	db.Close() // PostgreSQL copies a template only while nobody is connected to it
+	if err != nil {
+		return "", err
+	}
+	tpls[srv] = name
+	return name, nil
 }
 
 // PgBouncer starts a PgBouncer in transaction pooling mode with poolSize

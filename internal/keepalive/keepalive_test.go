@@ -11,6 +11,7 @@ import (
 var errGone = errors.New("gone")
 
 func TestValidityCountsFromTheGrantingRequest(t *testing.T) {
+	t.Parallel()
 	// the lease was requested 300ms ago: a 500ms TTL (margin 50ms) leaves
 	// 150ms, whatever the moment Start is called
 	sent := time.Now().Add(-300 * time.Millisecond)
@@ -34,6 +35,7 @@ func TestValidityCountsFromTheGrantingRequest(t *testing.T) {
 }
 
 func TestRenewalExtendsFromItsSendTime(t *testing.T) {
+	t.Parallel()
 	var n atomic.Int64
 	l, err := Start(context.Background(), time.Now(), Options{TTL: 300 * time.Millisecond, Interval: 50 * time.Millisecond,
 		Renew: func(ctx context.Context) error { n.Add(1); time.Sleep(20 * time.Millisecond); return nil }})
@@ -55,6 +57,7 @@ func TestRenewalExtendsFromItsSendTime(t *testing.T) {
 }
 
 func TestLostStopsAtOnce(t *testing.T) {
+	t.Parallel()
 	l, err := Start(context.Background(), time.Now(), Options{TTL: time.Second, Interval: 10 * time.Millisecond,
 		Renew: func(ctx context.Context) error { return errGone }, Lost: func(err error) bool { return errors.Is(err, errGone) }})
 	if err != nil {
@@ -71,6 +74,7 @@ func TestLostStopsAtOnce(t *testing.T) {
 }
 
 func TestOptionsChecked(t *testing.T) {
+	t.Parallel()
 	for _, o := range []Options{{}, {TTL: -time.Second, Renew: func(context.Context) error { return nil }},
 		{TTL: time.Second, Interval: time.Second, Renew: func(context.Context) error { return nil }}} {
 		if _, err := Start(context.Background(), time.Now(), o); err == nil {

@@ -100,6 +100,52 @@ func (s *Server) CreateDatabase(ctx context.Context, name string) (string, error
 	return s.DSN(name), nil
 }
 
+// CloneDatabase creates database name as a copy of template (schema and
+// rows) and returns its DSN: PostgreSQL copies it as a template
+// (CREATE DATABASE … TEMPLATE; nobody may be connected to template),
+// MySQL/MariaDB table by table (CREATE TABLE … LIKE, INSERT … SELECT).
+func (s *Server) CloneDatabase(ctx context.Context, template, name string) (string, error) {
+	db, err := s.Admin()
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if s.Family == "postgres" {
+		if _, err := db.ExecContext(ctx, `CREATE DATABASE "`+name+`" TEMPLATE "`+template+`"`); err != nil {
+			return "", fmt.Errorf("localdb: clone %s: %w", template, err)
+		}
+		return s.DSN(name), nil
+	}
+	if _, err := s.CreateDatabase(ctx, name); err != nil {
+		return "", err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND table_type = 'BASE TABLE'`, template)
+	if err != nil {
+		return "", err
+	}
+	var tables []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return "", err
+		}
+		tables = append(tables, t)
+	}
+	rows.Close()
+	for _, t := range tables {
+		for _, q := range []string{
+			"CREATE TABLE `" + name + "`.`" + t + "` LIKE `" + template + "`.`" + t + "`",
+			"INSERT INTO `" + name + "`.`" + t + "` SELECT * FROM `" + template + "`.`" + t + "`",
+		} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return "", fmt.Errorf("localdb: clone %s.%s: %w", template, t, err)
+			}
+		}
+	}
+	return s.DSN(name), nil
+}
+
 // DropDatabase drops a database, disconnecting its sessions.
 func (s *Server) DropDatabase(ctx context.Context, name string) error {
 	db, err := s.Admin()

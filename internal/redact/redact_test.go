@@ -8,6 +8,7 @@ import (
 const pw = "S3cr3t-pw"
 
 func TestDSNForms(t *testing.T) {
+	t.Parallel()
 	for _, dsn := range []string{
 		"postgres://app:" + pw + "@db:5432/x?sslmode=disable",
 		"postgresql://app@db/x?sslmode=disable&password=" + pw,
@@ -33,6 +34,7 @@ func TestDSNForms(t *testing.T) {
 }
 
 func TestURLStripsUserinfoAndSecretParams(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"http://hook:" + pw + "@h/x?token=" + pw + "&a=1": "http://h/x?token=xxxxx&a=1",
 		"https://" + pw + "@h/x":                          "https://h/x",
@@ -46,6 +48,7 @@ func TestURLStripsUserinfoAndSecretParams(t *testing.T) {
 }
 
 func TestTextStripsURLsInErrors(t *testing.T) {
+	t.Parallel()
 	msg := `Post "http://hook:` + pw + `@127.0.0.1:1/x": dial tcp: connection refused`
 	if got := Text(msg); strings.Contains(got, pw) || !strings.Contains(got, "127.0.0.1:1/x") {
 		t.Errorf("Text = %q", got)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestText(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		s    string
 		want error

@@ -18,6 +18,7 @@ import (
 // message arrives with its outbox id, and one key's messages keep their
 // order on its partition.
 func TestKafkaPublisher(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "orders.created"))

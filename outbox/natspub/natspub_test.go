@@ -44,6 +44,7 @@ func startNATS(t *testing.T) (string, jetstream.JetStream) {
 }
 
 func TestNATSPublisherDedup(t *testing.T) {
+	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		url, js := startNATS(t)
