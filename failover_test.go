@@ -290,7 +290,7 @@ func asyncFailoverScenario(t *testing.T, dsn string, h failoverHooks) {
 		}
 		// runner-2 (paused through the failover) must be refused
 		err := txn.Do(ctx, w.db, txn.Options{MaxAttempts: 1}, func(ctx context.Context, tx *sql.Tx) error {
-			return w.runs.Fence(ctx, tx, r2)
+			return jobs.Fence(ctx, w.db, tx, r2)
 		})
 		if !errors.Is(err, jobs.ErrSuperseded) {
 			t.Errorf("runner-2 fences attempt %d after runner-3 took attempt %d: %v, want ErrSuperseded", r2.Attempt, r3s[0].Attempt, err)

@@ -80,7 +80,7 @@ func TestFatalConditionsEndRun(t *testing.T) {
 		}
 		t.Run("read-only", func(t *testing.T) {
 			// a pending message, so that the relay has something to mark
-			if err := outbox.NewOutbox(env.DB).EnqueueNow(ctx, outbox.New{Topic: "t", Payload: []byte("x")}); err != nil {
+			if err := outbox.New(env.DB).EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("x")}); err != nil {
 				t.Fatal(err)
 			}
 			ro, err := sqlcoord.Open(ctx, readOnlyDSN(env), sqlcoord.Options{AllowReadOnly: true}) // Open itself refuses it; the loops must too

@@ -279,9 +279,9 @@ func TestKeysAreBytes(t *testing.T) {
 		})
 
 		t.Run("outbox topics and keys", func(t *testing.T) {
-			o := outbox.NewOutbox(db)
+			o := outbox.New(db)
 			for _, v := range variants {
-				if err := o.EnqueueNow(ctx, outbox.New{Topic: "tp-" + v, Key: "k-" + v, Payload: []byte("x")}); err != nil {
+				if err := o.EnqueueNow(ctx, outbox.Msg{Topic: "tp-" + v, Key: "k-" + v, Payload: []byte("x")}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -302,13 +302,13 @@ func TestKeysAreBytes(t *testing.T) {
 				i++
 			}
 			for _, h := range hostile {
-				if err := o.EnqueueNow(ctx, outbox.New{Topic: h.s, Payload: []byte("x")}); !errors.Is(err, outbox.ErrInvalid) {
+				if err := o.EnqueueNow(ctx, outbox.Msg{Topic: h.s, Payload: []byte("x")}); !errors.Is(err, outbox.ErrInvalid) {
 					t.Errorf("topic %s: %v, want ErrInvalid", h.name, err)
 				}
 				if h.s == "" {
 					continue
 				}
-				if err := o.EnqueueNow(ctx, outbox.New{Topic: "t", Key: h.s, Payload: []byte("x")}); !errors.Is(err, outbox.ErrInvalid) {
+				if err := o.EnqueueNow(ctx, outbox.Msg{Topic: "t", Key: h.s, Payload: []byte("x")}); !errors.Is(err, outbox.ErrInvalid) {
 					t.Errorf("key %s: %v, want ErrInvalid", h.name, err)
 				}
 			}

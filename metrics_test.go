@@ -180,9 +180,9 @@ func TestMetrics(t *testing.T) {
 			}
 		})
 		t.Run("outbox publishes per topic and table gauges", func(t *testing.T) {
-			ob := outbox.NewOutbox(db)
+			ob := outbox.New(db)
 			for _, topic := range []string{"m-ok", "m-ok", "m-bad"} {
-				if err := ob.EnqueueNow(ctx, outbox.New{Topic: topic, Payload: []byte("x")}); err != nil {
+				if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: topic, Payload: []byte("x")}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -261,12 +261,12 @@ func TestCommitToPublishFromCommit(t *testing.T) {
 	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 		t.Fatal(err)
 	}
-	ob := outbox.NewOutbox(db)
+	ob := outbox.New(db)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ob.Enqueue(ctx, tx, outbox.New{Topic: "late-commit", Payload: []byte("x")}); err != nil {
+	if err := ob.Enqueue(ctx, tx, outbox.Msg{Topic: "late-commit", Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond) // the business transaction goes on

@@ -189,10 +189,10 @@ func TestRelayBehindPgBouncer(t *testing.T) {
 			rctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() { done <- r.Run(rctx) }()
-			ob := outbox.NewOutbox(bdb)
+			ob := outbox.New(bdb)
 			start := got.Load()
 			for i := 0; i < 20; i++ {
-				if err := ob.EnqueueNow(ctx, outbox.New{Topic: "bouncer", Payload: []byte("m")}); err != nil {
+				if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "bouncer", Payload: []byte("m")}); err != nil {
 					t.Fatal(err)
 				}
 			}

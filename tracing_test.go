@@ -36,10 +36,10 @@ func TestTracing(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		db := env.Open(t)
-		ob := outbox.NewOutbox(db)
+		ob := outbox.New(db)
 
 		// off by default: no traceparent added
-		if err := ob.EnqueueNow(ctx, outbox.New{Topic: "off", Payload: []byte("x")}); err != nil {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "off", Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -47,7 +47,7 @@ func TestTracing(t *testing.T) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 		defer tp.Shutdown(ctx)
 		db = env.Open(t, sqlcoord.Options{TracerProvider: tp})
-		c, ob := coord.New(db), outbox.NewOutbox(db)
+		c, ob := coord.New(db), outbox.New(db)
 		keys, bar := txn.NewKeys(db, txn.KeysOptions{}), txn.NewBarrier(db)
 
 		lease, err := c.Acquire(ctx, "traced", "", time.Minute)
@@ -77,7 +77,7 @@ func TestTracing(t *testing.T) {
 			if err := c.TryLock(ctx, tx, "held"); !errors.Is(err, sqlcoord.ErrLocked) {
 				return err
 			}
-			return ob.Enqueue(ctx, tx, outbox.New{Topic: "traced", Payload: []byte("p")})
+			return ob.Enqueue(ctx, tx, outbox.Msg{Topic: "traced", Payload: []byte("p")})
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -25,7 +25,7 @@ func Outbox(ctx context.Context, db *sqlcoord.DB, cfg Config, pub outbox.Publish
 		return nil, err
 	}
 	defer db.ExecContext(context.Background(), `DROP TABLE bench_orders2`)
-	ob := outbox.NewOutbox(db)
+	ob := outbox.New(db)
 	ins := `INSERT INTO bench_orders2 (id) VALUES (` + db.Dialect().Placeholder(1) + `)`
 	var mu sync.Mutex
 	seq := int64(0)
@@ -43,7 +43,7 @@ func Outbox(ctx context.Context, db *sqlcoord.DB, cfg Config, pub outbox.Publish
 				if _, err := tx.ExecContext(ctx, ins, next()); err != nil {
 					return err
 				}
-				return ob.Enqueue(ctx, tx, outbox.New{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
+				return ob.Enqueue(ctx, tx, outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
 			})
 		})
 	}
@@ -99,9 +99,9 @@ type relayFigures struct {
 func relayRun(ctx context.Context, db *sqlcoord.DB, ob *outbox.Outbox[*sql.Tx], pub outbox.Publisher, relays, batch, total int, prefill bool) (relayFigures, error) {
 	enqueue := func(n int) error {
 		return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
-			ms := make([]outbox.New, n)
+			ms := make([]outbox.Msg, n)
 			for j := range ms {
-				ms[j] = outbox.New{Topic: "orders.created", Payload: []byte(`{"order":1}`)}
+				ms[j] = outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)}
 			}
 			return ob.Enqueue(ctx, tx, ms...)
 		})

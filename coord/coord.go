@@ -60,8 +60,8 @@ const MaxNameLen = 255
 
 // Client runs coord's statements for one database through the
 // application's stack: TTx is the stack's transaction type (*sql.Tx for a
-// *sqlcoord.DB, *sqlx.Tx for sqlcoord.WrapSQLX, pgx.Tx for
-// sqlcoord.WrapPgxPool), and the helpers that must run inside the caller's
+// *sqlcoord.DB, *sqlx.Tx for sqlxdriver.Wrap, pgx.Tx for
+// pgxv5.Wrap), and the helpers that must run inside the caller's
 // transaction (TryLock, Lock, Fence, Update, SetIdleTimeout) take only
 // that — a pool there does not compile. It is safe for concurrent use.
 type Client[TTx any] struct {

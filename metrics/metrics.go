@@ -1,5 +1,5 @@
 // Package metrics is sqlcoord's measurement hook: a Recorder set on a
-// driver (sqlcoord.DB.SetMetrics and friends) sees every helper call with
+// driver (sqlcoord.Options.Metrics) sees every helper call with
 // its outcome and duration, txn.Do's retries and unknown commits, lease
 // renewal failures and losses, scheduled job runs and takeovers, and the
 // relay's publishes. Off (nothing recorded, no allocation) unless set.

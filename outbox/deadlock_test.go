@@ -22,12 +22,12 @@ func TestRelaysDoNotDeadlockOnMariaDB(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		env := dbtest.New(t, "mysql")
 		ctx := context.Background()
-		ob := outbox.NewOutbox(env.DB)
+		ob := outbox.New(env.DB)
 		var enqueued, published atomic.Int64
 		for i := 0; i < 20000; i += 500 {
-			ms := make([]outbox.New, 500)
+			ms := make([]outbox.Msg, 500)
 			for j := range ms {
-				ms[j] = outbox.New{Topic: "orders", Payload: []byte("x")}
+				ms[j] = outbox.Msg{Topic: "orders", Payload: []byte("x")}
 			}
 			if err := ob.EnqueueNow(ctx, ms...); err != nil {
 				t.Fatal(err)
@@ -49,9 +49,9 @@ func TestRelaysDoNotDeadlockOnMariaDB(t *testing.T) {
 		go func() {
 			defer close(prod)
 			for i := 0; i < 200; i++ {
-				ms := make([]outbox.New, 10)
+				ms := make([]outbox.Msg, 10)
 				for j := range ms {
-					ms[j] = outbox.New{Topic: "orders", Payload: []byte("x")}
+					ms[j] = outbox.Msg{Topic: "orders", Payload: []byte("x")}
 				}
 				if ob.EnqueueNow(ctx, ms...) == nil {
 					enqueued.Add(10)

@@ -17,9 +17,9 @@ func TestFrozenRelayReleasesItsBatch(t *testing.T) {
 	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
-	ob := outbox.NewOutbox(env.DB)
+	ob := outbox.New(env.DB)
 	for range 20 {
-		if err := ob.EnqueueNow(ctx, outbox.New{Topic: "orders", Payload: []byte("x")}); err != nil {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders", Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,9 +51,9 @@ func TestSlowPublishOutlivesFrozenTimeout(t *testing.T) {
 	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
-	ob := outbox.NewOutbox(env.DB)
+	ob := outbox.New(env.DB)
 	for range 3 {
-		if err := ob.EnqueueNow(ctx, outbox.New{Topic: "slow", Payload: []byte("x")}); err != nil {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "slow", Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,10 +20,10 @@ func TestSlowTopicDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		ob := outbox.NewOutbox(env.DB)
+		ob := outbox.New(env.DB)
 		for _, topic := range []string{"stuck", "healthy"} {
 			for range 100 {
-				if err := ob.EnqueueNow(ctx, outbox.New{Topic: topic, Payload: []byte("x")}); err != nil {
+				if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: topic, Payload: []byte("x")}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -91,10 +91,10 @@ func TestStopKeepsWhatWasPublished(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		ob := outbox.NewOutbox(env.DB)
+		ob := outbox.New(env.DB)
 		for _, topic := range []string{"stuck", "healthy"} {
 			for range 50 {
-				if err := ob.EnqueueNow(ctx, outbox.New{Topic: topic, Payload: []byte("x")}); err != nil {
+				if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: topic, Payload: []byte("x")}); err != nil {
 					t.Fatal(err)
 				}
 			}

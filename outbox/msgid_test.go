@@ -72,9 +72,9 @@ func TestMessageIDsAreGlobal(t *testing.T) {
 				return nil
 			})
 			for _, svc := range []*dbtest.Env{svcA, svcB} {
-				ob := outbox.NewOutbox(svc.DB)
+				ob := outbox.New(svc.DB)
 				for i := 0; i < 3; i++ {
-					if err := ob.EnqueueNow(ctx, outbox.New{Topic: "orders", Payload: []byte("x")}); err != nil {
+					if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders", Payload: []byte("x")}); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -98,7 +98,7 @@ func TestMessageIDsAreGlobal(t *testing.T) {
 			if err := migrate.Migrate(ctx, svcA.DB, migrate.Up); err != nil {
 				t.Fatal(err)
 			}
-			if err := outbox.NewOutbox(svcA.DB).EnqueueNow(ctx, outbox.New{Topic: "orders", Payload: []byte("y")}); err != nil {
+			if err := outbox.New(svcA.DB).EnqueueNow(ctx, outbox.Msg{Topic: "orders", Payload: []byte("y")}); err != nil {
 				t.Fatal(err)
 			}
 			drain(t, svcA.DB, sink)

@@ -20,7 +20,7 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
-	ob := outbox.NewOutbox(env.DB)
+	ob := outbox.New(env.DB)
 	var got atomic.Int64
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -29,7 +29,7 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // LISTEN in place
 	enqueueAndWait := func() int64 {
 		before := got.Load()
-		if err := ob.EnqueueNow(ctx, outbox.New{Topic: "t", Payload: []byte("x")}); err != nil {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)

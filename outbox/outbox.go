@@ -63,8 +63,8 @@ func (m Message) MessageID() string {
 	return "outbox-" + strconv.FormatInt(m.ID, 10) // a Message built by hand
 }
 
-// New describes a message to enqueue.
-type New struct {
+// Msg describes a message to enqueue.
+type Msg struct {
 	Topic   string
 	Key     string // optional; with Relay.Ordered, messages of one key are published in order
 	Payload []byte
@@ -72,13 +72,13 @@ type New struct {
 	Delay   time.Duration // deliver no earlier than now + Delay (database clock)
 }
 
-// JSON builds a New with a JSON payload.
-func JSON(topic, key string, v any) (New, error) {
+// JSON builds a Msg with a JSON payload.
+func JSON(topic, key string, v any) (Msg, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return New{}, fmt.Errorf("outbox: %w", err)
+		return Msg{}, fmt.Errorf("outbox: %w", err)
 	}
-	return New{Topic: topic, Key: key, Payload: b, Headers: map[string]string{"Content-Type": "application/json"}}, nil
+	return Msg{Topic: topic, Key: key, Payload: b, Headers: map[string]string{"Content-Type": "application/json"}}, nil
 }
 
 // Outbox enqueues messages for one database.
@@ -86,7 +86,7 @@ type Outbox[TTx any] struct{ db sqlcoord.Driver[TTx] }
 
 // NewOutbox returns an Outbox for the driver (e.g. a *sqlcoord.DB);
 // Enqueue takes the driver's transaction type.
-func NewOutbox[TTx any](db sqlcoord.Driver[TTx]) *Outbox[TTx] { return &Outbox[TTx]{db: db} }
+func New[TTx any](db sqlcoord.Driver[TTx]) *Outbox[TTx] { return &Outbox[TTx]{db: db} }
 
 // Enqueue inserts messages in tx, the caller's business transaction: they
 // become visible to relays when, and only if, tx commits. On PostgreSQL it
@@ -94,7 +94,7 @@ func NewOutbox[TTx any](db sqlcoord.Driver[TTx]) *Outbox[TTx] { return &Outbox[T
 // With tracing on (the driver's SetTracerProvider) each message's headers
 // carry the W3C traceparent of the enqueue span: the relay publishes in
 // that trace and a consumer can continue it.
-func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...New) (retErr error) {
+func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...Msg) (retErr error) {
 	ctx, end := tracing.Start(ctx, o.db, "outbox.enqueue", o.db.Dialect(), attribute.Int("sqlcoord.messages", len(msgs)))
 	defer func() { end(retErr) }()
 	traced := trace.SpanContextFromContext(ctx).IsValid() && tracing.On(o.db)
@@ -152,7 +152,7 @@ type Stats struct {
 // messages that belong to no business transaction (tools, tests, events
 // with no state change). Use Enqueue to tie messages to your transaction:
 // that is the outbox's guarantee.
-func (o *Outbox[TTx]) EnqueueNow(ctx context.Context, msgs ...New) error {
+func (o *Outbox[TTx]) EnqueueNow(ctx context.Context, msgs ...Msg) error {
 	return txn.Do(ctx, o.db, txn.Options{MaxAttempts: 1}, func(ctx context.Context, tx TTx) error {
 		return o.Enqueue(ctx, tx, msgs...)
 	})

@@ -50,7 +50,7 @@ func TestEnqueueAtomicity(t *testing.T) {
 		ctx := context.Background()
 		db := env.DB
 		dbtest.Exec(t, db, `CREATE TABLE orders (id INT PRIMARY KEY)`)
-		ob := outbox.NewOutbox(db)
+		ob := outbox.New(db)
 		if err := placeOrder(ctx, db, ob, 1, false); err != nil {
 			t.Fatal(err)
 		}
@@ -63,13 +63,13 @@ func TestEnqueueAtomicity(t *testing.T) {
 		if n := dbtest.Count(t, db, `SELECT count(*) FROM coord_outbox`); n != 1 {
 			t.Fatalf("committed transaction left %d messages", n)
 		}
-		if err := ob.EnqueueNow(ctx, outbox.New{Topic: ""}); !errors.Is(err, outbox.ErrInvalid) {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: ""}); !errors.Is(err, outbox.ErrInvalid) {
 			t.Fatalf("empty topic: %v", err)
 		}
 		// delayed delivery: not claimed before it is due
 		var got atomic.Int64
 		r, _ := outbox.NewRelay(db, outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error { got.Add(1); return nil }), outbox.RelayOptions{})
-		ob.EnqueueNow(ctx, outbox.New{Topic: "later", Payload: []byte("x"), Delay: time.Hour})
+		ob.EnqueueNow(ctx, outbox.Msg{Topic: "later", Payload: []byte("x"), Delay: time.Hour})
 		if n, err := r.Once(ctx); err != nil || n != 1 || got.Load() != 1 {
 			t.Fatalf("once: %d %v (published %d)", n, err, got.Load())
 		}
@@ -121,7 +121,7 @@ func TestRelayCrashSafety(t *testing.T) {
 			return p
 		}
 		relays := []*dbtest.Proc{spawn(), spawn(), spawn()}
-		ob := outbox.NewOutbox(db)
+		ob := outbox.New(db)
 		var committed, rolledBack atomic.Int64
 		var nextID atomic.Int64
 		stopProducers := make(chan struct{})
@@ -197,7 +197,7 @@ func TestOrderedRelays(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		ob := outbox.NewOutbox(env.DB)
+		ob := outbox.New(env.DB)
 		const keys, per, batch = 5, 60, 10
 		var mu sync.Mutex
 		last := map[string]int{}
@@ -241,7 +241,7 @@ func TestOrderedRelays(t *testing.T) {
 				defer pw.Done()
 				for s := 1; s <= per; s++ {
 					err := txn.Do(ctx, env.DB, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
-						return ob.Enqueue(ctx, tx, outbox.New{Topic: "t", Key: fmt.Sprintf("k%d", k), Payload: []byte(strconv.Itoa(s))})
+						return ob.Enqueue(ctx, tx, outbox.Msg{Topic: "t", Key: fmt.Sprintf("k%d", k), Payload: []byte(strconv.Itoa(s))})
 					})
 					if err != nil {
 						t.Error(err)
@@ -288,7 +288,7 @@ func TestDeadLetterAndRequeue(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		ob := outbox.NewOutbox(env.DB)
+		ob := outbox.New(env.DB)
 		var fail atomic.Bool
 		fail.Store(true)
 		pub := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
@@ -301,7 +301,7 @@ func TestDeadLetterAndRequeue(t *testing.T) {
 			return nil
 		})
 		r, _ := outbox.NewRelay(env.DB, pub, outbox.RelayOptions{MaxAttempts: 3, BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
-		ob.EnqueueNow(ctx, outbox.New{Topic: "flaky", Payload: []byte("a")}, outbox.New{Topic: "bad-request", Payload: []byte("b")})
+		ob.EnqueueNow(ctx, outbox.Msg{Topic: "flaky", Payload: []byte("a")}, outbox.Msg{Topic: "bad-request", Payload: []byte("b")})
 		for i := 0; i < 10; i++ {
 			r.Once(ctx)
 			time.Sleep(5 * time.Millisecond)
@@ -342,7 +342,7 @@ func TestRelaySurvivesDatabaseRestart(t *testing.T) {
 			t.Skip("needs a local server to restart")
 		}
 		ctx := context.Background()
-		ob := outbox.NewOutbox(env.DB)
+		ob := outbox.New(env.DB)
 		seen := sync.Map{}
 		var n atomic.Int64
 		pub := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
@@ -359,7 +359,7 @@ func TestRelaySurvivesDatabaseRestart(t *testing.T) {
 		enq := func(from, to int) {
 			for i := from; i < to; i++ {
 				for {
-					if err := ob.EnqueueNow(ctx, outbox.New{Topic: "t", Payload: []byte(strconv.Itoa(i))}); err == nil {
+					if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte(strconv.Itoa(i))}); err == nil {
 						break
 					}
 					time.Sleep(50 * time.Millisecond) // database down: the producer retries

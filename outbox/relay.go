@@ -77,7 +77,7 @@ type RelayOptions struct {
 	//   - ListenOff: poll only.
 	Listen ListenMode
 	// Listener, if set, is where the relay listens instead of its
-	// database — e.g. sqlcoord.NewDSNListener with a direct DSN when the
+	// database — e.g. pgxv5.NewDSNListener with a direct DSN when the
 	// application's pool goes through PgBouncer.
 	Listener sqlcoord.Listener
 	// PublishTimeout bounds one publish; default 30s.

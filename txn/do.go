@@ -98,8 +98,8 @@ type Options struct {
 // than risk running fn twice.
 //
 // TTx is the application stack's transaction type: *sql.Tx with a
-// *sqlcoord.DB, *sqlx.Tx with sqlcoord.WrapSQLX, pgx.Tx with
-// sqlcoord.WrapPgxPool; fn receives that.
+// *sqlcoord.DB, *sqlx.Tx with sqlxdriver.Wrap, pgx.Tx with
+// pgxv5.Wrap; fn receives that.
 func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn func(ctx context.Context, tx TTx) error) (retErr error) {
 	ctx, end := tracing.Start(ctx, db, "txn.do", db.Dialect())
 	defer func() { end(retErr) }()

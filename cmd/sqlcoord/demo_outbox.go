@@ -75,7 +75,7 @@ func demoOutbox(ctx context.Context, e *demoEnv) error {
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/points"
 
-	ob := outbox.NewOutbox(db)
+	ob := outbox.New(db)
 	for i := 1; i <= 1000; i++ {
 		err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO demo_orders2 VALUES (`+ph(1)+`, `+ph(2)+`)`, i, 1000+i%10); err != nil {

@@ -219,8 +219,8 @@ func TestOutboxCLI(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
-		ob := outbox.NewOutbox(env.DB)
-		ob.EnqueueNow(ctx, outbox.New{Topic: "a", Payload: []byte("1")}, outbox.New{Topic: "b", Payload: []byte("2")})
+		ob := outbox.New(env.DB)
+		ob.EnqueueNow(ctx, outbox.Msg{Topic: "a", Payload: []byte("1")}, outbox.Msg{Topic: "b", Payload: []byte("2")})
 		r, _ := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
 			if m.Topic == "b" {
 				return outbox.Permanent(errors.New("410 Gone"))

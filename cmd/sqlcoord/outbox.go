@@ -152,7 +152,7 @@ func newOutboxCmd() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			return fn(cmd, args, outbox.NewOutbox(db))
+			return fn(cmd, args, outbox.New(db))
 		}
 	}
 	var limit int

@@ -22,7 +22,7 @@ func TestRelayMetricsEndpoint(t *testing.T) {
 	t.Parallel()
 	bin := buildCLI(t)
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
-		if err := outbox.NewOutbox(env.DB).EnqueueNow(context.Background(), outbox.New{Topic: "orders", Payload: []byte(`{}`)}); err != nil {
+		if err := outbox.New(env.DB).EnqueueNow(context.Background(), outbox.Msg{Topic: "orders", Payload: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, "relay", "--dsn", env.DSN, "--publisher", "stdout", "--listen", "127.0.0.1:0")

@@ -118,7 +118,7 @@ func TestCLINeverShowsPasswords(t *testing.T) {
 		viaDSN := strings.Replace(one, hostPort, proxy.Addr, 1)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := outbox.NewOutbox(env.DB).EnqueueNow(ctx, outbox.New{Topic: "orders", Payload: []byte("x")}); err != nil {
+		if err := outbox.New(env.DB).EnqueueNow(ctx, outbox.Msg{Topic: "orders", Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 		relay := exec.CommandContext(ctx, bin, "relay", "--dsn", viaDSN, "--publisher", hookURL, "--listen", ":0", "--max-attempts", "1")

@@ -200,9 +200,9 @@ func seed(t *testing.T, env *dbtest.Env) seeded {
 
 	// Outbox: two published, one pending, one dead with a secret in its
 	// last error (the console must not show it).
-	ob := outbox.NewOutbox(db)
+	ob := outbox.New(db)
 	for _, topic := range []string{"orders", "orders", "orders", "webhooks"} {
-		if err := ob.EnqueueNow(ctx, outbox.New{Topic: topic, Payload: []byte(`{}`)}); err != nil {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: topic, Payload: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -27,13 +27,13 @@ func writeEffect(ctx context.Context, db *sqlcoord.DB, runs *jobs.Runs, run jobs
 		return err
 	}
 	defer tx.Rollback()
-	if err := runs.Fence(ctx, tx, run); err != nil {
+	if err := jobs.Fence(ctx, db, tx, run); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO effects (fire_time, owner, attempt) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, run.FireTime, owner, run.Attempt); err != nil {
 		return err
 	}
-	if err := runs.Complete(ctx, tx, run); err != nil {
+	if err := jobs.Complete(ctx, db, tx, run); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -154,13 +154,13 @@ func fencedJob(db *sqlcoord.DB) func(context.Context, jobs.Info) error {
 				return err
 			}
 			defer tx.Rollback()
-			if err := in.Fence(wctx, tx); err != nil {
+			if err := jobs.Fence(wctx, db, tx, in.Run()); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(wctx, `INSERT INTO effects (fire_time, owner, attempt) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, in.FireTime, owner, in.Attempt); err != nil {
 				return err
 			}
-			if err := in.Complete(wctx, tx); err != nil {
+			if err := jobs.Complete(wctx, db, tx, in.Run()); err != nil {
 				return err
 			}
 			return tx.Commit()

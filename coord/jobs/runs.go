@@ -12,8 +12,8 @@
 //
 // A job's effects in the same database are fenced by the database, not
 // only by its context: inside the transaction that writes the effect, call
-// Info.Fence (locks the run row at this attempt; a superseded attempt gets
-// ErrSuperseded) and Info.Complete (marks the run succeeded in that same
+// jobs.Fence (locks the run row at this attempt; a superseded attempt gets
+// ErrSuperseded) and jobs.Complete (marks the run succeeded in that same
 // transaction). Effect and completion then commit together, or not at
 // all: a runner frozen past its grace and taken over has its write refused
 // when it resumes, and a runner killed after committing its effect is not
@@ -198,20 +198,20 @@ func (r *Runs) Finish(ctx context.Context, run Run, runErr error) error {
 // happen. Call it in the transaction that writes the job's effect, before
 // the effect.
 //
-// tx is the transaction of the driver's stack (*sql.Tx, *sqlx.Tx or pgx.Tx);
-// anything else fails with sqlcoord.ErrNotATransaction.
-func (r *Runs) Fence(ctx context.Context, tx any, run Run) error {
-	x, err := r.db.ExecutorFor(tx)
-	if err != nil {
-		return fmt.Errorf("jobs: fence: %w", err)
-	}
+// tx is drv's transaction type (*sql.Tx, *sqlx.Tx or pgx.Tx): a pool
+// there does not compile.
+func Fence[TTx any](ctx context.Context, drv sqlcoord.Driver[TTx], tx TTx, run Run) error {
+	return NewRuns(drv).fence(ctx, drv.TxExecutor(tx), run)
+}
+
+func (r *Runs) fence(ctx context.Context, x sqlcoord.Executor, run Run) error {
 	var a int
 	q, args := r.db.Dialect().Q.JobFence, []any{run.Job, run.FireTime, run.Shard, run.Attempt}
 	hwm := r.db.Epochs().Seen()
 	if hwm > 0 && r.db.Dialect().Q.JobFenceChecked != "" {
 		q, args = r.db.Dialect().Q.JobFenceChecked, append(args, hwm)
 	}
-	err = x.QueryRow(ctx, q, args...).Scan(&a)
+	err := x.QueryRow(ctx, q, args...).Scan(&a)
 	if errors.Is(err, sql.ErrNoRows) && hwm > 0 {
 		retry, cerr := r.db.Dialect().EpochCheck(ctx, x, hwm)
 		if cerr != nil {
@@ -233,11 +233,11 @@ func (r *Runs) Fence(ctx context.Context, tx any, run Run) error {
 // Complete marks run succeeded in tx, the transaction of the job's effect,
 // so that effect and completion commit together; ErrSuperseded when the
 // attempt is no longer the current running one (then roll tx back).
-func (r *Runs) Complete(ctx context.Context, tx any, run Run) error {
-	x, err := r.db.ExecutorFor(tx)
-	if err != nil {
-		return fmt.Errorf("jobs: complete: %w", err)
-	}
+func Complete[TTx any](ctx context.Context, drv sqlcoord.Driver[TTx], tx TTx, run Run) error {
+	return NewRuns(drv).complete(ctx, drv.TxExecutor(tx), run)
+}
+
+func (r *Runs) complete(ctx context.Context, x sqlcoord.Executor, run Run) error {
 	q, args := r.db.Dialect().Q.JobFinish, []any{Succeeded, sql.NullString{}, run.Job, run.FireTime, run.Shard, run.Attempt}
 	if hwm := r.db.Epochs().Seen(); hwm > 0 && r.db.Dialect().Q.JobFinishChecked != "" {
 		q, args = r.db.Dialect().Q.JobFinishChecked, append(args, hwm)

@@ -62,26 +62,9 @@ func (i Info) Run() Run {
 	return Run{Job: i.Job, FireTime: i.FireTime, Shard: i.Shard, ShardTotal: i.ShardTotal, Attempt: i.Attempt}
 }
 
-// Fence makes tx's writes conditional on this attempt still being the
-// current one: it locks the run's row in tx (see Runs.Fence) or returns
-// ErrSuperseded. Call it first in the transaction that writes the job's
-// effect, and Complete last, then commit.
-func (i Info) Fence(ctx context.Context, tx any) error {
-	if i.runs == nil {
-		return fmt.Errorf("%w: Info not from a Scheduler", ErrInvalid)
-	}
-	return i.runs.Fence(ctx, tx, i.Run())
-}
-
-// Complete marks this attempt succeeded inside tx, so the effect written
-// in tx and the run's completion are one commit (see Runs.Complete). The
-// scheduler's own completion after Run returns then finds it done.
-func (i Info) Complete(ctx context.Context, tx any) error {
-	if i.runs == nil {
-		return fmt.Errorf("%w: Info not from a Scheduler", ErrInvalid)
-	}
-	return i.runs.Complete(ctx, tx, i.Run())
-}
+// To fence a job's effect: jobs.Fence(ctx, drv, tx, info.Run()) first in
+// the transaction that writes it, jobs.Complete(ctx, drv, tx, info.Run())
+// last, then commit.
 
 // Job is a scheduled job.
 type Job struct {

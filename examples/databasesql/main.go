@@ -56,7 +56,7 @@ func run(ctx context.Context, driver, dsn string, out io.Writer) error {
 	}
 	c := coord.New(db)
 	keys := txn.NewKeys(db, txn.KeysOptions{})
-	ob := outbox.NewOutbox(db)
+	ob := outbox.New(db)
 	lease, err := c.Acquire(ctx, "order-book-writer", "", 30*time.Second)
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func run(ctx context.Context, driver, dsn string, out io.Writer) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, item, fence) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, requestID, item, lease.Token); err != nil {
 				return err
 			}
-			if err := ob.Enqueue(ctx, tx, outbox.New{Topic: "orders.created", Key: requestID, Payload: []byte(item)}); err != nil {
+			if err := ob.Enqueue(ctx, tx, outbox.Msg{Topic: "orders.created", Key: requestID, Payload: []byte(item)}); err != nil {
 				return err
 			}
 			resp = "order " + requestID + " placed"

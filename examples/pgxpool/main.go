@@ -52,7 +52,7 @@ func run(ctx context.Context, dsn string, out *os.File) error {
 	}
 	c := coord.New(db)
 	keys := txn.NewKeys(db, txn.KeysOptions{})
-	ob := outbox.NewOutbox(db)
+	ob := outbox.New(db)
 
 	// A lease names the one writer of the order book; its token fences
 	// every write, so a paused former writer cannot overwrite.
@@ -79,7 +79,7 @@ func run(ctx context.Context, dsn string, out *os.File) error {
 			if _, err := tx.Exec(ctx, `INSERT INTO orders (id, item, fence) VALUES ($1, $2, $3)`, requestID, item, lease.Token); err != nil {
 				return err
 			}
-			if err := ob.Enqueue(ctx, tx, outbox.New{Topic: "orders.created", Key: requestID, Payload: []byte(item)}); err != nil {
+			if err := ob.Enqueue(ctx, tx, outbox.Msg{Topic: "orders.created", Key: requestID, Payload: []byte(item)}); err != nil {
 				return err
 			}
 			resp = "order " + requestID + " placed"

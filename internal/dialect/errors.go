@@ -74,7 +74,7 @@ var (
 	// statement already exists) or 26000 (does not exist): named prepared
 	// statements through a transaction-mode pooler (PgBouncer) that lends
 	// server connections to other clients. Set default_query_exec_mode=exec
-	// in the DSN, or sqlcoord's Options.Pooler / WrapOptions.Pooler.
+	// in the DSN, or sqlcoord's Options.Pooler / Options.Pooler.
 	// ErrGaleraLocks: row locks (TryLock, Lock) on a MariaDB Galera node.
 	// Galera takes SELECT … FOR UPDATE locks on the local node only, so
 	// holders on two nodes would overlap; sqlcoord refuses instead. Use a

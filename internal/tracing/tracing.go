@@ -3,7 +3,7 @@
 // dialect and the outcome, and one metrics.Recorder Call with the same
 // op, outcome and the duration. Each is off (nothing allocated beyond a
 // type check) unless the driver was given a tracer provider
-// (sqlcoord.DB.SetTracerProvider and friends) or a Recorder (SetMetrics).
+// (sqlcoord.Options.TracerProvider) or a Recorder (Options.Metrics).
 package tracing
 
 import (

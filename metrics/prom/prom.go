@@ -1,5 +1,5 @@
 // Package prom records sqlcoord's metrics with Prometheus
-// (client_golang): give New's Recorder to a driver (db.SetMetrics) and
+// (client_golang): give New's Recorder to a driver (sqlcoord.Options.Metrics) and
 // serve the registry.
 //
 //	sqlcoord_call_duration_seconds{op,dialect,outcome}   histogram, every helper call
@@ -19,7 +19,7 @@
 //	sqlcoord_outbox_commit_to_publish_seconds{topic}     histogram, commit (or INSERT) → broker ack
 //
 // The outbox's pending and dead gauges are read from the table at scrape
-// time: outbox.NewCollector.
+// time: prom.NewOutboxCollector.
 package prom
 
 import (

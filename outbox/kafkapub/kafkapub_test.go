@@ -31,10 +31,10 @@ func TestKafkaPublisher(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer closeFn()
-		ob := outbox.NewOutbox(env.DB)
+		ob := outbox.New(env.DB)
 		const n = 60
 		for i := 1; i <= n; i++ {
-			ob.EnqueueNow(ctx, outbox.New{Topic: "orders.created", Key: "user-" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i))})
+			ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders.created", Key: "user-" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i))})
 		}
 		r, _ := outbox.NewRelay(env.DB, pub, outbox.RelayOptions{BatchSize: 25, Ordered: true})
 		// ordered mode publishes one message per key per claim

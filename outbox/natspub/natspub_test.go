@@ -61,9 +61,9 @@ func TestNATSPublisherDedup(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ob := outbox.NewOutbox(env.DB)
+		ob := outbox.New(env.DB)
 		for i := 0; i < 50; i++ {
-			ob.EnqueueNow(ctx, outbox.New{Topic: "orders.created", Key: "k" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i))})
+			ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders.created", Key: "k" + strconv.Itoa(i%3), Payload: []byte(strconv.Itoa(i))})
 		}
 		r, _ := outbox.NewRelay(env.DB, pub, outbox.RelayOptions{BatchSize: 20})
 		for i := 0; i < 5; i++ {
