@@ -3,7 +3,6 @@ package sqlcoord
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -140,19 +139,12 @@ func Inspect(ctx context.Context, db Base) (ServerInfo, error) {
 	return db.Dialect().Inspect(ctx, db.Executor())
 }
 
-// openEpochs reads the high-water mark from file and, when it says the
-// client has seen a fork, checks the server against it (not on a server
-// opened read-only, nor on one without the schema yet).
+// openEpochs opens db's high-water mark (see core.OpenEpochs).
 func openEpochs(ctx context.Context, db Base, file string, readOnly bool) (*Epochs, error) {
-	e, err := core.NewEpochs(file)
-	if err != nil || e.Seen() == 0 || readOnly {
-		return e, err
-	}
-	probe := &epochProbe{Base: db, e: e}
-	if _, err := CurrentEpoch(ctx, probe); err != nil && !errors.Is(err, ErrNoSchema) {
-		return nil, err
-	}
-	return e, nil
+	return core.OpenEpochs(ctx, file, readOnly, func(ctx context.Context, e *Epochs) error {
+		_, err := CurrentEpoch(ctx, &epochProbe{Base: db, e: e})
+		return err
+	})
 }
 
 // epochProbe is db with the mark being opened (db's own is not set yet).

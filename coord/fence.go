@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -87,7 +88,10 @@ func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) (retEr
 	for i, k := range cols {
 		vals[i] = u.Set[k]
 	}
-	ok, err := c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), u.Table, u.KeyColumn, u.FenceColumn, cols, u.Token, u.Key, vals, c.drv.Epochs().Seen())
+	ok, err := c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), dialect.FencedRow{
+		Table: u.Table, KeyColumn: u.KeyColumn, FenceColumn: u.FenceColumn,
+		Columns: cols, Values: vals, Token: u.Token, Key: u.Key, HWM: c.drv.Epochs().Seen(),
+	})
 	if err != nil {
 		return c.wrap("fenced update", u.Table, err)
 	}

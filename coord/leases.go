@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -61,7 +62,7 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 		return Lease{}, err
 	}
 	l := Lease{Name: name, Owner: owner, TTL: ttl, sentAt: time.Now()}
-	row, err := c.d.LeaseAcquire(ctx, c.pool(), name, owner, ttl.Microseconds(), c.drv.Epochs().Seen())
+	row, err := c.d.LeaseAcquire(ctx, c.pool(), dialect.LeaseSlot{Name: name, Owner: owner, TTLMicros: ttl.Microseconds(), HWM: c.drv.Epochs().Seen()})
 	if err != nil {
 		return Lease{}, c.wrap("acquire lease", name, err)
 	}
@@ -94,7 +95,7 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 		return l, err
 	}
 	l.sentAt = time.Now()
-	r, err := c.d.LeaseRenew(ctx, c.pool(), l.Name, l.Owner, l.Token, l.TTL.Microseconds(), c.drv.Epochs().Seen())
+	r, err := c.d.LeaseRenew(ctx, c.pool(), dialect.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token, TTLMicros: l.TTL.Microseconds(), HWM: c.drv.Epochs().Seen()})
 	if err != nil {
 		return l, c.wrap("renew lease", l.Name, err)
 	}

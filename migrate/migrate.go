@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/pgxconf"
 	"github.com/sqlcoord/sqlcoord/pgxv5"
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
 	"github.com/sqlcoord/sqlcoord/sqlxdriver"
@@ -173,20 +174,7 @@ func pgxConfigDB(ctx context.Context, pool *sql.DB, family string) (*sql.DB, err
 	if family != "postgres" {
 		return nil, ErrNeedsDSN
 	}
-	c, err := pool.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	var cfg *pgx.ConnConfig
-	err = c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("%w: the database/sql driver is %T, not pgx's stdlib", ErrNeedsDSN, dc)
-		}
-		cfg = sc.Conn().Config().Copy()
-		return nil
-	})
+	cfg, err := pgxconf.FromDB(ctx, pool, ErrNeedsDSN)
 	if err != nil {
 		return nil, err
 	}

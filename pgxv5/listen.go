@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/core"
+	"github.com/sqlcoord/sqlcoord/internal/pgxconf"
 )
 
 // CanListen: always (a pgx pool is PostgreSQL).
@@ -34,7 +34,7 @@ func stdlibListen(ctx context.Context, db *sql.DB, dsn, channel string, opt core
 		if cfg, err = pgx.ParseConfig(dsn); err != nil {
 			return err
 		}
-	} else if cfg, err = poolConnConfig(ctx, db); err != nil {
+	} else if cfg, err = pgxconf.FromDB(ctx, db, sqlcoord.ErrListenUnsupported); err != nil {
 		return err
 	}
 	return listenWith(ctx, cfg, channel, sqlcoord.ListenOptions(opt), notify, wake)
@@ -148,26 +148,6 @@ func listenWith(ctx context.Context, cfg *pgx.ConnConfig, channel string, opt sq
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return listenOn(ctx, conn, channel, opt, notify, wake)
-}
-
-// poolConnConfig is the pgx configuration a database/sql pool on pgx's
-// stdlib driver connects with.
-func poolConnConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
-	c, err := db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	var cfg *pgx.ConnConfig
-	err = c.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("%w: the database/sql driver is %T, not pgx's stdlib", sqlcoord.ErrListenUnsupported, dc)
-		}
-		cfg = sc.Conn().Config().Copy()
-		return nil
-	})
-	return cfg, err
 }
 
 // CanListen: always (NewDSNListener takes PostgreSQL DSNs only).

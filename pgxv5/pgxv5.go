@@ -16,7 +16,6 @@ package pgxv5
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -194,13 +193,9 @@ func TxOptions(o *sql.TxOptions) pgx.TxOptions {
 // openEpochs reads the epoch file and checks the server against it (see
 // sqlcoord.Options.EpochFile).
 func openEpochs(ctx context.Context, d *Driver, o sqlcoord.Options) (*sqlcoord.Epochs, error) {
-	e, err := core.NewEpochs(o.EpochFile)
-	if err != nil || e.Seen() == 0 || o.AllowReadOnly {
-		return e, err
-	}
-	d.epochs = e
-	if _, err := sqlcoord.CurrentEpoch(ctx, d); err != nil && !errors.Is(err, sqlcoord.ErrNoSchema) {
-		return nil, err
-	}
-	return e, nil
+	return core.OpenEpochs(ctx, o.EpochFile, o.AllowReadOnly, func(ctx context.Context, e *sqlcoord.Epochs) error {
+		d.epochs = e
+		_, err := sqlcoord.CurrentEpoch(ctx, d)
+		return err
+	})
 }

@@ -117,7 +117,7 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	d := k.db.Dialect()
 	x := k.db.TxExecutor(tx)
 	lock := k.opt.LockFor.Microseconds()
-	inserted, err := d.IdemInsert(ctx, x, k.opt.OnBusy == Fail, scope, key, fingerprint, lock)
+	inserted, err := d.IdemInsert(ctx, x, dialect.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint, LockMicros: lock, NoWait: k.opt.OnBusy == Fail})
 	if err != nil {
 		cerr := d.Classify(err)
 		if k.opt.OnBusy == Fail && errors.Is(cerr, sqlcoord.ErrLockTimeout) {

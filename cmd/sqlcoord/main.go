@@ -25,8 +25,9 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
-// Version is set by the build (-ldflags "-X main.Version=...").
-var Version = "dev"
+// Version is the library's release unless the build sets another
+// (-ldflags "-X main.Version=...").
+var Version = sqlcoord.Version
 
 // usageError marks errors that should exit with status 2.
 type usageError struct{ error }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord"
 )
 
 // NewUUIDv7 returns an RFC 9562 version 7 UUID: 48-bit Unix
@@ -63,7 +63,7 @@ func init() { gen.off = len(gen.buf) }
 // UUIDValue returns u in the storage form of the dialect's recommended
 // column type: PostgreSQL `uuid` (text form) or MySQL/MariaDB BINARY(16)
 // (the 16 bytes in order, so byte order equals time order).
-func UUIDValue(d *dialect.Dialect, u uuid.UUID) driver.Value { return d.UUIDValue(u) }
+func UUIDValue(db sqlcoord.Base, u uuid.UUID) driver.Value { return db.Dialect().UUIDValue(u) }
 
 // UUIDColumnType is the column type UUIDValue fits.
-func UUIDColumnType(d *dialect.Dialect) string { return d.UUIDColumnType() }
+func UUIDColumnType(db sqlcoord.Base) string { return db.Dialect().UUIDColumnType() }

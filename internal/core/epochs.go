@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 )
 
 // Epochs is a client's memory of the newest failover epoch it has seen: a
@@ -99,4 +102,19 @@ func (e *Epochs) Observe(epoch int64) error {
 		return fmt.Errorf("sqlcoord: epoch file: %w", err)
 	}
 	return nil
+}
+
+// OpenEpochs reads the mark from file and, when it says the client has
+// seen a fork, checks the server against it with check (which runs a
+// statement carrying the mark) — not on a server opened read-only, nor on
+// one without the schema yet. The one opening path of every driver.
+func OpenEpochs(ctx context.Context, file string, readOnly bool, check func(context.Context, *Epochs) error) (*Epochs, error) {
+	e, err := NewEpochs(file)
+	if err != nil || e.Seen() == 0 || readOnly {
+		return e, err
+	}
+	if err := check(ctx, e); err != nil && !errors.Is(err, dialect.ErrNoSchema) {
+		return nil, err
+	}
+	return e, nil
 }

@@ -74,7 +74,7 @@ func startGaleraWriter(ctx context.Context, x dialect.Executor) (*galeraWriter, 
 
 func (w *galeraWriter) renew(ctx context.Context) error {
 	sent := time.Now()
-	row, err := w.d.LeaseAcquire(ctx, w.x, GaleraWriterLease, w.node, galeraWriterTTL.Microseconds(), 0)
+	row, err := w.d.LeaseAcquire(ctx, w.x, dialect.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, TTLMicros: galeraWriterTTL.Microseconds()})
 	if err != nil {
 		return err
 	}

@@ -5,45 +5,55 @@ import (
 	"strings"
 )
 
-// FencedUpdate builds the statement that fences a write to a caller's own
-// table:
+// FencedRow describes a fenced write to a caller's own table:
 //
-//	UPDATE table SET fenceCol = token, set1 = v1, ... WHERE keyCol = key AND fenceCol <= token
+//	UPDATE Table SET FenceColumn = Token, Columns[0] = Values[0], ...
+//	 WHERE KeyColumn = Key AND FenceColumn <= Token
 //
-// Every identifier is validated and quoted by QuoteIdent. The returned args
-// are in placeholder order. The statement affects no row when the row's
-// fence is newer than token (or the row does not exist).
-func (d *Dialect) FencedUpdate(table, keyCol, fenceCol string, setCols []string, token int64, key any, vals []any) (string, []any, error) {
-	q, _, args, err := d.fencedStatements(table, keyCol, fenceCol, setCols, token, key, vals, 0)
+// Every identifier is validated and quoted by QuoteIdent. With HWM above
+// 0 the update also refuses a stale primary (see Queries.FenceAdvanceChecked).
+type FencedRow struct {
+	Table, KeyColumn, FenceColumn string
+	Columns                       []string
+	Values                        []any
+	Token                         int64
+	Key                           any
+	HWM                           int64
+}
+
+// FencedUpdate builds the statement of r (ignoring r.HWM); the returned
+// args are in placeholder order. The statement affects no row when the
+// row's fence is newer than the token (or the row does not exist).
+func (d *Dialect) FencedUpdate(r FencedRow) (string, []any, error) {
+	r.HWM = 0
+	q, _, args, err := d.fencedStatements(r)
 	return q, args, err
 }
 
 // fencedStatements builds the fenced update and, from the same validated
 // identifiers, a locking read of the row's fence (args: key), which
 // MySQL needs when the update reports no row changed.
-// With a high-water mark hwm above 0 the update also refuses a stale
-// primary (see Queries.FenceAdvanceChecked).
-func (d *Dialect) fencedStatements(table, keyCol, fenceCol string, setCols []string, token int64, key any, vals []any, hwm int64) (update, check string, args []any, err error) {
-	if len(setCols) != len(vals) {
-		return "", "", nil, fmt.Errorf("sqlcoord: %d columns but %d values", len(setCols), len(vals))
+func (d *Dialect) fencedStatements(r FencedRow) (update, check string, args []any, err error) {
+	if len(r.Columns) != len(r.Values) {
+		return "", "", nil, fmt.Errorf("sqlcoord: %d columns but %d values", len(r.Columns), len(r.Values))
 	}
-	t, err := d.QuoteIdent(table)
+	t, err := d.QuoteIdent(r.Table)
 	if err != nil {
 		return "", "", nil, err
 	}
-	k, err := d.quoteColumn(keyCol)
+	k, err := d.quoteColumn(r.KeyColumn)
 	if err != nil {
 		return "", "", nil, err
 	}
-	f, err := d.quoteColumn(fenceCol)
+	f, err := d.quoteColumn(r.FenceColumn)
 	if err != nil {
 		return "", "", nil, err
 	}
 	var b strings.Builder
-	args = make([]any, 0, len(vals)+3)
+	args = make([]any, 0, len(r.Values)+3)
 	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t, f, d.Placeholder(1))
-	args = append(args, token)
-	for i, c := range setCols {
+	args = append(args, r.Token)
+	for i, c := range r.Columns {
 		qc, err := d.quoteColumn(c)
 		if err != nil {
 			return "", "", nil, err
@@ -52,15 +62,15 @@ func (d *Dialect) fencedStatements(table, keyCol, fenceCol string, setCols []str
 			return "", "", nil, fmt.Errorf("%w %q: the key and fence columns cannot be set", ErrInvalidIdent, c)
 		}
 		fmt.Fprintf(&b, ", %s = %s", qc, d.Placeholder(len(args)+1))
-		args = append(args, vals[i])
+		args = append(args, r.Values[i])
 	}
 	fmt.Fprintf(&b, " WHERE %s = %s", k, d.Placeholder(len(args)+1))
-	args = append(args, key)
+	args = append(args, r.Key)
 	fmt.Fprintf(&b, " AND %s <= %s", f, d.Placeholder(len(args)+1))
-	args = append(args, token)
-	if hwm > 0 && d.epochCheck != nil {
+	args = append(args, r.Token)
+	if r.HWM > 0 && d.epochCheck != nil {
 		fmt.Fprintf(&b, " AND %s", d.epochCheck(d.Placeholder(len(args)+1)))
-		args = append(args, hwm)
+		args = append(args, r.HWM)
 	}
 	check = fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s FOR UPDATE", f, t, k, d.Placeholder(1))
 	return b.String(), check, args, nil

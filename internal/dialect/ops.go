@@ -113,13 +113,32 @@ func (d *Dialect) TxIdleTimeout(ctx context.Context, tx Executor, ms int64) (boo
 // returns the row as it then is (Owner tells who won). hwm is the client's
 // failover-epoch high-water mark: a server in an older epoch refuses with
 // ErrStalePrimary (every statement below that takes hwm does).
-func (d *Dialect) LeaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros, hwm int64) (LeaseRow, error) {
-	return d.ops.leaseAcquire(ctx, pool, name, owner, ttlMicros, hwm)
+func (d *Dialect) LeaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
+	return d.ops.leaseAcquire(ctx, pool, l.Name, l.Owner, l.TTLMicros, l.HWM)
 }
 
-// LeaseRenew extends a live lease held by owner with token.
-func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros, hwm int64) (Renewal, error) {
-	return d.ops.leaseRenew(ctx, pool, name, owner, token, ttlMicros, hwm)
+// LeaseRenew extends a live lease held by l.Owner with l.Token.
+func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, l LeaseSlot) (Renewal, error) {
+	return d.ops.leaseRenew(ctx, pool, l.Name, l.Owner, l.Token, l.TTLMicros, l.HWM)
+}
+
+// LeaseSlot names a lease and what an acquire or renewal asks for: the
+// owner, the token held (renewal), the time to live in microseconds and
+// the client's failover-epoch high-water mark (0: no check).
+type LeaseSlot struct {
+	Name, Owner    string
+	Token          int64
+	TTLMicros, HWM int64
+}
+
+// IdemKey is an idempotency key to register: its scope and key, the
+// request fingerprint, how long to wait for another transaction holding
+// it (LockMicros) or, with NoWait, not at all.
+type IdemKey struct {
+	Scope, Key  string
+	Fingerprint []byte
+	LockMicros  int64
+	NoWait      bool
 }
 
 // FenceAdvance raises the fence of resource to token inside tx unless a
@@ -133,12 +152,12 @@ func (d *Dialect) FenceAdvance(ctx context.Context, tx Executor, resource string
 // validated identifiers (see FencedUpdate) and reports whether the row
 // accepted the token — true also when the update changed no value, on
 // every driver setting (MySQL's clientFoundRows is not needed).
-func (d *Dialect) FencedUpdateRow(ctx context.Context, tx Executor, table, keyCol, fenceCol string, setCols []string, token int64, key any, vals []any, hwm int64) (bool, error) {
-	q, check, args, err := d.fencedStatements(table, keyCol, fenceCol, setCols, token, key, vals, hwm)
+func (d *Dialect) FencedUpdateRow(ctx context.Context, tx Executor, r FencedRow) (bool, error) {
+	q, check, args, err := d.fencedStatements(r)
 	if err != nil {
 		return false, err
 	}
-	return d.ops.fencedUpdate(ctx, tx, fencedUpdate{q: q, args: args, check: check, key: key, token: token, hwm: hwm})
+	return d.ops.fencedUpdate(ctx, tx, fencedUpdate{q: q, args: args, check: check, key: r.Key, token: r.Token, hwm: r.HWM})
 }
 
 type fencedUpdate struct {
@@ -151,8 +170,8 @@ type fencedUpdate struct {
 // IdemInsert registers an idempotency key as pending in tx; false when it
 // exists. With nowait it fails at once (ErrLockTimeout) when another
 // transaction holds the key, leaving tx usable.
-func (d *Dialect) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error) {
-	return d.ops.idemInsert(ctx, tx, nowait, scope, key, fp, lockMicros)
+func (d *Dialect) IdemInsert(ctx context.Context, tx Executor, k IdemKey) (bool, error) {
+	return d.ops.idemInsert(ctx, tx, k.NoWait, k.Scope, k.Key, k.Fingerprint, k.LockMicros)
 }
 
 // OutboxMark marks the published messages ids in tx in one statement
