@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
@@ -116,7 +117,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics}
 	if db.epochs, err = openEpochs(pctx, db, o.EpochFile, o.AllowReadOnly); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("%s: %w", shown, err)
+		return nil, errs.Errorf("%s: %w", shown, err)
 	}
 	return db, nil
 }
@@ -129,13 +130,13 @@ func openPool(name, driverDSN, shown, dsn string) (*sql.DB, error) {
 	probe, err := sql.Open(name, driverDSN)
 	if err != nil {
 		imp := map[string]string{"pgx": "github.com/jackc/pgx/v5/stdlib (or use package pgxv5)", "mysql": "github.com/go-sql-driver/mysql"}[name]
-		return nil, fmt.Errorf("%w %s: the %q database/sql driver is not registered: import _ %q", ErrBadDSN, shown, name, imp)
+		return nil, errs.Errorf("%w %s: the %q database/sql driver is not registered: import _ %q", ErrBadDSN, shown, name, imp)
 	}
 	drv := probe.Driver()
 	probe.Close()
 	dc, ok := drv.(driver.DriverContext)
 	if !ok {
-		return nil, fmt.Errorf("%w %s: the %q driver (%T) has no connector", ErrBadDSN, shown, name, drv)
+		return nil, errs.Errorf("%w %s: the %q driver (%T) has no connector", ErrBadDSN, shown, name, drv)
 	}
 	c, err := dc.OpenConnector(driverDSN)
 	if err != nil {
@@ -177,7 +178,7 @@ func WrapDB(ctx context.Context, db *sql.DB, opts ...Options) (*DB, error) {
 	var pre []any
 	if o.Pooler && core.IsPgxStdlib(db) {
 		if core.PgxExecMode == nil {
-			return nil, fmt.Errorf("%w: Pooler on a pgx stdlib pool needs package github.com/sqlcoord/sqlcoord/pgxv5 imported (or default_query_exec_mode=exec in the pool's DSN)", ErrDriverSetting)
+			return nil, errs.Errorf("%w: Pooler on a pgx stdlib pool needs package github.com/sqlcoord/sqlcoord/pgxv5 imported (or default_query_exec_mode=exec in the pool's DSN)", ErrDriverSetting)
 		}
 		pre = []any{core.PgxExecMode}
 	}

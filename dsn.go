@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
@@ -23,13 +24,13 @@ import (
 func ParseDSN(dsn string) (family, driverDSN, shown string, err error) {
 	dsn = strings.TrimSpace(dsn)
 	if dsn == "" {
-		return "", "", "", fmt.Errorf("%w: empty (set --dsn or SQLCOORD_DSN)", ErrBadDSN)
+		return "", "", "", errs.Errorf("%w: empty (set --dsn or SQLCOORD_DSN)", ErrBadDSN)
 	}
 	lower := strings.ToLower(dsn)
 	switch {
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
 		if _, err := url.Parse(dsn); err != nil {
-			return "", "", "", fmt.Errorf("%w %s: %s", ErrBadDSN, redact.DSN(dsn), redactErr(err, dsn))
+			return "", "", "", errs.Errorf("%w %s: %s", ErrBadDSN, redact.DSN(dsn), redactErr(err, dsn))
 		}
 		return "postgres", dsn, redact.DSN(dsn), nil
 	case strings.HasPrefix(lower, "mysql://"), strings.HasPrefix(lower, "mariadb://"):
@@ -44,14 +45,14 @@ func ParseDSN(dsn string) (family, driverDSN, shown string, err error) {
 		return parseMySQL(rest)
 	case strings.Contains(dsn, "://"):
 		scheme := dsn[:strings.Index(dsn, "://")]
-		return "", "", "", fmt.Errorf("%w: unknown scheme %q (use postgres://, postgresql:// or mysql://)", ErrBadDSN, redact.Text(scheme))
+		return "", "", "", errs.Errorf("%w: unknown scheme %q (use postgres://, postgresql:// or mysql://)", ErrBadDSN, redact.Text(scheme))
 	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix(") || strings.HasPrefix(dsn, "tcp("):
 		return parseMySQL(dsn)
 	case kvDSN.MatchString(dsn):
 		// libpq key=value form ("host=db user=app password=… dbname=x")
 		return "postgres", dsn, redact.DSN(dsn), nil
 	}
-	return "", "", "", fmt.Errorf("%w: not a DSN sqlcoord knows (use postgres://user@host/db or mysql://user@tcp(host:3306)/db)", ErrBadDSN)
+	return "", "", "", errs.Errorf("%w: not a DSN sqlcoord knows (use postgres://user@host/db or mysql://user@tcp(host:3306)/db)", ErrBadDSN)
 }
 
 // kvDSN recognises a libpq key=value connection string.
@@ -68,11 +69,11 @@ var mysqlParams = [][2]string{{"parseTime", "true"}, {"loc", "UTC"}, {"clientFou
 func parseMySQL(dsn string) (string, string, string, error) {
 	slash := strings.LastIndex(dsn, "/")
 	if slash < 0 {
-		return "", "", "", fmt.Errorf("%w: mysql: no database name (…/dbname)", ErrBadDSN)
+		return "", "", "", errs.Errorf("%w: mysql: no database name (…/dbname)", ErrBadDSN)
 	}
 	name, query, _ := strings.Cut(dsn[slash+1:], "?")
 	if name == "" {
-		return "", "", "", fmt.Errorf("%w: mysql: no database name (…/dbname)", ErrBadDSN)
+		return "", "", "", errs.Errorf("%w: mysql: no database name (…/dbname)", ErrBadDSN)
 	}
 	out := dsn[:slash+1] + name + "?" + setParams(query, mysqlParams...)
 	return "mysql", out, "mysql://" + redact.DSN(out), nil
@@ -125,11 +126,11 @@ func withMySQLParam(dsn, key, value string) string {
 func mysqlURLToDSN(dsn string) (string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", fmt.Errorf("%w: mysql URL: %s", ErrBadDSN, redactErr(err, dsn))
+		return "", errs.Errorf("%w: mysql URL: %s", ErrBadDSN, redactErr(err, dsn))
 	}
 	host := u.Host
 	if host == "" {
-		return "", fmt.Errorf("%w: mysql URL has no host", ErrBadDSN)
+		return "", errs.Errorf("%w: mysql URL has no host", ErrBadDSN)
 	}
 	if u.Port() == "" {
 		host += ":3306"

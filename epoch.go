@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/core"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // Epochs is a client's memory of the newest failover epoch it has seen (a
@@ -21,7 +22,7 @@ type Epochs = core.Epochs
 func CurrentEpoch(ctx context.Context, db Base) (int64, error) {
 	g, err := db.Dialect().WorkerEpochReady(ctx, db.Executor(), 0, db.Epochs().Seen())
 	if err != nil {
-		return 0, fmt.Errorf("sqlcoord: epoch: %w", db.Dialect().Classify(err))
+		return 0, errs.Errorf("sqlcoord: epoch: %w", db.Dialect().Classify(err))
 	}
 	return g.Epoch, db.Epochs().Observe(g.Epoch)
 }
@@ -39,7 +40,7 @@ func AdvanceEpoch(ctx context.Context, db Base) (int64, error) {
 	}
 	b, err := db.Dialect().EpochAdvance(ctx, db.Executor())
 	if err != nil {
-		return 0, fmt.Errorf("sqlcoord: epoch advance: %w", db.Dialect().Classify(err))
+		return 0, errs.Errorf("sqlcoord: epoch advance: %w", db.Dialect().Classify(err))
 	}
 	return b, db.Epochs().Observe(b)
 }
@@ -67,7 +68,7 @@ func Forks(ctx context.Context, db Base) ([]Fork, error) {
 	}
 	rows, err := db.Executor().Query(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("sqlcoord: forks: %w", db.Dialect().Classify(err))
+		return nil, errs.Errorf("sqlcoord: forks: %w", db.Dialect().Classify(err))
 	}
 	defer rows.Close()
 	out := []Fork{}

@@ -3,10 +3,10 @@ package sqlcoord
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/core"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // ErrListenUnsupported: the database has no LISTEN/NOTIFY (MySQL,
@@ -19,7 +19,7 @@ var ErrListenUnsupported = errors.New("sqlcoord: LISTEN is not available")
 
 // ErrNotificationLost (matches ErrListenUnsupported): the probe's NOTIFY,
 // sent from another connection, did not arrive on the listening one.
-var ErrNotificationLost = fmt.Errorf("%w: a probe notification was lost", ErrListenUnsupported)
+var ErrNotificationLost = errs.Errorf("%w: a probe notification was lost", ErrListenUnsupported)
 
 // ListenOptions tune Listener.Listen.
 type ListenOptions struct {
@@ -53,10 +53,10 @@ var _ Listener = (*DB)(nil)
 // imported (it holds the pgx-specific listening code).
 func (db *DB) CanListen() error {
 	if db.dialect.Family() != "postgres" {
-		return fmt.Errorf("%w on %s", ErrListenUnsupported, db.dialect.Name())
+		return errs.Errorf("%w on %s", ErrListenUnsupported, db.dialect.Name())
 	}
 	if core.PgxStdlibListen == nil {
-		return fmt.Errorf("%w: import github.com/sqlcoord/sqlcoord/pgxv5 to listen through a database/sql pool", ErrListenUnsupported)
+		return errs.Errorf("%w: import github.com/sqlcoord/sqlcoord/pgxv5 to listen through a database/sql pool", ErrListenUnsupported)
 	}
 	return nil
 }

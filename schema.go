@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
 )
 
@@ -62,10 +63,10 @@ func CheckSchema(ctx context.Context, db Base) error {
 		return err
 	}
 	if st.Dirty {
-		return fmt.Errorf("%w at version %d", ErrDirty, st.Version)
+		return errs.Errorf("%w at version %d", ErrDirty, st.Version)
 	}
 	if st.Version < st.Latest {
-		return fmt.Errorf("%w (database at version %d, this sqlcoord needs %d)", ErrNoSchema, st.Version, st.Latest)
+		return errs.Errorf("%w (database at version %d, this sqlcoord needs %d)", ErrNoSchema, st.Version, st.Latest)
 	}
 	return nil
 }
@@ -84,7 +85,7 @@ func schemaVersion(ctx context.Context, db Base) (uint, bool, error) {
 		if errors.Is(cerr, ErrNoSchema) {
 			return 0, false, nil
 		}
-		return 0, false, fmt.Errorf("sqlcoord: read schema version: %w", cerr)
+		return 0, false, errs.Errorf("sqlcoord: read schema version: %w", cerr)
 	}
 	return uint(v), dirty, nil
 }
@@ -154,7 +155,7 @@ func LockProtocol(ctx context.Context, db Base) (LockProtocolMode, error) {
 	}
 	var rowLocks, idLocks bool
 	if err := db.Executor().QueryRow(ctx, q).Scan(&rowLocks, &idLocks); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
+		return "", errs.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
 	}
 	switch {
 	case rowLocks:
@@ -179,7 +180,7 @@ func SetLockProtocol(ctx context.Context, db Base, mode LockProtocolMode) error 
 		if mode == LocksRow {
 			return nil
 		}
-		return fmt.Errorf("%w: %s takes row locks only (InnoDB row locks write nothing)", ErrLockProtocol, db.Dialect().Name())
+		return errs.Errorf("%w: %s takes row locks only (InnoDB row locks write nothing)", ErrLockProtocol, db.Dialect().Name())
 	}
 	var rowLocks, idLocks bool
 	switch mode {
@@ -189,18 +190,18 @@ func SetLockProtocol(ctx context.Context, db Base, mode LockProtocolMode) error 
 	case LocksDual:
 		rowLocks, idLocks = true, true
 	default:
-		return fmt.Errorf("%w: %q is not a PostgreSQL lock protocol (want %s, %s or %s)", ErrLockProtocol, mode, LocksAdvisory, LocksAdvisoryID, LocksDual)
+		return errs.Errorf("%w: %q is not a PostgreSQL lock protocol (want %s, %s or %s)", ErrLockProtocol, mode, LocksAdvisory, LocksAdvisoryID, LocksDual)
 	}
 	n, err := db.Executor().Exec(ctx, q, rowLocks, idLocks)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
+		return errs.Errorf("%w: %w", ErrLockProtocol, db.Dialect().Classify(err))
 	}
 	if n != 1 {
-		return fmt.Errorf("%w: coord_lock_protocol has %d rows, want 1", ErrLockProtocol, n)
+		return errs.Errorf("%w: coord_lock_protocol has %d rows, want 1", ErrLockProtocol, n)
 	}
 	if idLocks {
 		if _, err := db.Executor().Exec(ctx, db.Dialect().Q.LockAssignIDs); err != nil {
-			return fmt.Errorf("%w: give lock names their ids: %w", ErrLockProtocol, db.Dialect().Classify(err))
+			return errs.Errorf("%w: give lock names their ids: %w", ErrLockProtocol, db.Dialect().Classify(err))
 		}
 	}
 	return nil

@@ -43,6 +43,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
@@ -91,7 +92,7 @@ const cookieName = "sqlcoord_console"
 // New returns the console of db.
 func New(db sqlcoord.Base, opt Options) (*Console, error) {
 	if db == nil {
-		return nil, fmt.Errorf("%w: nil database", ErrInvalid)
+		return nil, errs.Errorf("%w: nil database", ErrInvalid)
 	}
 	if opt.Limit == 0 {
 		opt.Limit = 200
@@ -124,17 +125,17 @@ func New(db sqlcoord.Base, opt Options) (*Console, error) {
 // address, a short token or a limit out of range.
 func (opt Options) Check() error {
 	if opt.Limit < 0 || opt.Limit > 10000 {
-		return fmt.Errorf("%w: Limit %d: want 1 to 10000", ErrInvalid, opt.Limit)
+		return errs.Errorf("%w: Limit %d: want 1 to 10000", ErrInvalid, opt.Limit)
 	}
 	if opt.Token != "" && len(opt.Token) < 16 {
-		return fmt.Errorf("%w: token shorter than 16 characters", ErrInvalid)
+		return errs.Errorf("%w: token shorter than 16 characters", ErrInvalid)
 	}
 	loop, err := IsLoopback(opt.Listen)
 	if err != nil {
 		return err
 	}
 	if !loop && opt.Token == "" {
-		return fmt.Errorf("%w (listen %q)", ErrTokenRequired, opt.Listen)
+		return errs.Errorf("%w (listen %q)", ErrTokenRequired, opt.Listen)
 	}
 	return nil
 }
@@ -154,7 +155,7 @@ func IsLoopback(listen string) (bool, error) {
 	}
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
-		return false, fmt.Errorf("%w: listen address %q: %v", ErrInvalid, listen, err)
+		return false, errs.Errorf("%w: listen address %q: %v", ErrInvalid, listen, err)
 	}
 	if host == "localhost" {
 		return true, nil
@@ -404,7 +405,7 @@ func parseID(s string) (int64, error) {
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("%w: message id %q", ErrInvalid, s)
+		return 0, errs.Errorf("%w: message id %q", ErrInvalid, s)
 	}
 	return id, nil
 }
@@ -451,11 +452,11 @@ func (c *Console) doRequeue(ctx context.Context, r *http.Request) (string, strin
 
 func parseRerun(job, fire string) (time.Time, error) {
 	if job == "" {
-		return time.Time{}, fmt.Errorf("%w: no job", ErrInvalid)
+		return time.Time{}, errs.Errorf("%w: no job", ErrInvalid)
 	}
 	t, err := time.Parse(time.RFC3339Nano, fire)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%w: fire time %q: %v", ErrInvalid, fire, err)
+		return time.Time{}, errs.Errorf("%w: fire time %q: %v", ErrInvalid, fire, err)
 	}
 	return t, nil
 }
@@ -471,7 +472,7 @@ func (c *Console) confirmRerun(ctx context.Context, r *http.Request, _ time.Time
 		return "Re-run", nil, err
 	}
 	if !s.OnSchedule(fire) {
-		return "Re-run", nil, fmt.Errorf("%w: %s at %s", jobs.ErrNotOnSchedule, job, fire.UTC().Format(time.RFC3339Nano))
+		return "Re-run", nil, errs.Errorf("%w: %s at %s", jobs.ErrNotOnSchedule, job, fire.UTC().Format(time.RFC3339Nano))
 	}
 	return "Re-run", confirmation{
 		Question: fmt.Sprintf("Run slot %s of job %s again? Every shard not running is marked for a re-run; a live scheduler of the job picks it up.", fire.UTC().Format(time.RFC3339), job),

@@ -5,6 +5,8 @@ import (
 	"html/template"
 	"math"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 var pages = []string{"overview", "leases", "locks", "jobs", "job", "outbox", "keys", "members", "confirm", "signin"}
@@ -21,7 +23,7 @@ func parseTemplates() (map[string]*template.Template, error) {
 	for _, p := range pages {
 		t, err := template.New(p).Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/jobtable.html", "assets/"+p+".html")
 		if err != nil {
-			return nil, fmt.Errorf("console: template %s: %w", p, err)
+			return nil, errs.Errorf("console: template %s: %w", p, err)
 		}
 		out[p] = t
 	}

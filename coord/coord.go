@@ -30,6 +30,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
@@ -82,7 +83,7 @@ func (c *Client[TTx]) pool() sqlcoord.Executor { return c.drv.Executor() }
 // UTF-8 or contain NUL. Names are compared byte for byte on both dialect.
 func validName(kind, name string) error {
 	if err := valid.Text(kind+" name", name, MaxNameLen); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidName, err)
+		return errs.Errorf("%w: %w", ErrInvalidName, err)
 	}
 	return nil
 }
@@ -96,10 +97,10 @@ func truncate(s string) string {
 
 func validDuration(what string, d time.Duration, min time.Duration) error {
 	if d < min {
-		return fmt.Errorf("%w: %s %v must be at least %v", ErrInvalidTTL, what, d, min)
+		return errs.Errorf("%w: %s %v must be at least %v", ErrInvalidTTL, what, d, min)
 	}
 	if d > 365*24*time.Hour {
-		return fmt.Errorf("%w: %s %v is over a year", ErrInvalidTTL, what, d)
+		return errs.Errorf("%w: %s %v is over a year", ErrInvalidTTL, what, d)
 	}
 	return nil
 }
@@ -123,5 +124,5 @@ func (c *Client[TTx]) wrap(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("coord: %s %q: %w", op, truncate(name), c.d.Classify(err))
+	return errs.Errorf("coord: %s %q: %w", op, truncate(name), c.d.Classify(err))
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -41,7 +42,7 @@ func (c *Client[TTx]) Fence(ctx context.Context, tx TTx, resource string, token 
 		return err
 	}
 	if token <= 0 {
-		return fmt.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, token)
+		return errs.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, token)
 	}
 	ok, err := c.d.FenceAdvance(ctx, c.drv.TxExecutor(tx), resource, token, c.drv.Epochs().Seen())
 	if err != nil {
@@ -77,7 +78,7 @@ func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) (retEr
 	ctx, end := tracing.Start(ctx, c.drv, "fence.update", c.d, attribute.String("sqlcoord.table", u.Table))
 	defer func() { end(retErr) }()
 	if u.Token <= 0 {
-		return fmt.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, u.Token)
+		return errs.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, u.Token)
 	}
 	cols := make([]string, 0, len(u.Set))
 	for k := range u.Set {

@@ -3,10 +3,10 @@ package coord
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
@@ -51,7 +51,7 @@ func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptio
 		return nil, err
 	}
 	if opt.Interval < 0 || opt.Margin < 0 {
-		return nil, fmt.Errorf("%w: negative keep-alive interval %v or margin %v", ErrInvalidTTL, opt.Interval, opt.Margin)
+		return nil, errs.Errorf("%w: negative keep-alive interval %v or margin %v", ErrInvalidTTL, opt.Interval, opt.Margin)
 	}
 	k := &Keeper{renew: c.Renew}
 	rec, dialect := metrics.Of(c.drv), c.d.Name()
@@ -80,11 +80,11 @@ func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptio
 		},
 		Expired: func(last error) error {
 			rec.LeaseRenewFailed(dialect, true)
-			return fmt.Errorf("%w: renewal failing until the lease may have expired: %v", ErrLeaseLost, last)
+			return errs.Errorf("%w: renewal failing until the lease may have expired: %v", ErrLeaseLost, last)
 		},
 	}
 	if err := keepalive.Check(&o); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidTTL, err)
+		return nil, errs.Errorf("%w: %v", ErrInvalidTTL, err)
 	}
 	if l.sentAt.IsZero() {
 		var err error
@@ -95,7 +95,7 @@ func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptio
 	k.lease = l
 	loop, err := keepalive.Start(ctx, l.sentAt, o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidTTL, err)
+		return nil, errs.Errorf("%w: %v", ErrInvalidTTL, err)
 	}
 	k.loop = loop
 	return k, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -43,7 +44,8 @@ const MinTTL = time.Millisecond
 // token). Every new ownership gets a token strictly larger than any token
 // ever issued for name; tokens never go backwards, even after release.
 // All expiry decisions use the database clock. When another owner holds a
-// live lease, the error matches ErrLeaseHeld and sqlcoord.ErrLocked.
+// live lease, the error is a *LeaseHeldError (holder and expiry) matching
+// ErrLeaseHeld.
 //
 // owner "" means a fresh NewOwnerID(). Reusing one owner id in several
 // processes makes them one holder: don't.
@@ -70,14 +72,28 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 		return Lease{}, err
 	}
 	if row.Owner != owner {
-		return Lease{}, heldError(name)
+		return Lease{}, &LeaseHeldError{Name: name, Holder: row.Owner, ExpiresAt: row.ExpiresAt}
 	}
 	l.Token, l.ExpiresAt = row.Token, row.ExpiresAt
 	return l, nil
 }
 
-func heldError(name string) error {
-	return fmt.Errorf("coord: lease %q: %w", truncate(name), &sqlcoord.Error{Kind: sqlcoord.ErrLocked, Err: ErrLeaseHeld})
+// LeaseHeldError: Acquire found the lease held by another live owner.
+// It matches ErrLeaseHeld, and sqlcoord.ErrLocked for code written before
+// it existed; it is not a transaction's lock.
+type LeaseHeldError struct {
+	Name      string
+	Holder    string    // the owner id holding it
+	ExpiresAt time.Time // when the holder's lease ends unless renewed (database clock)
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("coord: lease %q is held by %q until %s", truncate(e.Name), e.Holder, e.ExpiresAt.UTC().Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrLeaseHeld) and errors.Is(err, sqlcoord.ErrLocked) true.
+func (e *LeaseHeldError) Is(target error) bool {
+	return target == ErrLeaseHeld || target == sqlcoord.ErrLocked
 }
 
 // Renew extends a lease the caller still holds, by its TTL from the
@@ -100,7 +116,7 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 		return l, c.wrap("renew lease", l.Name, err)
 	}
 	if !r.OK {
-		return l, fmt.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
+		return l, errs.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
 	}
 	if err := c.drv.Epochs().Observe(r.Epoch); err != nil {
 		return l, err
@@ -120,7 +136,7 @@ func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 		return c.wrap("release lease", l.Name, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("coord: release lease %q: %w", truncate(l.Name), ErrLeaseLost)
+		return errs.Errorf("coord: release lease %q: %w", truncate(l.Name), ErrLeaseLost)
 	}
 	return nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -107,9 +107,9 @@ func (c *Client[TTx]) lockResult(name string, err error) error {
 		return nil
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("coord: lock %q: %w", truncate(name), ErrLockRowMissing)
+		return errs.Errorf("coord: lock %q: %w", truncate(name), ErrLockRowMissing)
 	}
-	return fmt.Errorf("coord: lock %q: %w", truncate(name), c.d.Classify(err))
+	return errs.Errorf("coord: lock %q: %w", truncate(name), c.d.Classify(err))
 }
 
 // SetIdleTimeout bounds how long the server lets tx's session sit idle
@@ -156,7 +156,7 @@ func (c *Client[TTx]) SetIdleTimeout(ctx context.Context, tx TTx, d time.Duratio
 // of schema 14 and earlier need the rows (see sqlcoord.SetLockProtocol).
 func (c *Client[TTx]) CleanupLocks(ctx context.Context, age time.Duration, batch int) (int64, error) {
 	if age < 0 {
-		return 0, fmt.Errorf("%w: cleanup age %v is negative", ErrInvalidTTL, age)
+		return 0, errs.Errorf("%w: cleanup age %v is negative", ErrInvalidTTL, age)
 	}
 	if batch <= 0 {
 		batch = 1000
@@ -165,7 +165,7 @@ func (c *Client[TTx]) CleanupLocks(ctx context.Context, age time.Duration, batch
 	for {
 		tx, err := c.drv.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
-			return total, fmt.Errorf("coord: cleanup locks: %w", c.d.Classify(err))
+			return total, errs.Errorf("coord: cleanup locks: %w", c.d.Classify(err))
 		}
 		n, err := c.d.LockCleanup(ctx, tx, age, batch)
 		if err == nil {
@@ -174,7 +174,7 @@ func (c *Client[TTx]) CleanupLocks(ctx context.Context, age time.Duration, batch
 			tx.Rollback(ctx)
 		}
 		if err != nil {
-			return total, fmt.Errorf("coord: cleanup locks: %w", c.d.Classify(err))
+			return total, errs.Errorf("coord: cleanup locks: %w", c.d.Classify(err))
 		}
 		total += n
 		if n < int64(batch) {

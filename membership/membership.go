@@ -19,11 +19,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -69,7 +69,7 @@ type Membership struct {
 // until ctx ends.
 func Join(ctx context.Context, db sqlcoord.Base, group string, opt Options) (*Membership, error) {
 	if err := valid.Text("group", group, 255); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if opt.ID == "" {
 		b := make([]byte, 8)
@@ -77,13 +77,13 @@ func Join(ctx context.Context, db sqlcoord.Base, group string, opt Options) (*Me
 		opt.ID = hex.EncodeToString(b)
 	}
 	if err := valid.Text("member id", opt.ID, 255); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if opt.TTL == 0 {
 		opt.TTL = 10 * time.Second
 	}
 	if opt.TTL < 30*time.Millisecond {
-		return nil, fmt.Errorf("%w: TTL %v (at least 30ms)", ErrInvalid, opt.TTL)
+		return nil, errs.Errorf("%w: TTL %v (at least 30ms)", ErrInvalid, opt.TTL)
 	}
 	if opt.Meta == nil {
 		opt.Meta = []byte{}
@@ -91,7 +91,7 @@ func Join(ctx context.Context, db sqlcoord.Base, group string, opt Options) (*Me
 	d := db.Dialect()
 	sent := time.Now()
 	if _, err := db.Executor().Exec(ctx, d.Q.MemberJoin, group, opt.ID, opt.Meta, opt.TTL.Microseconds()); err != nil {
-		return nil, fmt.Errorf("membership: join %q: %w", group, d.Classify(err))
+		return nil, errs.Errorf("membership: join %q: %w", group, d.Classify(err))
 	}
 	m := &Membership{db: db, group: group, id: opt.ID}
 	loop, err := keepalive.Start(ctx, sent, keepalive.Options{
@@ -108,7 +108,7 @@ func Join(ctx context.Context, db sqlcoord.Base, group string, opt Options) (*Me
 		},
 		Lost: func(err error) bool { return errors.Is(err, ErrLost) },
 		Expired: func(last error) error {
-			return fmt.Errorf("%w: no heartbeat succeeded within the TTL (%v)", ErrLost, last)
+			return errs.Errorf("%w: no heartbeat succeeded within the TTL (%v)", ErrLost, last)
 		},
 	})
 	if err != nil {
@@ -139,7 +139,7 @@ func (m *Membership) Leave(ctx context.Context) error {
 	m.loop.Stop()
 	d := m.db.Dialect()
 	if _, err := m.db.Executor().Exec(ctx, d.Q.MemberLeave, m.group, m.id); err != nil {
-		return fmt.Errorf("membership: leave: %w", d.Classify(err))
+		return errs.Errorf("membership: leave: %w", d.Classify(err))
 	}
 	return nil
 }
@@ -147,12 +147,12 @@ func (m *Membership) Leave(ctx context.Context) error {
 // Members lists group's live members (by the database clock), by id.
 func Members(ctx context.Context, db sqlcoord.Base, group string) ([]Member, error) {
 	if err := valid.Text("group", group, 255); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	d := db.Dialect()
 	rows, err := db.Executor().Query(ctx, d.Q.MemberList, group)
 	if err != nil {
-		return nil, fmt.Errorf("membership: list: %w", d.Classify(err))
+		return nil, errs.Errorf("membership: list: %w", d.Classify(err))
 	}
 	defer rows.Close()
 	var out []Member
@@ -174,10 +174,10 @@ func Members(ctx context.Context, db sqlcoord.Base, group string) ([]Member, err
 // by the next poll. List errors are skipped (the next poll retries).
 func Watch(ctx context.Context, db sqlcoord.Base, group string, every time.Duration) (<-chan []Member, error) {
 	if every <= 0 {
-		return nil, fmt.Errorf("%w: watch interval %v", ErrInvalid, every)
+		return nil, errs.Errorf("%w: watch interval %v", ErrInvalid, every)
 	}
 	if err := valid.Text("group", group, 255); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	ch := make(chan []Member, 1)
 	wake := make(chan struct{}, 1)

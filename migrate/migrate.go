@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/pgxconf"
 	"github.com/sqlcoord/sqlcoord/pgxv5"
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
@@ -93,10 +94,10 @@ func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
 	}
 	var de migrate.ErrDirty
 	if errors.As(err, &de) {
-		return fmt.Errorf("%w at version %d", sqlcoord.ErrDirty, de.Version)
+		return errs.Errorf("%w at version %d", sqlcoord.ErrDirty, de.Version)
 	}
 	if err != nil {
-		return fmt.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))
+		return errs.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))
 	}
 	if fresh && target.kind != 1 && db.Dialect().Q.LockProtocolSet != "" {
 		if v, _, err := m.Version(); err == nil && v >= sqlcoord.LockProtocolVersion {
@@ -134,7 +135,7 @@ func Force(ctx context.Context, db sqlcoord.Base, version uint) error {
 		v = -1 // golang-migrate's "nothing applied"
 	}
 	if err := m.Force(v); err != nil {
-		return fmt.Errorf("sqlcoord: force: %w", db.Dialect().Classify(err))
+		return errs.Errorf("sqlcoord: force: %w", db.Dialect().Classify(err))
 	}
 	return nil
 }
@@ -165,7 +166,7 @@ func migrationDB(ctx context.Context, db sqlcoord.Base) (*sql.DB, error) {
 		}
 		return execModeDB(cfg), nil
 	}
-	return nil, fmt.Errorf("%w (%T)", ErrNeedsDSN, db)
+	return nil, errs.Errorf("%w (%T)", ErrNeedsDSN, db)
 }
 
 // pgxConfigDB opens a new *sql.DB with the connection config of a pool
@@ -206,7 +207,7 @@ func migrator(ctx context.Context, db sqlcoord.Base) (*migrate.Migrate, error) {
 	}
 	if err := sdb.PingContext(ctx); err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("%w to %s: %w", sqlcoord.ErrUnreachable, db.String(), db.Dialect().Classify(err))
+		return nil, errs.Errorf("%w to %s: %w", sqlcoord.ErrUnreachable, db.String(), db.Dialect().Classify(err))
 	}
 	var drv database.Driver
 	if family == "mysql" {
@@ -216,12 +217,12 @@ func migrator(ctx context.Context, db sqlcoord.Base) (*migrate.Migrate, error) {
 	}
 	if err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("sqlcoord: migrate: %w", err)
+		return nil, errs.Errorf("sqlcoord: migrate: %w", err)
 	}
 	m, err := migrate.NewWithInstance("iofs", src, family, drv)
 	if err != nil {
 		drv.Close()
-		return nil, fmt.Errorf("sqlcoord: migrate: %w", err)
+		return nil, errs.Errorf("sqlcoord: migrate: %w", err)
 	}
 	return m, nil
 }

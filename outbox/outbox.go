@@ -15,11 +15,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"strconv"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -76,7 +76,7 @@ type Msg struct {
 func JSON(topic, key string, v any) (Msg, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return Msg{}, fmt.Errorf("outbox: %w", err)
+		return Msg{}, errs.Errorf("outbox: %w", err)
 	}
 	return Msg{Topic: topic, Key: key, Payload: b, Headers: map[string]string{"Content-Type": "application/json"}}, nil
 }
@@ -102,13 +102,13 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...Msg) (retErr 
 	x := o.db.TxExecutor(tx)
 	for i, m := range msgs {
 		if err := valid.Text("topic", m.Topic, 255); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
+			return errs.Errorf("%w: %w", ErrInvalid, err)
 		}
 		if err := valid.Optional("message key", m.Key, 255); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
+			return errs.Errorf("%w: %w", ErrInvalid, err)
 		}
 		if m.Delay < 0 {
-			return fmt.Errorf("%w: negative delay %v", ErrInvalid, m.Delay)
+			return errs.Errorf("%w: negative delay %v", ErrInvalid, m.Delay)
 		}
 		if m.Payload == nil {
 			m.Payload = []byte{}
@@ -129,14 +129,14 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...Msg) (retErr 
 		key := sql.NullString{String: m.Key, Valid: m.Key != ""}
 		id, err := ids.NewUUIDv7()
 		if err != nil {
-			return fmt.Errorf("outbox: message id: %w", err)
+			return errs.Errorf("outbox: message id: %w", err)
 		}
 		stmt := q.OutboxInsert
 		if i == len(msgs)-1 {
 			stmt = q.OutboxInsertWake // one wake-up per call, in the same round trip
 		}
 		if _, err := x.Exec(ctx, stmt, m.Topic, key, m.Payload, h, m.Delay.Microseconds(), id.String()); err != nil {
-			return fmt.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect().Classify(err))
+			return errs.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect().Classify(err))
 		}
 	}
 	return nil
@@ -184,7 +184,7 @@ func (o Admin) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	var lag float64
 	if err := o.db.Executor().QueryRow(ctx, o.db.Dialect().Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag); err != nil {
-		return s, fmt.Errorf("outbox: stats: %w", o.db.Dialect().Classify(err))
+		return s, errs.Errorf("outbox: stats: %w", o.db.Dialect().Classify(err))
 	}
 	s.Lag = time.Duration(lag * float64(time.Second))
 	return s, nil
@@ -205,7 +205,7 @@ type DeadMessage struct {
 func (o Admin) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
 	rows, err := o.db.Executor().Query(ctx, o.db.Dialect().Q.OutboxListDead, n)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: dead: %w", o.db.Dialect().Classify(err))
+		return nil, errs.Errorf("outbox: dead: %w", o.db.Dialect().Classify(err))
 	}
 	defer rows.Close()
 	var out []DeadMessage
@@ -224,7 +224,7 @@ func (o Admin) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
 func (o Admin) Requeue(ctx context.Context, id int64) (int64, error) {
 	n, err := o.db.Executor().Exec(ctx, o.db.Dialect().Q.OutboxRequeue, id, id)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: requeue: %w", o.db.Dialect().Classify(err))
+		return 0, errs.Errorf("outbox: requeue: %w", o.db.Dialect().Classify(err))
 	}
 	return n, nil
 }
@@ -250,7 +250,7 @@ type Inbox[TTx any] struct {
 // or handler).
 func NewInbox[TTx any](db sqlcoord.Driver[TTx], consumer string) (*Inbox[TTx], error) {
 	if err := valid.Text("inbox consumer", consumer, 128); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return &Inbox[TTx]{db: db, consumer: consumer}, nil
 }
@@ -261,11 +261,11 @@ func NewInbox[TTx any](db sqlcoord.Driver[TTx], consumer string) (*Inbox[TTx], e
 // same id waits for tx.
 func (in *Inbox[TTx]) Receive(ctx context.Context, tx TTx, messageID string) (first bool, err error) {
 	if err := valid.Text("message id", messageID, 255); err != nil {
-		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return false, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	n, err := in.db.TxExecutor(tx).Exec(ctx, in.db.Dialect().Q.InboxInsert, in.consumer, messageID)
 	if err != nil {
-		return false, fmt.Errorf("outbox: inbox: %w", in.db.Dialect().Classify(err))
+		return false, errs.Errorf("outbox: inbox: %w", in.db.Dialect().Classify(err))
 	}
 	return n == 1, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/metrics"
@@ -129,13 +130,13 @@ type Relay struct {
 // NewRelay returns a relay for db publishing to pub.
 func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error) {
 	if pub == nil {
-		return nil, fmt.Errorf("%w: relay needs a publisher", ErrInvalid)
+		return nil, errs.Errorf("%w: relay needs a publisher", ErrInvalid)
 	}
 	if opt.BatchSize == 0 {
 		opt.BatchSize = 100
 	}
 	if opt.BatchSize < 0 || opt.BatchSize > 10000 || opt.MaxAttempts < 0 {
-		return nil, fmt.Errorf("%w: batch size 1-10000 and max attempts >= 0", ErrInvalid)
+		return nil, errs.Errorf("%w: batch size 1-10000 and max attempts >= 0", ErrInvalid)
 	}
 	if opt.MaxAttempts == 0 {
 		opt.MaxAttempts = 10
@@ -144,7 +145,7 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 		opt.PublishConcurrency = 8
 	}
 	if opt.PublishConcurrency < 0 || opt.PublishConcurrency > 1024 {
-		return nil, fmt.Errorf("%w: publish concurrency %d: want 1 to 1024", ErrInvalid, opt.PublishConcurrency)
+		return nil, errs.Errorf("%w: publish concurrency %d: want 1 to 1024", ErrInvalid, opt.PublishConcurrency)
 	}
 	if opt.Listen == "" {
 		opt.Listen = ListenAuto
@@ -156,18 +157,18 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	case ListenAuto, ListenOff:
 	case ListenOn:
 		if opt.Listener == nil {
-			return nil, fmt.Errorf("%w: listen mode on: %s cannot listen (use auto or off, or give a Listener)", ErrInvalid, db)
+			return nil, errs.Errorf("%w: listen mode on: %s cannot listen (use auto or off, or give a Listener)", ErrInvalid, db)
 		}
 		if err := opt.Listener.CanListen(); err != nil {
-			return nil, fmt.Errorf("%w: listen mode on: %w (use auto or off, or give a Listener)", ErrInvalid, err)
+			return nil, errs.Errorf("%w: listen mode on: %w (use auto or off, or give a Listener)", ErrInvalid, err)
 		}
 	default:
-		return nil, fmt.Errorf("%w: listen mode %q (want auto, on or off)", ErrInvalid, opt.Listen)
+		return nil, errs.Errorf("%w: listen mode %q (want auto, on or off)", ErrInvalid, opt.Listen)
 	}
 	for name, d := range map[string]time.Duration{"BaseBackoff": opt.BaseBackoff, "MaxBackoff": opt.MaxBackoff,
 		"PollMin": opt.PollMin, "PollMax": opt.PollMax, "PollBusy": opt.PollBusy, "PublishTimeout": opt.PublishTimeout, "ShutdownTimeout": opt.ShutdownTimeout, "FrozenTimeout": opt.FrozenTimeout} {
 		if d < 0 {
-			return nil, fmt.Errorf("%w: negative %s %v", ErrInvalid, name, d)
+			return nil, errs.Errorf("%w: negative %s %v", ErrInvalid, name, d)
 		}
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -223,7 +224,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		switch {
 		case err != nil && sqlcoord.Fatal(err):
 			r.log.Error("relay stopping", "err", redact.Text(err.Error()))
-			return fmt.Errorf("outbox: relay stopped: %w", err)
+			return errs.Errorf("outbox: relay stopped: %w", err)
 		case err != nil:
 			r.log.Warn("relay batch failed", "err", redact.Text(err.Error()))
 			interval = r.opt.PollMax
@@ -321,16 +322,16 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	// committed state. (PostgreSQL's default already.)
 	tx, err := r.db.BeginOwned(dctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return 0, fmt.Errorf("outbox: begin: %w", d.Classify(err))
+		return 0, errs.Errorf("outbox: begin: %w", d.Classify(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(dctx))
 	bounded, err := d.TxIdleTimeout(dctx, tx, r.opt.FrozenTimeout.Milliseconds())
 	if err != nil {
-		return 0, fmt.Errorf("outbox: idle timeout: %w", d.Classify(err))
+		return 0, errs.Errorf("outbox: idle timeout: %w", d.Classify(err))
 	}
 	msgs, err := claim(dctx, tx, q, r.opt.BatchSize)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: claim: %w", d.Classify(err))
+		return 0, errs.Errorf("outbox: claim: %w", d.Classify(err))
 	}
 	if len(msgs) == 0 {
 		return 0, tx.Commit(dctx)
@@ -366,26 +367,26 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			r.rec.OutboxPublish(m.Topic, "dead", 0)
 			r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 			if _, err := tx.Exec(dctx, d.Q.OutboxDead, msg, m.ID); err != nil {
-				return 0, fmt.Errorf("outbox: dead-letter %d: %w", m.ID, d.Classify(err))
+				return 0, errs.Errorf("outbox: dead-letter %d: %w", m.ID, d.Classify(err))
 			}
 			continue
 		}
 		r.rec.OutboxPublish(m.Topic, "retry", 0)
 		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, backoff.Policy{Base: r.opt.BaseBackoff, Max: r.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(m.Attempt-1).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
-			return 0, fmt.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
+			return 0, errs.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
 	}
 	if skipped > 0 {
 		r.log.Debug("messages left for a later batch", "count", skipped)
 	}
 	if err := d.OutboxMark(dctx, tx, published, r.opt.DeleteOnPublish); err != nil {
-		batchErr = fmt.Errorf("outbox: mark %d published: %w", len(published), d.Classify(err))
+		batchErr = errs.Errorf("outbox: mark %d published: %w", len(published), d.Classify(err))
 		return 0, batchErr
 	}
 	if err := tx.Commit(dctx); err != nil {
 		// the messages were published; they will be published again
-		batchErr = fmt.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
+		batchErr = errs.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
 		return 0, batchErr
 	}
 	for _, m := range ok {
@@ -525,7 +526,7 @@ func claim(ctx context.Context, tx sqlcoord.Executor, q string, n int) ([]Messag
 		m.Attempt++
 		if headers != "" && headers != "{}" {
 			if err := json.Unmarshal([]byte(headers), &m.Headers); err != nil {
-				return nil, fmt.Errorf("headers of %d: %w", m.ID, err)
+				return nil, errs.Errorf("headers of %d: %w", m.ID, err)
 			}
 		}
 		out = append(out, m)

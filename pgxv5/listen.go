@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/core"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/pgxconf"
 )
 
@@ -73,7 +73,7 @@ func probe(ctx context.Context, conn *pgx.Conn, channel string, opt sqlcoord.Lis
 	rand.Read(b)
 	payload := probePrefix + hex.EncodeToString(b)
 	if err := notify(ctx, channel, payload); err != nil {
-		return fmt.Errorf("listen probe: notify: %w", err)
+		return errs.Errorf("listen probe: notify: %w", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -84,7 +84,7 @@ func probe(ctx context.Context, conn *pgx.Conn, channel string, opt sqlcoord.Lis
 				return nil
 			}
 			if pctx.Err() != nil {
-				return fmt.Errorf("%w: a NOTIFY sent from another connection did not arrive within %v (a transaction-mode pooler such as PgBouncer between sqlcoord and PostgreSQL? Listen on a direct connection, or poll)", sqlcoord.ErrNotificationLost, limit)
+				return errs.Errorf("%w: a NOTIFY sent from another connection did not arrive within %v (a transaction-mode pooler such as PgBouncer between sqlcoord and PostgreSQL? Listen on a direct connection, or poll)", sqlcoord.ErrNotificationLost, limit)
 			}
 			return err
 		}
@@ -110,7 +110,7 @@ func NewDSNListener(dsn string) (*DSNListener, error) {
 		return nil, err
 	}
 	if family != "postgres" {
-		return nil, fmt.Errorf("%w: %s is not PostgreSQL", sqlcoord.ErrListenUnsupported, shown)
+		return nil, errs.Errorf("%w: %s is not PostgreSQL", sqlcoord.ErrListenUnsupported, shown)
 	}
 	return &DSNListener{dsn: driverDSN, shown: shown}, nil
 }
@@ -122,7 +122,7 @@ func (l *DSNListener) String() string { return l.shown }
 func (l *DSNListener) Listen(ctx context.Context, channel string, opt sqlcoord.ListenOptions, wake func()) error {
 	cfg, err := pgx.ParseConfig(l.dsn)
 	if err != nil {
-		return fmt.Errorf("%w %s: %s", sqlcoord.ErrBadDSN, l.shown, redactErr(err, l.dsn))
+		return errs.Errorf("%w %s: %s", sqlcoord.ErrBadDSN, l.shown, redactErr(err, l.dsn))
 	}
 	notify := func(ctx context.Context, channel, payload string) error {
 		nc := cfg.Copy()

@@ -26,6 +26,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
@@ -84,11 +85,11 @@ func Open(ctx context.Context, dsn string, opts ...sqlcoord.Options) (*Driver, e
 		return nil, err
 	}
 	if family != "postgres" {
-		return nil, fmt.Errorf("%w: %s is not PostgreSQL (pgxv5 is the pgx stack)", sqlcoord.ErrBadDSN, shown)
+		return nil, errs.Errorf("%w: %s is not PostgreSQL (pgxv5 is the pgx stack)", sqlcoord.ErrBadDSN, shown)
 	}
 	cfg, err := pgxpool.ParseConfig(driverDSN)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: %s", sqlcoord.ErrBadDSN, shown, redactErr(err, dsn))
+		return nil, errs.Errorf("%w %s: %s", sqlcoord.ErrBadDSN, shown, redactErr(err, dsn))
 	}
 	if !o.AllowReadOnly {
 		cfg.ConnConfig.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
@@ -104,7 +105,7 @@ func Open(ctx context.Context, dsn string, opts ...sqlcoord.Options) (*Driver, e
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w %s: %s", sqlcoord.ErrBadDSN, shown, redactErr(err, dsn))
+		return nil, errs.Errorf("%w %s: %s", sqlcoord.ErrBadDSN, shown, redactErr(err, dsn))
 	}
 	d, err := Wrap(ctx, pool, o)
 	if err != nil {
@@ -143,7 +144,7 @@ func (d *Driver) ExecutorFor(tx any) (sqlcoord.Executor, error) {
 	if t, ok := tx.(pgx.Tx); ok {
 		return Executor{t, d.pre}, nil
 	}
-	return nil, fmt.Errorf("%w: got %T, want a pgx.Tx", sqlcoord.ErrNotATransaction, tx)
+	return nil, errs.Errorf("%w: got %T, want a pgx.Tx", sqlcoord.ErrNotATransaction, tx)
 }
 
 // BeginTx starts a pgx.Tx with the given isolation and access mode.

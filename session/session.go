@@ -31,11 +31,11 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -87,7 +87,7 @@ type Store[TTx any] struct {
 // NewStore returns a store on db.
 func NewStore[TTx any](db sqlcoord.Driver[TTx], opt Options) (*Store[TTx], error) {
 	if opt.IdleTimeout < 0 || opt.AbsoluteTimeout < 0 || opt.MaxUpdateAttempts < 0 {
-		return nil, fmt.Errorf("%w: negative timeout or attempts (%+v)", ErrInvalid, opt)
+		return nil, errs.Errorf("%w: negative timeout or attempts (%+v)", ErrInvalid, opt)
 	}
 	if opt.IdleTimeout == 0 {
 		opt.IdleTimeout = 30 * time.Minute
@@ -99,7 +99,7 @@ func NewStore[TTx any](db sqlcoord.Driver[TTx], opt Options) (*Store[TTx], error
 		opt.MaxUpdateAttempts = 10
 	}
 	if opt.IdleTimeout < time.Second || opt.AbsoluteTimeout < opt.IdleTimeout {
-		return nil, fmt.Errorf("%w: idle timeout %v must be at least 1s and at most the absolute timeout %v", ErrInvalid, opt.IdleTimeout, opt.AbsoluteTimeout)
+		return nil, errs.Errorf("%w: idle timeout %v must be at least 1s and at most the absolute timeout %v", ErrInvalid, opt.IdleTimeout, opt.AbsoluteTimeout)
 	}
 	return &Store[TTx]{db: db, opt: opt}, nil
 }
@@ -129,7 +129,7 @@ func (s *Store[TTx]) wrap(what string, err error) error {
 	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalid) {
 		return err
 	}
-	return fmt.Errorf("session: %s: %w", what, s.db.Dialect().Classify(err))
+	return errs.Errorf("session: %s: %w", what, s.db.Dialect().Classify(err))
 }
 
 // Create starts a session for userID in tx (typically the login
@@ -137,7 +137,7 @@ func (s *Store[TTx]) wrap(what string, err error) error {
 // anonymous session.
 func (s *Store[TTx]) Create(ctx context.Context, tx TTx, userID string, data []byte) (string, Session, error) {
 	if err := valid.Optional("user id", userID, 255); err != nil {
-		return "", Session{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return "", Session{}, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	token, err := NewToken()
 	if err != nil {
@@ -207,7 +207,7 @@ func (s *Store[TTx]) Load(ctx context.Context, token string) (Session, error) {
 // the idle expiry.
 func (s *Store[TTx]) Save(ctx context.Context, tx TTx, sess Session) (Session, error) {
 	if sess.hash == nil {
-		return Session{}, fmt.Errorf("%w: a Session from Load, Create or Rotate is needed", ErrInvalid)
+		return Session{}, errs.Errorf("%w: a Session from Load, Create or Rotate is needed", ErrInvalid)
 	}
 	x := s.db.TxExecutor(tx)
 	data := sess.Data
@@ -268,7 +268,7 @@ func (s *Store[TTx]) Update(ctx context.Context, token string, fn func(data []by
 // session's user (the login).
 func (s *Store[TTx]) Rotate(ctx context.Context, tx TTx, token, userID string) (string, Session, error) {
 	if err := valid.Optional("user id", userID, 255); err != nil {
-		return "", Session{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return "", Session{}, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	h, err := hashToken(token)
 	if err != nil {
@@ -314,7 +314,7 @@ func (s *Store[TTx]) Revoke(ctx context.Context, token string) error {
 // returns how many there were.
 func (s *Store[TTx]) RevokeAllForUser(ctx context.Context, userID string) (int64, error) {
 	if err := valid.Text("user id", userID, 255); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return 0, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	n, err := s.db.Executor().Exec(ctx, s.db.Dialect().Q.WebSessionDeleteUser, userID)
 	return n, s.wrap("revoke user", err)

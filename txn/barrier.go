@@ -3,9 +3,9 @@ package txn
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -71,15 +71,15 @@ func (b *Barrier[TTx]) CallTx(ctx context.Context, tx TTx, gid, branch string, o
 	ctx, end := tracing.Start(ctx, b.db, "barrier", b.db.Dialect(), attribute.String("sqlcoord.op", string(op)))
 	defer func() { end(retErr) }()
 	if err := valid.Text("barrier gid", gid, 128); err != nil {
-		return false, fmt.Errorf("%w: %w", ErrInvalidBranch, err)
+		return false, errs.Errorf("%w: %w", ErrInvalidBranch, err)
 	}
 	if err := valid.Text("barrier branch", branch, 128); err != nil {
-		return false, fmt.Errorf("%w: %w", ErrInvalidBranch, err)
+		return false, errs.Errorf("%w: %w", ErrInvalidBranch, err)
 	}
 	switch op {
 	case OpTry, OpConfirm, OpCancel, OpAction, OpCompensate:
 	default:
-		return false, fmt.Errorf("%w: op %q", ErrInvalidBranch, op)
+		return false, errs.Errorf("%w: op %q", ErrInvalidBranch, op)
 	}
 	q := b.db.Dialect().Q.BarrierInsert
 	insert := func(o Op) (int64, error) {
@@ -90,12 +90,12 @@ func (b *Barrier[TTx]) CallTx(ctx context.Context, tx TTx, gid, branch string, o
 	if o, ok := origin[op]; ok {
 		var err error
 		if originInserted, err = insert(o); err != nil {
-			return false, fmt.Errorf("txn: barrier %s/%s/%s: %w", gid, branch, op, err)
+			return false, errs.Errorf("txn: barrier %s/%s/%s: %w", gid, branch, op, err)
 		}
 	}
 	current, err := insert(op)
 	if err != nil {
-		return false, fmt.Errorf("txn: barrier %s/%s/%s: %w", gid, branch, op, err)
+		return false, errs.Errorf("txn: barrier %s/%s/%s: %w", gid, branch, op, err)
 	}
 	if originInserted > 0 || current == 0 {
 		// empty compensation, duplicate, or a Try after its Cancel

@@ -17,9 +17,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -104,7 +104,7 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 	ctx, end := tracing.Start(ctx, db, "txn.do", db.Dialect())
 	defer func() { end(retErr) }()
 	if opts.MaxAttempts < 0 || opts.BaseBackoff < 0 || opts.MaxBackoff < 0 || opts.VerifyTimeout < 0 {
-		return fmt.Errorf("%w: negative MaxAttempts %d, BaseBackoff %v, MaxBackoff %v or VerifyTimeout %v",
+		return errs.Errorf("%w: negative MaxAttempts %d, BaseBackoff %v, MaxBackoff %v or VerifyTimeout %v",
 			ErrInvalidOptions, opts.MaxAttempts, opts.BaseBackoff, opts.MaxBackoff, opts.VerifyTimeout)
 	}
 	if opts.MaxAttempts == 0 {
@@ -118,7 +118,7 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 	}
 	if opts.CommitMarker != "" {
 		if err := valid.Text("commit marker", opts.CommitMarker, 255); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidMarker, err)
+			return errs.Errorf("%w: %w", ErrInvalidMarker, err)
 		}
 	}
 	if opts.MaxBackoff < opts.BaseBackoff {
@@ -134,7 +134,7 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 				opts.OnRetry(attempt-1, last)
 			}
 			if err := backoff.Sleep(ctx, backoff.Policy{Base: opts.BaseBackoff, Max: opts.MaxBackoff, Jitter: backoff.Full}.Delay(attempt-1)); err != nil {
-				return fmt.Errorf("txn: %w (last error: %v)", err, last)
+				return errs.Errorf("txn: %w (last error: %v)", err, last)
 			}
 		}
 		sess, err := once(ctx, db, opts, fn)
@@ -149,14 +149,14 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 			committed, verr := verify(ctx, db, opts, sess)
 			if verr != nil {
 				rec.TxnCommitUnknown(d.Name(), "unknown")
-				return fmt.Errorf("%w; verification failed too: %v", err, verr)
+				return errs.Errorf("%w; verification failed too: %v", err, verr)
 			}
 			if committed {
 				rec.TxnCommitUnknown(d.Name(), "committed")
 				return nil
 			}
 			rec.TxnCommitUnknown(d.Name(), "not_committed")
-			last = fmt.Errorf("%w: verified not committed", ErrNotCommitted)
+			last = errs.Errorf("%w: verified not committed", ErrNotCommitted)
 			continue
 		}
 		cerr := d.Classify(err)
@@ -165,7 +165,7 @@ func Do[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, fn 
 		}
 		last = err
 	}
-	return fmt.Errorf("txn: gave up after %d attempts: %w", opts.MaxAttempts, last)
+	return errs.Errorf("txn: gave up after %d attempts: %w", opts.MaxAttempts, last)
 }
 
 // retryReason names the error that made Do retry, for metrics.
@@ -199,7 +199,7 @@ func once[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, f
 	d := db.Dialect()
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: opts.Isolation, ReadOnly: opts.ReadOnly})
 	if err != nil {
-		return sess, fmt.Errorf("txn: begin: %w", d.Classify(err))
+		return sess, errs.Errorf("txn: begin: %w", d.Classify(err))
 	}
 	rollback := func() { db.RollbackTx(context.WithoutCancel(ctx), tx) }
 	defer func() {
@@ -212,7 +212,7 @@ func once[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, f
 	if verifying(opts) {
 		if err := x.QueryRow(ctx, d.Q.SessionID).Scan(&sess.id, &sess.start); err != nil {
 			rollback()
-			return sess, fmt.Errorf("txn: session id: %w", d.Classify(err))
+			return sess, errs.Errorf("txn: session id: %w", d.Classify(err))
 		}
 		sess.known = true
 	}
@@ -225,15 +225,15 @@ func once[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, f
 				// marker; it exists, so that transaction committed.
 				return sess, errMarkerFound
 			}
-			return sess, fmt.Errorf("txn: commit marker: %w", cerr)
+			return sess, errs.Errorf("txn: commit marker: %w", cerr)
 		}
 	}
 	if err := fn(ctx, tx); err != nil {
 		rollback()
-		return sess, fmt.Errorf("txn: %w", d.Classify(err))
+		return sess, errs.Errorf("txn: %w", d.Classify(err))
 	}
 	if err := db.CommitTx(ctx, tx); err != nil {
-		return sess, fmt.Errorf("txn: commit: %w", d.ClassifyCommit(err))
+		return sess, errs.Errorf("txn: commit: %w", d.ClassifyCommit(err))
 	}
 	return sess, nil
 }
@@ -259,7 +259,7 @@ func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (
 			break
 		}
 		if backoff.Sleep(vctx, retryPause.Delay(i)) != nil {
-			return false, fmt.Errorf("txn: could not prove the old session %d ended: %w", sess.id, err)
+			return false, errs.Errorf("txn: could not prove the old session %d ended: %w", sess.id, err)
 		}
 	}
 	for i := 0; ; i++ {
@@ -288,12 +288,12 @@ func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (
 func endSession(ctx context.Context, db sqlcoord.Base, sess session) error {
 	d, pool := db.Dialect(), db.Executor()
 	if err := d.EndSession(ctx, pool, sess.id, sess.start); err != nil {
-		return fmt.Errorf("end session: %w", d.Classify(err))
+		return errs.Errorf("end session: %w", d.Classify(err))
 	}
 	for i := 0; ; i++ {
 		var n int
 		if err := pool.QueryRow(ctx, d.Q.SessionAlive, sess.id, sess.start).Scan(&n); err != nil {
-			return fmt.Errorf("session check: %w", d.Classify(err))
+			return errs.Errorf("session check: %w", d.Classify(err))
 		}
 		if n == 0 {
 			return nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -106,10 +107,10 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 		return Claim{}, err
 	}
 	if k.opt.LockFor < 0 {
-		return Claim{}, fmt.Errorf("%w: negative KeysOptions.LockFor %v", ErrInvalidOptions, k.opt.LockFor)
+		return Claim{}, errs.Errorf("%w: negative KeysOptions.LockFor %v", ErrInvalidOptions, k.opt.LockFor)
 	}
 	if len(fingerprint) > 64 {
-		return Claim{}, fmt.Errorf("%w: fingerprint over 64 bytes (use Fingerprint)", ErrInvalidKey)
+		return Claim{}, errs.Errorf("%w: fingerprint over 64 bytes (use Fingerprint)", ErrInvalidKey)
 	}
 	if fingerprint == nil {
 		fingerprint = []byte{}
@@ -121,9 +122,9 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	if err != nil {
 		cerr := d.Classify(err)
 		if k.opt.OnBusy == Fail && errors.Is(cerr, sqlcoord.ErrLockTimeout) {
-			return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+			return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
 		}
-		return Claim{}, fmt.Errorf("txn: begin key %s/%s: %w", scope, key, cerr)
+		return Claim{}, errs.Errorf("txn: begin key %s/%s: %w", scope, key, cerr)
 	}
 	if inserted {
 		return Claim{}, nil
@@ -133,16 +134,16 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 		return c, err
 	}
 	if locked {
-		return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+		return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
 	}
 	n, err := x.Exec(ctx, k.q.IdemTakeover, lock, fingerprint, scope, key)
 	if err != nil {
-		return Claim{}, fmt.Errorf("txn: recover key %s/%s: %w", scope, key, d.Classify(err))
+		return Claim{}, errs.Errorf("txn: recover key %s/%s: %w", scope, key, d.Classify(err))
 	}
 	if n == 1 {
 		return Claim{Recovered: true}, nil
 	}
-	return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+	return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
 }
 
 // Record is the write-once mode, for a request whose effect lives in this
@@ -170,7 +171,7 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 		return Claim{}, err
 	}
 	if len(fingerprint) > 64 {
-		return Claim{}, fmt.Errorf("%w: fingerprint over 64 bytes (use Fingerprint)", ErrInvalidKey)
+		return Claim{}, errs.Errorf("%w: fingerprint over 64 bytes (use Fingerprint)", ErrInvalidKey)
 	}
 	if fingerprint == nil {
 		fingerprint = []byte{}
@@ -182,7 +183,7 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 	x := k.db.TxExecutor(tx)
 	n, err := x.Exec(ctx, k.q.IdemInsertDone, scope, key, fingerprint, response)
 	if err != nil {
-		return Claim{}, fmt.Errorf("txn: record key %s/%s: %w", scope, key, d.Classify(err))
+		return Claim{}, errs.Errorf("txn: record key %s/%s: %w", scope, key, d.Classify(err))
 	}
 	if n == 1 {
 		return Claim{}, nil
@@ -191,7 +192,7 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 	if err != nil || c.Replay {
 		return c, err
 	}
-	return Claim{}, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+	return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
 }
 
 // existing reads a key that was there when we tried to insert it: a
@@ -203,12 +204,12 @@ func (k *Keys[TTx]) existing(ctx context.Context, x sqlcoord.Executor, scope, ke
 	var locked bool
 	if err := x.QueryRow(ctx, k.q.IdemRead, scope, key).Scan(&fp, &state, &resp, &locked); err != nil {
 		if errors.Is(err, sql.ErrNoRows) { // abandoned or cleaned up in between
-			return Claim{}, false, fmt.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
+			return Claim{}, false, errs.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
 		}
-		return Claim{}, false, fmt.Errorf("txn: read key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
+		return Claim{}, false, errs.Errorf("txn: read key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
 	}
 	if !bytes.Equal(fp, fingerprint) {
-		return Claim{}, false, fmt.Errorf("txn: key %s/%s: %w", scope, key, ErrKeyReused)
+		return Claim{}, false, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrKeyReused)
 	}
 	if state == "done" {
 		return Claim{Replay: true, Response: resp}, false, nil
@@ -232,10 +233,10 @@ func (k *Keys[TTx]) complete(ctx context.Context, x sqlcoord.Executor, op, scope
 	}
 	n, err := x.Exec(ctx, k.q.IdemComplete, response, scope, key)
 	if err != nil {
-		return fmt.Errorf("txn: %s key %s/%s: %w", op, scope, key, k.db.Dialect().Classify(err))
+		return errs.Errorf("txn: %s key %s/%s: %w", op, scope, key, k.db.Dialect().Classify(err))
 	}
 	if n == 0 {
-		return fmt.Errorf("txn: %s key %s/%s: %w", op, scope, key, ErrNotOwner)
+		return errs.Errorf("txn: %s key %s/%s: %w", op, scope, key, ErrNotOwner)
 	}
 	return nil
 }
@@ -269,10 +270,10 @@ func (k *Keys[TTx]) Abandon(ctx context.Context, scope, key string) error {
 	}
 	n, err := k.db.Executor().Exec(ctx, k.q.IdemAbandon, scope, key)
 	if err != nil {
-		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
+		return errs.Errorf("txn: abandon key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
 	}
 	if n == 0 {
-		return fmt.Errorf("txn: abandon key %s/%s: %w", scope, key, ErrNotOwner)
+		return errs.Errorf("txn: abandon key %s/%s: %w", scope, key, ErrNotOwner)
 	}
 	return nil
 }
@@ -290,10 +291,10 @@ func (k *Keys[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int) (
 // different keys.
 func validKey(scope, key string) error {
 	if err := valid.Text("idempotency scope", scope, 255); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
+		return errs.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	if err := valid.Text("idempotency key", key, 255); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
+		return errs.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	return nil
 }

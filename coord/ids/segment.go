@@ -17,13 +17,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
@@ -88,7 +88,7 @@ type Segments struct {
 // lazily by the first Next.
 func NewSegments(db sqlcoord.Base, tag string, opt SegmentOptions) (*Segments, error) {
 	if err := valid.Text("segment tag", tag, 128); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if opt.Step == 0 {
 		opt.Step = 1000
@@ -100,10 +100,10 @@ func NewSegments(db sqlcoord.Base, tag string, opt SegmentOptions) (*Segments, e
 		opt.MaxStep = 100 * opt.Step
 	}
 	if opt.Step < 1 || opt.MinStep < 1 || opt.MaxStep < opt.MinStep || opt.Step < opt.MinStep || opt.Step > opt.MaxStep || opt.MaxStep > 1<<30 {
-		return nil, fmt.Errorf("%w: steps must satisfy 1 <= MinStep <= Step <= MaxStep <= 2^30 (got %d, %d, %d)", ErrInvalid, opt.MinStep, opt.Step, opt.MaxStep)
+		return nil, errs.Errorf("%w: steps must satisfy 1 <= MinStep <= Step <= MaxStep <= 2^30 (got %d, %d, %d)", ErrInvalid, opt.MinStep, opt.Step, opt.MaxStep)
 	}
 	if opt.Target < 0 || opt.MaxWait < 0 || opt.Prefetch < 0 {
-		return nil, fmt.Errorf("%w: negative Target %v, MaxWait %v or Prefetch %v", ErrInvalid, opt.Target, opt.MaxWait, opt.Prefetch)
+		return nil, errs.Errorf("%w: negative Target %v, MaxWait %v or Prefetch %v", ErrInvalid, opt.Target, opt.MaxWait, opt.Prefetch)
 	}
 	if opt.Target == 0 {
 		opt.Target = 15 * time.Minute
@@ -233,10 +233,10 @@ func (s *Segments) advance(ctx context.Context, old *segment) error {
 			ready := s.nextSeg != nil
 			s.mu.Unlock()
 			if !ready && err != nil {
-				return fmt.Errorf("%w for tag %q: %w", ErrNotReady, s.tag, err)
+				return errs.Errorf("%w for tag %q: %w", ErrNotReady, s.tag, err)
 			}
 		case <-deadline.C:
-			return fmt.Errorf("%w for tag %q within %v", ErrNotReady, s.tag, s.opt.MaxWait)
+			return errs.Errorf("%w for tag %q within %v", ErrNotReady, s.tag, s.opt.MaxWait)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -272,7 +272,7 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 		}()
 		if errors.Is(err, sql.ErrNoRows) && attempt == 0 {
 			if !s.opt.AutoCreate {
-				return nil, fmt.Errorf("%w %q (create it with CreateTag or AutoCreate)", ErrUnknownTag, s.tag)
+				return nil, errs.Errorf("%w %q (create it with CreateTag or AutoCreate)", ErrUnknownTag, s.tag)
 			}
 			if err := CreateTag(ctx, s.db, s.tag, 0); err != nil {
 				return nil, err
@@ -291,7 +291,7 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 				}
 				continue
 			}
-			return nil, fmt.Errorf("ids: fetch segment %q: %w", s.tag, cerr)
+			return nil, errs.Errorf("ids: fetch segment %q: %w", s.tag, cerr)
 		}
 		break
 	}
@@ -306,13 +306,13 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 // does not exist. Existing tags are left alone.
 func CreateTag(ctx context.Context, db sqlcoord.Base, tag string, start int64) error {
 	if err := valid.Text("segment tag", tag, 128); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if start < 0 {
-		return fmt.Errorf("%w: negative start %d", ErrInvalid, start)
+		return errs.Errorf("%w: negative start %d", ErrInvalid, start)
 	}
 	if _, err := db.Executor().Exec(ctx, db.Dialect().Q.SegmentCreate, tag, start, 1); err != nil {
-		return fmt.Errorf("ids: create tag %q: %w", tag, db.Dialect().Classify(err))
+		return errs.Errorf("ids: create tag %q: %w", tag, db.Dialect().Classify(err))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -63,10 +64,10 @@ var DefaultLayout = Layout{TimeBits: 41, WorkerBits: 10, SeqBits: 12, Epoch: tim
 // Validate checks that the layout fills 63 bits.
 func (l Layout) Validate() error {
 	if l.TimeBits+l.WorkerBits+l.SeqBits != 63 || l.TimeBits < 30 || l.WorkerBits < 1 || l.SeqBits < 1 {
-		return fmt.Errorf("%w: layout %d/%d/%d must add up to 63 with at least 30 time bits", ErrInvalid, l.TimeBits, l.WorkerBits, l.SeqBits)
+		return errs.Errorf("%w: layout %d/%d/%d must add up to 63 with at least 30 time bits", ErrInvalid, l.TimeBits, l.WorkerBits, l.SeqBits)
 	}
 	if l.Epoch.IsZero() {
-		return fmt.Errorf("%w: layout needs an epoch", ErrInvalid)
+		return errs.Errorf("%w: layout needs an epoch", ErrInvalid)
 	}
 	return nil
 }
@@ -130,10 +131,10 @@ func NewSnowflake(worker int64, floor int64, opt SnowflakeOptions) (*Snowflake, 
 		return nil, err
 	}
 	if worker < 0 || worker >= int64(opt.Layout.MaxWorkers()) {
-		return nil, fmt.Errorf("%w: worker id %d outside 0..%d", ErrInvalid, worker, opt.Layout.MaxWorkers()-1)
+		return nil, errs.Errorf("%w: worker id %d outside 0..%d", ErrInvalid, worker, opt.Layout.MaxWorkers()-1)
 	}
 	if opt.MaxRollback < 0 {
-		return nil, fmt.Errorf("%w: negative MaxRollback", ErrInvalid)
+		return nil, errs.Errorf("%w: negative MaxRollback", ErrInvalid)
 	}
 	if opt.MaxRollback == 0 {
 		opt.MaxRollback = 5 * time.Millisecond
@@ -145,7 +146,7 @@ func NewSnowflake(worker int64, floor int64, opt SnowflakeOptions) (*Snowflake, 
 		seqMask: 1<<opt.Layout.SeqBits - 1, maxMs: 1<<opt.Layout.TimeBits - 1}
 	now := s.now()
 	if now < floor-s.maxRB {
-		return nil, fmt.Errorf("%w: clock at %d ms, last recorded %d ms (%v behind)", ErrClockBehind, now, floor, time.Duration(floor-now)*time.Millisecond)
+		return nil, errs.Errorf("%w: clock at %d ms, last recorded %d ms (%v behind)", ErrClockBehind, now, floor, time.Duration(floor-now)*time.Millisecond)
 	}
 	s.lastMs = floor
 	s.seq = s.seqMask // the next id moves past floor
@@ -178,7 +179,7 @@ func (s *Snowflake) Next() (int64, error) {
 	now := s.now()
 	if now < s.lastMs {
 		if s.lastMs-now > s.maxRB {
-			return 0, fmt.Errorf("%w by %v (more than %v)", ErrClockBackwards, time.Duration(s.lastMs-now)*time.Millisecond, time.Duration(s.maxRB)*time.Millisecond)
+			return 0, errs.Errorf("%w by %v (more than %v)", ErrClockBackwards, time.Duration(s.lastMs-now)*time.Millisecond, time.Duration(s.maxRB)*time.Millisecond)
 		}
 		for now < s.lastMs {
 			time.Sleep(100 * time.Microsecond)
@@ -200,7 +201,7 @@ func (s *Snowflake) Next() (int64, error) {
 		s.seq = 0
 	}
 	if now > s.maxMs {
-		return 0, fmt.Errorf("%w: time bits exhausted (epoch %v)", ErrInvalid, s.l.Epoch)
+		return 0, errs.Errorf("%w: time bits exhausted (epoch %v)", ErrInvalid, s.l.Epoch)
 	}
 	// Checked on every id, after the clock was read for it: if the lease
 	// is valid now, it was when the id's timestamp was taken, so even a
@@ -265,7 +266,7 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 		opt.TTL = 30 * time.Second
 	}
 	if opt.TTL < 10*time.Millisecond || opt.Margin < 0 {
-		return nil, fmt.Errorf("%w: worker TTL %v / margin %v", ErrInvalid, opt.TTL, opt.Margin)
+		return nil, errs.Errorf("%w: worker TTL %v / margin %v", ErrInvalid, opt.TTL, opt.Margin)
 	}
 	if opt.Margin == 0 {
 		opt.Margin = opt.TTL
@@ -283,7 +284,7 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 	for {
 		g, err := db.Dialect().WorkerEpochReady(ctx, db.Executor(), (opt.TTL + opt.Margin).Microseconds(), db.Epochs().Seen())
 		if err != nil {
-			return nil, fmt.Errorf("ids: lease worker id: %w", db.Dialect().Classify(err))
+			return nil, errs.Errorf("ids: lease worker id: %w", db.Dialect().Classify(err))
 		}
 		if err := db.Epochs().Observe(g.Epoch); err != nil {
 			return nil, err
@@ -328,7 +329,7 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 			id = max.Int64 + 1
 		}
 		if id >= int64(opt.MaxWorkers) {
-			return fmt.Errorf("%w (all %d leased to live nodes)", ErrNoWorkerID, opt.MaxWorkers)
+			return errs.Errorf("%w (all %d leased to live nodes)", ErrNoWorkerID, opt.MaxWorkers)
 		}
 		lastMs, released = 0, true
 		_, err = tx.Exec(ctx, q.WorkerInsert, id, opt.Owner, opt.TTL.Microseconds())
@@ -338,7 +339,7 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ids: lease worker id: %w", err)
+		return nil, errs.Errorf("ids: lease worker id: %w", err)
 	}
 	floor := lastMs
 	if !released {
@@ -369,12 +370,12 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 		},
 		Lost: func(err error) bool { return errors.Is(err, ErrWorkerLost) },
 		Expired: func(last error) error {
-			return fmt.Errorf("%w: heartbeats failing: %v", ErrWorkerLost, last)
+			return errs.Errorf("%w: heartbeats failing: %v", ErrWorkerLost, last)
 		},
 	})
 	if err != nil {
 		db.Executor().Exec(context.Background(), q.WorkerRelease, 0, id, opt.Owner)
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, errs.Errorf("%w: %v", ErrInvalid, err)
 	}
 	w.loop = loop
 	sf.valid = func() error {
@@ -386,7 +387,7 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 		if c := context.Cause(loop.Context()); c != nil && !errors.Is(c, context.Canceled) {
 			return c
 		}
-		return fmt.Errorf("%w: lease validity passed", ErrWorkerLost)
+		return errs.Errorf("%w: lease validity passed", ErrWorkerLost)
 	}
 	return w, nil
 }

@@ -29,10 +29,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -94,7 +94,7 @@ func NewRuns(db sqlcoord.Base) *Runs { return &Runs{db: db} }
 // contains NUL; names are compared byte for byte.
 func validJob(name string) error {
 	if err := valid.Text("job name", name, 128); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }
@@ -112,13 +112,13 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 		return Run{}, err
 	}
 	if shard < 0 || total <= shard {
-		return Run{}, fmt.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
+		return Run{}, errs.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
 	}
 	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Owner: owner, sent: time.Now()}
 	slot := dialect.JobSlot{Job: job, Fire: run.FireTime, Shard: shard, Total: total, Status: status, Owner: owner}
 	attempt, claimed, err := r.db.Dialect().JobClaim(ctx, r.db.Executor(), slot, r.db.Epochs().Seen())
 	if err != nil {
-		return Run{}, fmt.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect().Classify(err))
+		return Run{}, errs.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect().Classify(err))
 	}
 	if !claimed {
 		return Run{}, ErrAlreadyClaimed
@@ -139,16 +139,16 @@ func (r *Runs) SlotTotal(ctx context.Context, job string, fire time.Time, group 
 		return 0, err
 	}
 	if err := valid.Text("shard group", group, 255); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return 0, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	d := r.db.Dialect()
 	f := norm(fire)
 	if _, err := r.db.Executor().Exec(ctx, d.Q.JobSlotTotal, job, f, group); err != nil {
-		return 0, fmt.Errorf("jobs: shard total of %s@%s: %w", job, f.Format(time.RFC3339Nano), d.Classify(err))
+		return 0, errs.Errorf("jobs: shard total of %s@%s: %w", job, f.Format(time.RFC3339Nano), d.Classify(err))
 	}
 	var n int
 	if err := r.db.Executor().QueryRow(ctx, d.Q.JobSlotRead, job, f).Scan(&n); err != nil {
-		return 0, fmt.Errorf("jobs: shard total of %s@%s: %w", job, f.Format(time.RFC3339Nano), d.Classify(err))
+		return 0, errs.Errorf("jobs: shard total of %s@%s: %w", job, f.Format(time.RFC3339Nano), d.Classify(err))
 	}
 	return n, nil
 }
@@ -158,7 +158,7 @@ func (r *Runs) SlotTotal(ctx context.Context, job string, fire time.Time, group 
 func (r *Runs) Heartbeat(ctx context.Context, run Run) error {
 	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobHeartbeat, run.Job, run.FireTime, run.Shard, run.Attempt)
 	if err != nil {
-		return fmt.Errorf("jobs: heartbeat: %w", r.db.Dialect().Classify(err))
+		return errs.Errorf("jobs: heartbeat: %w", r.db.Dialect().Classify(err))
 	}
 	if n == 0 {
 		return ErrSuperseded
@@ -180,7 +180,7 @@ func (r *Runs) Finish(ctx context.Context, run Run, runErr error) error {
 	}
 	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobFinish, status, msg, run.Job, run.FireTime, run.Shard, run.Attempt)
 	if err != nil {
-		return fmt.Errorf("jobs: finish: %w", r.db.Dialect().Classify(err))
+		return errs.Errorf("jobs: finish: %w", r.db.Dialect().Classify(err))
 	}
 	if n == 0 {
 		if done, err := r.completed(ctx, run); err != nil || done {
@@ -215,17 +215,17 @@ func (r *Runs) fence(ctx context.Context, x sqlcoord.Executor, run Run) error {
 	if errors.Is(err, sql.ErrNoRows) && hwm > 0 {
 		retry, cerr := r.db.Dialect().EpochCheck(ctx, x, hwm)
 		if cerr != nil {
-			return fmt.Errorf("jobs: fence: %w", r.db.Dialect().Classify(cerr))
+			return errs.Errorf("jobs: fence: %w", r.db.Dialect().Classify(cerr))
 		}
 		if retry {
 			err = x.QueryRow(ctx, q, args...).Scan(&a)
 		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("jobs: fence %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
+		return errs.Errorf("jobs: fence %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
 	}
 	if err != nil {
-		return fmt.Errorf("jobs: fence: %w", r.db.Dialect().Classify(err))
+		return errs.Errorf("jobs: fence: %w", r.db.Dialect().Classify(err))
 	}
 	return nil
 }
@@ -250,10 +250,10 @@ func (r *Runs) complete(ctx context.Context, x sqlcoord.Executor, run Run) error
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("jobs: complete: %w", r.db.Dialect().Classify(err))
+		return errs.Errorf("jobs: complete: %w", r.db.Dialect().Classify(err))
 	}
 	if n == 0 {
-		return fmt.Errorf("jobs: complete %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
+		return errs.Errorf("jobs: complete %s attempt %d: %w", run.Job, run.Attempt, ErrSuperseded)
 	}
 	return nil
 }
@@ -268,7 +268,7 @@ func (r *Runs) completed(ctx context.Context, run Run) (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("jobs: read run: %w", r.db.Dialect().Classify(err))
+		return false, errs.Errorf("jobs: read run: %w", r.db.Dialect().Classify(err))
 	}
 	return status == Succeeded && attempt == run.Attempt, nil
 }
@@ -285,7 +285,7 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 	q := r.db.Dialect().Q
 	rows, err := r.db.Executor().Query(ctx, q.JobStale, job, grace.Microseconds())
 	if err != nil {
-		return nil, fmt.Errorf("jobs: stale runs: %w", r.db.Dialect().Classify(err))
+		return nil, errs.Errorf("jobs: stale runs: %w", r.db.Dialect().Classify(err))
 	}
 	var cands []Run
 	for rows.Next() {
@@ -310,7 +310,7 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 		slot := dialect.JobSlot{Job: c.Job, Fire: c.FireTime, Shard: c.Shard, Owner: owner}
 		next, ok, err := r.db.Dialect().JobTakeover(ctx, r.db.Executor(), slot, int64(c.Attempt), grace.Microseconds(), r.db.Epochs().Seen())
 		if err != nil {
-			return won, fmt.Errorf("jobs: take over: %w", r.db.Dialect().Classify(err))
+			return won, errs.Errorf("jobs: take over: %w", r.db.Dialect().Classify(err))
 		}
 		if ok {
 			if err := r.db.Epochs().Observe(next.Epoch); err != nil {
@@ -339,7 +339,7 @@ func (r *Runs) Register(ctx context.Context, name string, s *Schedule, shards in
 		return err
 	}
 	if _, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobRegister, name, s.expr, s.loc.String(), max(shards, 1)); err != nil {
-		return fmt.Errorf("jobs: register %s: %w", name, r.db.Dialect().Classify(err))
+		return errs.Errorf("jobs: register %s: %w", name, r.db.Dialect().Classify(err))
 	}
 	return nil
 }
@@ -353,10 +353,10 @@ func (r *Runs) Definition(ctx context.Context, name string) (Definition, *Schedu
 	d := Definition{Name: name}
 	err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobDef, name).Scan(&d.Schedule, &d.Location, &d.Shards, &d.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return d, nil, fmt.Errorf("jobs: %q: %w (no scheduler has registered it)", name, ErrUnknownJob)
+		return d, nil, errs.Errorf("jobs: %q: %w (no scheduler has registered it)", name, ErrUnknownJob)
 	}
 	if err != nil {
-		return d, nil, fmt.Errorf("jobs: definition: %w", r.db.Dialect().Classify(err))
+		return d, nil, errs.Errorf("jobs: definition: %w", r.db.Dialect().Classify(err))
 	}
 	s, err := d.Parse()
 	return d, s, err
@@ -366,7 +366,7 @@ func (r *Runs) Definition(ctx context.Context, name string) (Definition, *Schedu
 func (d Definition) Parse() (*Schedule, error) {
 	loc, err := time.LoadLocation(d.Location)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: %q: time zone %q: %w", d.Name, d.Location, err)
+		return nil, errs.Errorf("jobs: %q: time zone %q: %w", d.Name, d.Location, err)
 	}
 	return ParseSchedule(d.Schedule, loc)
 }
@@ -375,7 +375,7 @@ func (d Definition) Parse() (*Schedule, error) {
 func (r *Runs) Jobs(ctx context.Context) ([]Definition, error) {
 	rows, err := r.db.Executor().Query(ctx, r.db.Dialect().Q.JobNames)
 	if err != nil {
-		return nil, fmt.Errorf("jobs: list jobs: %w", r.db.Dialect().Classify(err))
+		return nil, errs.Errorf("jobs: list jobs: %w", r.db.Dialect().Classify(err))
 	}
 	defer rows.Close()
 	var out []Definition
@@ -407,7 +407,7 @@ func (r *Runs) MarkRerun(ctx context.Context, job string, fire time.Time, total 
 		return 0, err
 	}
 	if !sched.OnSchedule(fire) {
-		return 0, fmt.Errorf("jobs: %s at %s: %w %s (next slot after it: %s)", job, fire.UTC().Format(time.RFC3339Nano),
+		return 0, errs.Errorf("jobs: %s at %s: %w %s (next slot after it: %s)", job, fire.UTC().Format(time.RFC3339Nano),
 			ErrNotOnSchedule, sched, sched.Next(fire).Format(time.RFC3339Nano))
 	}
 	if total <= 0 {
@@ -417,12 +417,12 @@ func (r *Runs) MarkRerun(ctx context.Context, job string, fire time.Time, total 
 	fire = norm(fire)
 	n, err := r.db.Executor().Exec(ctx, q.JobRerunMark, job, fire)
 	if err != nil {
-		return 0, fmt.Errorf("jobs: rerun: %w", r.db.Dialect().Classify(err))
+		return 0, errs.Errorf("jobs: rerun: %w", r.db.Dialect().Classify(err))
 	}
 	for s := 0; s < total; s++ {
 		m, err := r.db.Executor().Exec(ctx, q.JobRerunInsert, job, fire, s, total)
 		if err != nil {
-			return n, fmt.Errorf("jobs: rerun: %w", r.db.Dialect().Classify(err))
+			return n, errs.Errorf("jobs: rerun: %w", r.db.Dialect().Classify(err))
 		}
 		n += m
 	}
@@ -433,7 +433,7 @@ func (r *Runs) MarkRerun(ctx context.Context, job string, fire time.Time, total 
 func (r *Runs) List(ctx context.Context, job string, from, to time.Time) ([]Record, error) {
 	rows, err := r.db.Executor().Query(ctx, r.db.Dialect().Q.JobList, job, norm(from), norm(to))
 	if err != nil {
-		return nil, fmt.Errorf("jobs: list: %w", r.db.Dialect().Classify(err))
+		return nil, errs.Errorf("jobs: list: %w", r.db.Dialect().Classify(err))
 	}
 	defer rows.Close()
 	var out []Record
@@ -485,7 +485,7 @@ func MissingIn(recs []Record, s *Schedule, shards int, from, to time.Time) []tim
 func (r *Runs) LastFire(ctx context.Context, job string) (time.Time, error) {
 	var t sql.NullTime
 	if err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobLastFire, job).Scan(&t); err != nil {
-		return time.Time{}, fmt.Errorf("jobs: last fire: %w", r.db.Dialect().Classify(err))
+		return time.Time{}, errs.Errorf("jobs: last fire: %w", r.db.Dialect().Classify(err))
 	}
 	if !t.Valid {
 		return time.Time{}, nil

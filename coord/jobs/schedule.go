@@ -1,10 +1,10 @@
 package jobs
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // parser accepts standard 5-field cron, an optional leading seconds field,
@@ -35,11 +35,11 @@ func ParseSchedule(expr string, loc *time.Location) (*Schedule, error) {
 	}
 	s, err := parser.Parse(expr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cron %q: %v", ErrInvalid, expr, err)
+		return nil, errs.Errorf("%w: cron %q: %v", ErrInvalid, expr, err)
 	}
 	spec, ok := s.(*cron.SpecSchedule)
 	if !ok {
-		return nil, fmt.Errorf("%w: cron %q: @every schedules depend on process start time; use a cron expression", ErrInvalid, expr)
+		return nil, errs.Errorf("%w: cron %q: @every schedules depend on process start time; use a cron expression", ErrInvalid, expr)
 	}
 	spec.Location = loc
 	return &Schedule{expr: expr, loc: loc, spec: spec}, nil

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/metrics"
@@ -160,7 +161,7 @@ func (s *Scheduler) Register(j Job) error {
 		return err
 	}
 	if j.Run == nil {
-		return fmt.Errorf("%w: job %q has no Run function", ErrInvalid, j.Name)
+		return errs.Errorf("%w: job %q has no Run function", ErrInvalid, j.Name)
 	}
 	sc, err := ParseSchedule(j.Schedule, j.Location)
 	if err != nil {
@@ -171,17 +172,17 @@ func (s *Scheduler) Register(j Job) error {
 	}
 	if j.ShardGroup != "" {
 		if err := valid.Text("shard group", j.ShardGroup, 255); err != nil {
-			return fmt.Errorf("%w: job %q: %w", ErrInvalid, j.Name, err)
+			return errs.Errorf("%w: job %q: %w", ErrInvalid, j.Name, err)
 		}
 	}
 	if j.Grace < 0 {
-		return fmt.Errorf("%w: job %q: negative grace %v", ErrInvalid, j.Name, j.Grace)
+		return errs.Errorf("%w: job %q: negative grace %v", ErrInvalid, j.Name, j.Grace)
 	}
 	if j.Grace == 0 {
 		j.Grace = 30 * time.Second
 	}
 	if j.Timeout < 0 || j.CatchUpMax < 0 {
-		return fmt.Errorf("%w: negative timeout or catch-up", ErrInvalid)
+		return errs.Errorf("%w: negative timeout or catch-up", ErrInvalid)
 	}
 	j.sched = sc
 	s.jobs = append(s.jobs, &j)
@@ -210,7 +211,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	err := s.loop(rctx)
 	s.wg.Wait()
 	if c := context.Cause(rctx); c != nil && ctx.Err() == nil && !errors.Is(c, context.Canceled) {
-		return fmt.Errorf("jobs: scheduler stopped: %w", c)
+		return errs.Errorf("jobs: scheduler stopped: %w", c)
 	}
 	return err
 }
@@ -401,7 +402,7 @@ func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
 			Renew:    func(hctx context.Context) error { return s.runs.Heartbeat(hctx, run) },
 			Lost:     func(err error) bool { return errors.Is(err, ErrSuperseded) },
 			Expired: func(last error) error {
-				return fmt.Errorf("%w: no heartbeat succeeded within the grace (%v): %v", ErrSuperseded, j.Grace, last)
+				return errs.Errorf("%w: no heartbeat succeeded within the grace (%v): %v", ErrSuperseded, j.Grace, last)
 			},
 		})
 		if lerr != nil {

@@ -2,11 +2,11 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // Checked is what Check learned of a server.
@@ -28,7 +28,7 @@ type Checked struct {
 func Check(ctx context.Context, e dialect.Executor, o Options, what string) (Checked, error) {
 	var c Checked
 	unreachable := func(err error) error {
-		return fmt.Errorf("%w to %s: %w", dialect.ErrUnreachable, what, err)
+		return errs.Errorf("%w to %s: %w", dialect.ErrUnreachable, what, err)
 	}
 	var version string
 	if err := e.QueryRow(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
@@ -62,7 +62,7 @@ func Check(ctx context.Context, e dialect.Executor, o Options, what string) (Che
 			return fail(unreachable(d.Classify(err)))
 		}
 		if ro {
-			return fail(fmt.Errorf("%w: %s is a hot standby or a read-only replica; connect to the primary (or set AllowReadOnly to inspect it)", dialect.ErrReadOnly, what))
+			return fail(errs.Errorf("%w: %s is a hot standby or a read-only replica; connect to the primary (or set AllowReadOnly to inspect it)", dialect.ErrReadOnly, what))
 		}
 	}
 	if o.RequireSyncReplication {
@@ -71,16 +71,16 @@ func Check(ctx context.Context, e dialect.Executor, o Options, what string) (Che
 			return fail(err)
 		}
 		if !info.Synchronous {
-			return fail(fmt.Errorf("%w: %s: %s", dialect.ErrNotSynchronous, what, info.Detail))
+			return fail(errs.Errorf("%w: %s: %s", dialect.ErrNotSynchronous, what, info.Detail))
 		}
 	}
 	if d.Family() == "mysql" {
 		var now time.Time
 		if err := e.QueryRow(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(&now); err != nil {
-			return fail(fmt.Errorf("%w: the MySQL driver must return DATETIME as time.Time: add parseTime=true to the DSN (%v)", dialect.ErrDriverSetting, err))
+			return fail(errs.Errorf("%w: the MySQL driver must return DATETIME as time.Time: add parseTime=true to the DSN (%v)", dialect.ErrDriverSetting, err))
 		}
 		if now.Location() != time.UTC {
-			return fail(fmt.Errorf("%w: the MySQL driver reads DATETIME in %v: use loc=UTC (the default) in the DSN", dialect.ErrDriverSetting, now.Location()))
+			return fail(errs.Errorf("%w: the MySQL driver reads DATETIME in %v: use loc=UTC (the default) in the DSN", dialect.ErrDriverSetting, now.Location()))
 		}
 	}
 	return c, nil
@@ -113,10 +113,10 @@ func checkGalera(ctx context.Context, e dialect.Executor, o Options, c *Checked)
 	}
 	var w int
 	if err := e.QueryRow(ctx, `SELECT @@session.wsrep_sync_wait`).Scan(&w); err != nil {
-		return nil, fmt.Errorf("%w: %w", dialect.ErrUnreachable, err)
+		return nil, errs.Errorf("%w: %w", dialect.ErrUnreachable, err)
 	}
 	if w&3 != 3 {
-		return nil, fmt.Errorf("%w: on a multi-writer Galera cluster the pool needs causal reads: add wsrep_sync_wait=%s to the DSN (or GaleraSingleWriter if every client writes through one node)", dialect.ErrDriverSetting, dialect.GaleraSyncWait)
+		return nil, errs.Errorf("%w: on a multi-writer Galera cluster the pool needs causal reads: add wsrep_sync_wait=%s to the DSN (or GaleraSingleWriter if every client writes through one node)", dialect.ErrDriverSetting, dialect.GaleraSyncWait)
 	}
 	return dialect.Galera, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // Epochs is a client's memory of the newest failover epoch it has seen: a
@@ -43,7 +44,7 @@ func NewEpochs(file string) (*Epochs, error) {
 		return e, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlcoord: epoch file: %w", err)
+		return nil, errs.Errorf("sqlcoord: epoch file: %w", err)
 	}
 	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	if err != nil || v < 0 {
@@ -84,22 +85,22 @@ func (e *Epochs) Observe(epoch int64) error {
 	v := e.seen.Load() // the highest by now
 	tmp, err := os.CreateTemp(filepath.Dir(e.file), ".sqlcoord-epoch-*")
 	if err != nil {
-		return fmt.Errorf("sqlcoord: epoch file: %w", err)
+		return errs.Errorf("sqlcoord: epoch file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := fmt.Fprintf(tmp, "%d\n", v); err != nil {
 		tmp.Close()
-		return fmt.Errorf("sqlcoord: epoch file: %w", err)
+		return errs.Errorf("sqlcoord: epoch file: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return fmt.Errorf("sqlcoord: epoch file: %w", err)
+		return errs.Errorf("sqlcoord: epoch file: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("sqlcoord: epoch file: %w", err)
+		return errs.Errorf("sqlcoord: epoch file: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), e.file); err != nil {
-		return fmt.Errorf("sqlcoord: epoch file: %w", err)
+		return errs.Errorf("sqlcoord: epoch file: %w", err)
 	}
 	return nil
 }

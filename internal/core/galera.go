@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // GaleraWriterLease is the coord_leases row a GaleraSingleWriter pool's
@@ -58,7 +59,7 @@ type galeraWriter struct {
 func startGaleraWriter(ctx context.Context, x dialect.Executor) (*galeraWriter, error) {
 	w := &galeraWriter{x: x, d: dialect.Galera, stop: make(chan struct{}), done: make(chan struct{})}
 	if err := x.QueryRow(ctx, dialect.GaleraNode).Scan(&w.node); err != nil {
-		return nil, fmt.Errorf("%w: %v", dialect.ErrUnreachable, err)
+		return nil, errs.Errorf("%w: %v", dialect.ErrUnreachable, err)
 	}
 	if err := w.renew(ctx); err != nil {
 		if !errors.Is(w.d.Classify(err), dialect.ErrNoSchema) {
@@ -119,7 +120,7 @@ func (w *galeraWriter) check() error {
 	if w.holder != "" {
 		why = "node " + w.holder + " is the single writer"
 	}
-	return fmt.Errorf("%w: GaleraSingleWriter on node %s: %s", &dialect.Error{Kind: dialect.ErrGaleraLocks}, w.node, why)
+	return errs.Errorf("%w: GaleraSingleWriter on node %s: %s", &dialect.Error{Kind: dialect.ErrGaleraLocks}, w.node, why)
 }
 
 // close stops renewing and releases the lease, so another node can take

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // Querier is what database/sql pools, connections and transactions (and
@@ -104,7 +105,7 @@ func TxExecutorFor(tx any, stack string, pre []any) (dialect.Executor, error) {
 	}); ok {
 		return SQLExec{Q: q, Pre: pre}, nil
 	}
-	return nil, fmt.Errorf("%w: got %T, want the %s transaction (*sql.Tx or *sqlx.Tx)", dialect.ErrNotATransaction, tx, stack)
+	return nil, errs.Errorf("%w: got %T, want the %s transaction (*sql.Tx or *sqlx.Tx)", dialect.ErrNotATransaction, tx, stack)
 }
 
 // SQLOwned is a database/sql transaction sqlcoord began and commits.

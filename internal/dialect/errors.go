@@ -70,18 +70,18 @@ var (
 	// ErrQueryCanceled: the server canceled the statement (context
 	// cancellation or statement timeout).
 	ErrQueryCanceled = errors.New("sqlcoord: statement canceled")
-	// ErrPreparedStatementLost: PostgreSQL answered 42P05 (prepared
-	// statement already exists) or 26000 (does not exist): named prepared
-	// statements through a transaction-mode pooler (PgBouncer) that lends
-	// server connections to other clients. Set default_query_exec_mode=exec
-	// in the DSN, or sqlcoord's Options.Pooler / Options.Pooler.
 	// ErrGaleraLocks: row locks (TryLock, Lock) on a MariaDB Galera node.
 	// Galera takes SELECT … FOR UPDATE locks on the local node only, so
 	// holders on two nodes would overlap; sqlcoord refuses instead. Use a
 	// lease + fence (decided by certification), or send every lock user
 	// to one node and say so (sqlcoord.Options.GaleraSingleWriter).
-	ErrGaleraLocks           = errors.New("sqlcoord: row locks are node-local on Galera (use a lease + fence, or one writer node with GaleraSingleWriter)")
-	ErrPreparedStatementLost = errors.New("sqlcoord: prepared statement lost (a transaction-mode pooler such as PgBouncer in between? set default_query_exec_mode=exec in the DSN, or the Pooler option)")
+	ErrGaleraLocks = errors.New("sqlcoord: row locks are node-local on Galera (use a lease + fence, or one writer node with GaleraSingleWriter)")
+	// ErrPreparedStatementLost: PostgreSQL answered 42P05 (prepared
+	// statement already exists) or 26000 (does not exist): named prepared
+	// statements through a transaction-mode pooler (PgBouncer) that lends
+	// server connections to other clients. Set default_query_exec_mode=exec
+	// in the DSN, Options.Pooler, or the CLI's --pooler / SQLCOORD_POOLER.
+	ErrPreparedStatementLost = errors.New("sqlcoord: prepared statement lost (a transaction-mode pooler such as PgBouncer in between? set default_query_exec_mode=exec in the DSN, Options.Pooler, or sqlcoord --pooler)")
 )
 
 // Error is a driver error classified into one of the sentinel errors.
@@ -93,7 +93,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Err == nil {
+	if e.Err == nil || e.Kind == ErrLocked {
+		// a held lock is the whole story; the driver's text (MySQL: "Lock
+		// wait timeout exceeded" for a wait of 0) only repeats it
 		return e.Kind.Error()
 	}
 	if e.Code != "" {

@@ -2,7 +2,6 @@ package dialect
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -249,4 +248,4 @@ func (d *Dialect) UUIDColumnType() string { return d.ops.uuidColumnType() }
 
 // errLockHeld is ErrLocked when the lock statement skipped the lock (or
 // a concurrent creator held it) rather than failing.
-var errLockHeld = &Error{Kind: ErrLocked, Err: errors.New("held by another transaction")}
+var errLockHeld = &Error{Kind: ErrLocked}

@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // ErrExpired is the cause when validity ran out before a renewal
@@ -86,7 +88,7 @@ func Check(o *Options) error {
 			if last == nil {
 				return ErrExpired
 			}
-			return fmt.Errorf("%w (last renewal error: %v)", ErrExpired, last)
+			return errs.Errorf("%w (last renewal error: %v)", ErrExpired, last)
 		}
 	}
 	return nil
