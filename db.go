@@ -83,9 +83,20 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	if err := sdb.PingContext(pctx); err != nil {
 		sdb.Close()
 		if errors.Is(d.Classify(err), ErrReadOnly) {
-			return nil, redactedError{fmt.Sprintf("%v: %s is a hot standby or a read-only replica; connect to the primary (or set AllowReadOnly to inspect it): %s", ErrReadOnly, shown, redactErr(err, dsn)), d.Classify(err)}
+			return nil, redactedError{fmt.Sprintf("%v: %s is a hot standby or a read-only replica; connect to the primary (Options.AllowReadOnly opens it for reading; the CLI's read-only commands and doctor do)", ErrReadOnly, shown), d.Classify(err)}
 		}
 		return nil, redactedError{fmt.Sprintf("%v to %s: %s", ErrUnreachable, shown, redactErr(err, dsn)), errors.Join(ErrUnreachable, d.Classify(err))}
+	}
+	if family == "postgres" && !strings.Contains(driverDSN, "default_query_exec_mode=") && behindPooler(pctx, name, driverDSN) {
+		// A pooler or proxy in between: sqlcoord's statements (and the
+		// pool's) must not use named prepared statements, which a
+		// transaction-mode pooler hands to other clients' sessions.
+		sdb.Close()
+		driverDSN = withPGParam(driverDSN, "default_query_exec_mode", "exec")
+		if sdb, err = openPool(name, driverDSN, shown, dsn); err != nil {
+			return nil, err
+		}
+		setPool(sdb, o)
 	}
 	if family == "mysql" && !o.GaleraSingleWriter && mysqlParam(driverDSN, "wsrep_sync_wait") == "" {
 		// On a multi-writer Galera cluster, causal reads: a statement

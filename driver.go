@@ -103,6 +103,13 @@ type Options struct {
 	// when the pool's default_query_exec_mode is already exec,
 	// cache_describe or simple_protocol, or with PgBouncer ≥ 1.21 and
 	// max_prepared_statements set. See docs/pgbouncer.md.
+	//
+	// Open (a DSN without default_query_exec_mode) and pgxv5.Open/Wrap (a
+	// pool in the default cache_statement mode) turn it on by themselves
+	// when the server's port (inet_server_port()) is not the one
+	// connected to — a pooler or proxy in between. They cannot tell
+	// through a pooler that reaches PostgreSQL over a Unix socket, or
+	// with several hosts in the DSN: set it there.
 	Pooler bool
 	// AllowReadOnly opens a server that refuses writes (a hot standby, a
 	// read_only replica) instead of failing with ErrReadOnly — for

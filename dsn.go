@@ -1,9 +1,12 @@
 package sqlcoord
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/sqlcoord/sqlcoord/internal/errs"
@@ -167,7 +170,29 @@ func withPGParam(dsn, key, value string) string {
 
 // redactErr returns err's text with every secret of dsn and every URL
 // userinfo removed.
-func redactErr(err error, dsn string) string { return redact.Text(err.Error(), dsn) }
+func redactErr(err error, dsn string) string { return redact.Text(quietTLS(err.Error()), dsn) }
+
+// quietTLS drops pgx's "tls error: server refused TLS connection" lines
+// from a connect error that has other lines: with sslmode=prefer (the
+// default) a server without TLS refuses the first attempt, and the
+// attempt without TLS that follows holds the real error.
+func quietTLS(msg string) string {
+	const noise = "tls error: server refused TLS connection"
+	lines := strings.Split(msg, "\n")
+	if len(lines) < 3 || !strings.Contains(msg, noise) {
+		return msg
+	}
+	kept := lines[:1]
+	for _, l := range lines[1:] {
+		if !strings.Contains(l, noise) {
+			kept = append(kept, l)
+		}
+	}
+	if len(kept) == 2 {
+		return kept[0] + " " + strings.TrimSpace(kept[1])
+	}
+	return strings.Join(kept, "\n")
+}
 
 // redactedError shows a message with the DSN's secrets removed and still
 // matches what it wraps with errors.Is and errors.As.
@@ -178,3 +203,62 @@ type redactedError struct {
 
 func (e redactedError) Error() string { return e.msg }
 func (e redactedError) Unwrap() error { return e.err }
+
+// pgPort is the one TCP port a PostgreSQL DSN names (5432 when it names
+// none), 0 when it names several hosts or ports (then nothing is
+// compared).
+func pgPort(dsn string) int {
+	port := ""
+	if kvDSN.MatchString(dsn) && !strings.Contains(dsn, "://") {
+		for _, f := range strings.Fields(dsn) {
+			if k, v, ok := strings.Cut(f, "="); ok && k == "port" {
+				port = strings.Trim(v, "'")
+			}
+			if k, v, ok := strings.Cut(f, "="); ok && k == "host" && strings.Contains(v, ",") {
+				return 0
+			}
+		}
+	} else {
+		u, err := url.Parse(dsn)
+		if err != nil || strings.Contains(u.Host, ",") {
+			return 0
+		}
+		port = u.Port()
+		if p := u.Query().Get("port"); p != "" {
+			port = p
+		}
+	}
+	if port == "" {
+		return 5432
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || strings.Contains(port, ",") {
+		return 0
+	}
+	return n
+}
+
+// behindPooler reports whether a PostgreSQL DSN reaches the server
+// through something that listens on another port — a pooler (PgBouncer)
+// or a proxy: the port the server says the connection reached
+// (inet_server_port()) is not the DSN's. It asks on a connection of its
+// own without named prepared statements, so the probe leaves nothing on
+// a pooler's server connections. False when it cannot tell (a Unix socket
+// on the server side, several hosts in the DSN).
+func behindPooler(ctx context.Context, name, driverDSN string) bool {
+	want := pgPort(driverDSN)
+	if want == 0 {
+		return false
+	}
+	probe, err := sql.Open(name, withPGParam(driverDSN, "default_query_exec_mode", "exec"))
+	if err != nil {
+		return false
+	}
+	defer probe.Close()
+	probe.SetMaxOpenConns(1)
+	var port sql.NullInt64
+	if err := probe.QueryRowContext(ctx, "SELECT inet_server_port()").Scan(&port); err != nil || !port.Valid {
+		return false
+	}
+	return int(port.Int64) != want
+}

@@ -4,12 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 
+	"github.com/sqlcoord/sqlcoord/internal/core"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
 )
@@ -22,10 +19,10 @@ import (
 // schema; it is separate from an application's schema_migrations.
 const MigrationsTable = "coord_schema_migrations"
 
-// ErrDirty is returned when a previous migration failed half-way: inspect
-// the database, repair what the failed migration did, then `sqlcoord
-// migrate force N` with the version it reached (migrate.Force).
-var ErrDirty = errors.New("sqlcoord: schema is dirty (a migration failed half-way)")
+// ErrDirty: a migration failed half-way. The error says at which
+// version and what to run next (`sqlcoord migrate force`, after a repair
+// by hand).
+var ErrDirty = dialect.ErrDirty
 
 // Status is the schema state of a database.
 type Status struct {
@@ -63,7 +60,7 @@ func CheckSchema(ctx context.Context, db Base) error {
 		return err
 	}
 	if st.Dirty {
-		return errs.Errorf("%w at version %d", ErrDirty, st.Version)
+		return core.DirtyError(db.Dialect().Family(), st.Version)
 	}
 	if st.Version < st.Latest {
 		return errs.Errorf("%w (database at version %d, this sqlcoord needs %d)", ErrNoSchema, st.Version, st.Latest)
@@ -91,35 +88,7 @@ func schemaVersion(ctx context.Context, db Base) (uint, bool, error) {
 }
 
 // Versions lists the migration versions embedded for a family.
-func Versions(family string) ([]uint, error) {
-	fsys, err := sqlschema.FS(family)
-	if err != nil {
-		return nil, err
-	}
-	entries, err := fs.ReadDir(fsys, ".")
-	if err != nil {
-		return nil, err
-	}
-	seen := map[uint]bool{}
-	var out []uint
-	for _, e := range entries {
-		n, _, ok := strings.Cut(e.Name(), "_")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseUint(n, 10, 32)
-		if err != nil || seen[uint(v)] {
-			continue
-		}
-		seen[uint(v)] = true
-		out = append(out, uint(v))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	if len(out) == 0 {
-		return nil, fmt.Errorf("sqlcoord: no migrations embedded for %s", family)
-	}
-	return out, nil
-}
+func Versions(family string) ([]uint, error) { return sqlschema.Versions(family) }
 
 // ErrLockProtocol: the lock protocol cannot be read or changed (MySQL
 // family, or a schema older than version 15).

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/pgxconf"
 	"github.com/sqlcoord/sqlcoord/pgxv5"
@@ -94,7 +95,21 @@ func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
 	}
 	var de migrate.ErrDirty
 	if errors.As(err, &de) {
-		return errs.Errorf("%w at version %d", sqlcoord.ErrDirty, de.Version)
+		return core.DirtyError(db.Dialect().Family(), uint(de.Version))
+	}
+	var fe database.Error
+	if errors.As(err, &fe) && fe.OrigErr != nil {
+		// A migration failed: its whole SQL text (golang-migrate's
+		// message) helps nobody; which one, where, and what next do.
+		at := ""
+		if fe.Line > 0 {
+			at = fmt.Sprintf(" (line %d)", fe.Line)
+		}
+		cause := db.Dialect().Classify(fe.OrigErr)
+		if v, dirty, verr := m.Version(); verr == nil && dirty {
+			return errs.Errorf("sqlcoord: migrate: migration %d failed%s: %w; %w", v, at, cause, core.DirtyError(db.Dialect().Family(), v))
+		}
+		return errs.Errorf("sqlcoord: migrate: a migration failed%s: %w", at, cause)
 	}
 	if err != nil {
 		return errs.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))
@@ -109,10 +124,16 @@ func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
 	return ctx.Err()
 }
 
+// ErrForce: Force was asked for a version the database cannot be at.
+var ErrForce = errors.New("sqlcoord: migrate force refused")
+
 // Force records version as the applied schema version and clears the
 // dirty flag, without running any migration — after a failed migration
-// was repaired by hand (sqlcoord.ErrDirty says which version failed). version must
-// be 0 (nothing applied) or one of Versions(family).
+// was repaired by hand. It only repairs: the schema must be dirty at some
+// version V (sqlcoord.ErrDirty says which), and version must be V (the
+// repair completed migration V) or the version before it (the repair
+// undid it). Anything else is refused with ErrForce: recording a version
+// whose tables do not exist would make the next `up` fail half-way.
 func Force(ctx context.Context, db sqlcoord.Base, version uint) error {
 	all, err := sqlcoord.Versions(db.Dialect().Family())
 	if err != nil {
@@ -123,7 +144,23 @@ func Force(ctx context.Context, db sqlcoord.Base, version uint) error {
 		known = known || v == version
 	}
 	if !known {
-		return fmt.Errorf("sqlcoord: force: %d is not a schema version (have %v)", version, all)
+		return errs.Errorf("%w: %d is not a schema version (have %v)", ErrForce, version, all)
+	}
+	st, err := sqlcoord.MigrationStatus(ctx, db)
+	if err != nil {
+		return err
+	}
+	if !st.Dirty {
+		return errs.Errorf("%w: the schema is not dirty (it is at version %d, nothing failed half-way): force only repairs a failed migration; move between versions with `sqlcoord migrate to %d`", ErrForce, st.Version, version)
+	}
+	prev := uint(0)
+	for _, v := range all {
+		if v < st.Version {
+			prev = v
+		}
+	}
+	if version != st.Version && version != prev {
+		return errs.Errorf("%w: the schema is dirty at version %d, so it can only be at %d (migration %d completed by hand) or %d (undone): not %d", ErrForce, st.Version, st.Version, st.Version, prev, version)
 	}
 	m, err := migrator(ctx, db)
 	if err != nil {

@@ -192,13 +192,13 @@ func (o Admin) Stats(ctx context.Context) (Stats, error) {
 
 // DeadMessage is a dead-lettered message.
 type DeadMessage struct {
-	ID        int64
-	UUID      string // the message's global id (Message.MessageID)
-	Topic     string
-	Key       string
-	Attempts  int
-	LastError string
-	CreatedAt time.Time
+	ID        int64     `json:"id"`
+	UUID      string    `json:"uuid"` // the message's global id (Message.MessageID)
+	Topic     string    `json:"topic"`
+	Key       string    `json:"key"`
+	Attempts  int       `json:"attempts"`
+	LastError string    `json:"last_error"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Dead lists up to n dead-lettered messages, oldest first.

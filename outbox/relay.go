@@ -125,6 +125,45 @@ type Relay struct {
 	// server records them (decided on the first batch).
 	claimOnce             sync.Once
 	claimQ, claimOrderedQ string
+
+	healthMu sync.Mutex
+	health   Health
+}
+
+// Health is how the relay's batches have been going.
+type Health struct {
+	LastBatch time.Time // when the last batch ended (zero: none yet)
+	LastOK    time.Time // when a batch last succeeded
+	// Failing counts the batches that failed in a row since the last one
+	// that succeeded (a database error: nothing was claimed or marked).
+	// A message its publisher refused is not a failed batch: it is
+	// retried and dead-lettered on its own.
+	Failing   int
+	LastError string // the last failed batch's error, redacted ("" after a success)
+}
+
+// OK: no batch has failed since the last one that succeeded.
+func (h Health) OK() bool { return h.Failing == 0 }
+
+// Health reports the outcome of the relay's batches so far (a health
+// endpoint fails while batches fail).
+func (r *Relay) Health() Health {
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	return r.health
+}
+
+func (r *Relay) recordBatch(err error) {
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	now := time.Now()
+	r.health.LastBatch = now
+	if err != nil {
+		r.health.Failing++
+		r.health.LastError = redact.Text(err.Error())
+		return
+	}
+	r.health.Failing, r.health.LastError, r.health.LastOK = 0, "", now
 }
 
 // NewRelay returns a relay for db publishing to pub.
@@ -300,6 +339,15 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	if ctx.Err() != nil {
 		return 0, nil
 	}
+	n, err := r.once(ctx)
+	if err != nil && ctx.Err() != nil {
+		return n, err // stopped, not failed
+	}
+	r.recordBatch(err)
+	return n, err
+}
+
+func (r *Relay) once(ctx context.Context) (int, error) {
 	// The batch is finished even if ctx ends meanwhile (graceful
 	// shutdown), within ShutdownTimeout; after that it is abandoned and
 	// rolled back, and other relays take it.

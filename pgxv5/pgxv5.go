@@ -64,6 +64,9 @@ func Wrap(ctx context.Context, pool *pgxpool.Pool, opts ...sqlcoord.Options) (*D
 	if _, err := core.Check(ctx, d.Executor(), co, d.String()); err != nil {
 		return nil, err
 	}
+	if d.pre == nil && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement && behindPooler(ctx, pool) {
+		d.pre = execMode // a pooler or proxy in between (see sqlcoord.Options.Pooler)
+	}
 	var err error
 	if d.epochs, err = openEpochs(ctx, d, o); err != nil {
 		return nil, err
@@ -199,4 +202,20 @@ func openEpochs(ctx context.Context, d *Driver, o sqlcoord.Options) (*sqlcoord.E
 		_, err := sqlcoord.CurrentEpoch(ctx, d)
 		return err
 	})
+}
+
+// behindPooler reports whether pool reaches PostgreSQL through something
+// listening on another port than the server (a pooler such as PgBouncer,
+// or a proxy): inet_server_port() differs from the configured port. It
+// asks without a named prepared statement. False when it cannot tell.
+func behindPooler(ctx context.Context, pool *pgxpool.Pool) bool {
+	cfg := pool.Config().ConnConfig
+	if len(cfg.Fallbacks) > 0 {
+		return false
+	}
+	var port *int32
+	if err := pool.QueryRow(ctx, "SELECT inet_server_port()", pgx.QueryExecModeExec).Scan(&port); err != nil || port == nil {
+		return false
+	}
+	return uint16(*port) != cfg.Port
 }

@@ -178,7 +178,11 @@ func parseInts(s string) ([]int, error) {
 func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) error) error {
 	ctx := cmd.Context()
 	if dsn := dsnFrom(cmd); dsn != "" {
-		return openMigrated(ctx, dsn, fn)
+		o, err := dbOptions(cmd, writes, sqlcoord.Options{MaxOpenConns: 64, MaxIdleConns: 64})
+		if err != nil {
+			return err
+		}
+		return openMigrated(ctx, dsn, o, fn)
 	}
 	fams := localdb.Families
 	if d, _ := cmd.Flags().GetString("dialect"); d != "" {
@@ -207,7 +211,7 @@ func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) erro
 			if err != nil {
 				return err
 			}
-			return openMigrated(ctx, dsn, fn)
+			return openMigrated(ctx, dsn, sqlcoord.Options{MaxOpenConns: 64, MaxIdleConns: 64}, fn)
 		}()
 		if err != nil {
 			return err
@@ -217,8 +221,8 @@ func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) erro
 }
 
 // openMigrated opens dsn, installs the schema and runs fn.
-func openMigrated(ctx context.Context, dsn string, fn func(context.Context, *sqlcoord.DB) error) error {
-	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 64, MaxIdleConns: 64})
+func openMigrated(ctx context.Context, dsn string, o sqlcoord.Options, fn func(context.Context, *sqlcoord.DB) error) error {
+	db, err := sqlcoord.Open(ctx, dsn, o)
 	if err != nil {
 		return err
 	}

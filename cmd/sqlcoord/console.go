@@ -39,7 +39,7 @@ token, sign in once (or open …/?token=… once: it becomes a cookie).`,
 			if err := opt.Check(); err != nil {
 				return usageError{err}
 			}
-			db, err := openInstalled(cmd)
+			db, err := openInstalled(cmd, access(readOnly))
 			if err != nil {
 				return err
 			}

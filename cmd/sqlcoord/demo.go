@@ -93,7 +93,11 @@ creates and drops demo_* tables there: use a scratch database.`,
 				}
 				fmt.Fprintf(out, "server ready on %s:%d in %v (%s); it is removed when the demo ends\n\n", srv.Host, srv.Port, time.Since(start).Round(time.Millisecond), srv.Source)
 			}
-			db, err := sqlcoord.Open(ctx, dsn)
+			o, err := dbOptions(cmd, writes, sqlcoord.Options{})
+			if err != nil {
+				return err
+			}
+			db, err := sqlcoord.Open(ctx, dsn, o)
 			if err != nil {
 				return err
 			}
@@ -102,7 +106,7 @@ creates and drops demo_* tables there: use a scratch database.`,
 				return err
 			}
 			self, _ := os.Executable()
-			env := &demoEnv{DB: db, Out: out, Self: self, Open: func(ctx context.Context) (*sqlcoord.DB, error) { return sqlcoord.Open(ctx, dsn) }}
+			env := &demoEnv{DB: db, Out: out, Self: self, Open: func(ctx context.Context) (*sqlcoord.DB, error) { return sqlcoord.Open(ctx, dsn, o) }}
 			st, _ := sqlcoord.MigrationStatus(ctx, db)
 			fmt.Fprintf(out, "database %s (%s), schema version %d\n", db, db.Dialect().Name(), st.Version)
 			for _, name := range args {

@@ -28,7 +28,7 @@ func newDrawSegmentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "__draw-segment", Hidden: true, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := openDB(cmd)
+			db, err := openDB(cmd, writes)
 			if err != nil {
 				return err
 			}

@@ -27,7 +27,7 @@ func newHoldLockCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "__hold-lock", Hidden: true, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := openDB(cmd)
+			db, err := openDB(cmd, writes)
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,69 +15,136 @@ import (
 )
 
 // doctorReport is what `sqlcoord doctor` found; --json prints it as is.
+// A fact doctor could not read is null (or absent) here, never a guess,
+// and its error is in Unread.
 type doctorReport struct {
-	Database  string              `json:"database"`
-	Server    sqlcoord.ServerInfo `json:"server"`
-	Schema    *sqlcoord.Status    `json:"schema,omitempty"`
-	SchemaErr string              `json:"schema_error,omitempty"`
-	Listen    string              `json:"listen,omitempty"` // PostgreSQL: delivered, lost, or why not tested
-	// LockProtocol (PostgreSQL, schema 15+): "advisory", "advisory+id" or "dual" (row
-	// locks too, for instances older than schema 14).
+	Database string               `json:"database"`
+	Server   *sqlcoord.ServerInfo `json:"server"` // null: could not be read (see unread)
+	Schema   *sqlcoord.Status     `json:"schema"` // null: could not be read
+	// Listen (PostgreSQL primary): delivered, lost, or why not tested.
+	Listen string `json:"listen,omitempty"`
+	// LockProtocol (PostgreSQL, schema 15+): "advisory", "advisory+id" or
+	// "dual".
 	LockProtocol string            `json:"lock_protocol,omitempty"`
-	Forks        []sqlcoord.Fork   `json:"forks,omitempty"`
+	Forks        []sqlcoord.Fork   `json:"forks"`
 	Guarantees   []doctorGuarantee `json:"guarantees"`
 	// Untested names what this server is that sqlcoord's tests never ran
 	// on (MySQL 8: Debian ships no MySQL 8 server).
-	Untested string `json:"untested,omitempty"`
+	Untested string       `json:"untested,omitempty"`
+	Unread   []doctorFact `json:"unread"`    // facts that could not be read, and why
+	ExitCode int          `json:"exit_code"` // what doctor exits with (docs/cli.md)
 }
+
+// doctorFact is a fact doctor could not read.
+type doctorFact struct {
+	Fact  string `json:"fact"`
+	Error string `json:"error"`
+}
+
+// Guarantee statuses.
+const (
+	holds   = "holds"
+	fails   = "fails"
+	unknown = "unknown" // the facts it depends on could not be read
+)
 
 type doctorGuarantee struct {
-	Holds bool   `json:"holds"`
-	What  string `json:"what"`
-	Why   string `json:"why"`
+	Name     string `json:"name"`   // what --require names it
+	Status   string `json:"status"` // holds, fails or unknown
+	Required bool   `json:"required"`
+	What     string `json:"what"`
+	Why      string `json:"why"`
 }
 
+// requirable are the guarantees --require can add to the ones doctor
+// always requires (writes, schema).
+var requirable = []string{"sync", "listen", "epochs", "galera-locks"}
+
 func newDoctorCmd() *cobra.Command {
+	var require []string
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Show what sqlcoord detects about the database (role, replication, schema, LISTEN through poolers) and which guarantees hold there",
-		Args:  cobra.NoArgs,
+		Short: "Show what sqlcoord detects about the database and which guarantees hold there; exit 0 only when every required one does",
+		Long: `Shows the server's role, replication, schema, failover epochs, LISTEN through poolers, and which
+of sqlcoord's guarantees hold there. Exit status:
+  0  every fact was read and every required guarantee holds
+  3  some fact could not be read (printed as "unknown", never guessed); no required guarantee fails
+  4  a required guarantee fails
+Always required: writes (the server accepts writes: a hot standby enforces nothing) and schema (installed,
+current, not dirty). --require adds: sync (a failover loses no acknowledged write), listen (NOTIFY reaches
+relays), epochs (counters never go back across a failover), galera-locks (row locks are cluster-wide).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, r := range require {
+				if !slices.Contains(requirable, r) {
+					return usageError{fmt.Errorf("--require %q: want %s", r, strings.Join(requirable, ", "))}
+				}
+			}
 			dsn := dsnFrom(cmd)
 			if dsn == "" {
 				return usageError{errors.New("no database: pass --dsn or set SQLCOORD_DSN")}
 			}
+			o, err := dbOptions(cmd, reads, sqlcoord.Options{MaxOpenConns: 4})
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{AllowReadOnly: true, MaxOpenConns: 4})
+			db, err := sqlcoord.Open(ctx, dsn, o)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			rep := doctor(ctx, db)
-			if done, err := printJSON(cmd, rep); done || err != nil {
+			rep := doctor(ctx, db, require)
+			if done, err := printJSON(cmd, rep); err != nil {
 				return err
+			} else if !done {
+				printDoctor(cmd.OutOrStdout(), rep)
 			}
-			printDoctor(cmd.OutOrStdout(), rep)
+			if rep.ExitCode != exitOK {
+				return exitError{rep.ExitCode, doctorVerdict(rep)}
+			}
 			return nil
 		},
 	}
+	cmd.Flags().StringSliceVar(&require, "require", nil, "also require these guarantees: "+strings.Join(requirable, ", "))
 	return cmd
 }
 
-func doctor(ctx context.Context, db *sqlcoord.DB) doctorReport {
-	rep := doctorReport{Database: db.String()}
-	info, err := sqlcoord.Inspect(ctx, db)
-	if err != nil {
-		info.Detail = "inspect failed: " + err.Error()
+// doctorVerdict is the one-line error doctor exits non-zero with.
+func doctorVerdict(r doctorReport) error {
+	var failed, unread []string
+	for _, g := range r.Guarantees {
+		if g.Required && g.Status == fails {
+			failed = append(failed, g.Name)
+		}
 	}
-	rep.Server = info
+	for _, f := range r.Unread {
+		unread = append(unread, f.Fact)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("doctor: required guarantee(s) fail: %s", strings.Join(failed, ", "))
+	}
+	return fmt.Errorf("doctor: could not read: %s", strings.Join(unread, ", "))
+}
+
+func doctor(ctx context.Context, db *sqlcoord.DB, require []string) doctorReport {
+	rep := doctorReport{Database: db.String(), Forks: []sqlcoord.Fork{}, Unread: []doctorFact{}}
+	unread := func(fact string, err error) {
+		rep.Unread = append(rep.Unread, doctorFact{fact, err.Error()})
+	}
+	if info, err := sqlcoord.Inspect(ctx, db); err != nil {
+		unread("server", err)
+	} else {
+		rep.Server = &info
+	}
 	if st, err := sqlcoord.MigrationStatus(ctx, db); err != nil {
-		rep.SchemaErr = err.Error()
+		unread("schema", err)
 	} else {
 		rep.Schema = &st
 	}
-	if db.CanListen() == nil && !info.ReadOnly {
+	primaryPG := rep.Server != nil && rep.Server.Dialect == "postgres" && !rep.Server.ReadOnly
+	if primaryPG && db.CanListen() == nil {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := db.Listen(lctx, "sqlcoord_doctor", sqlcoord.ListenOptions{ProbeOnly: true, ProbeTimeout: 2 * time.Second}, func() {})
 		cancel()
@@ -83,85 +152,163 @@ func doctor(ctx context.Context, db *sqlcoord.DB) doctorReport {
 		case err == nil:
 			rep.Listen = "delivered (a NOTIFY from another connection arrived)"
 		case errors.Is(err, sqlcoord.ErrNotificationLost):
-			rep.Listen = "lost: a transaction-mode pooler (PgBouncer?) is between sqlcoord and PostgreSQL; relays will poll (give them --listen-dsn), and statements need default_query_exec_mode=exec"
+			rep.Listen = "lost: a transaction-mode pooler (PgBouncer?) is between sqlcoord and PostgreSQL; relays will poll (give them --listen-dsn)"
 		default:
-			rep.Listen = "not tested: " + err.Error()
+			unread("listen", err)
 		}
 	}
 	if rep.Schema != nil && rep.Schema.Version >= 16 {
-		rep.Forks, _ = sqlcoord.Forks(ctx, db)
+		if forks, err := sqlcoord.Forks(ctx, db); err != nil {
+			unread("forks", err)
+		} else {
+			rep.Forks = forks
+		}
 	}
-	if info.Dialect == "postgres" && rep.Schema != nil && rep.Schema.Version >= 15 {
-		if mode, err := sqlcoord.LockProtocol(ctx, db); err == nil {
+	if primaryPG && rep.Schema != nil && rep.Schema.Version >= 15 {
+		if mode, err := sqlcoord.LockProtocol(ctx, db); err != nil {
+			unread("lock protocol", err)
+		} else {
 			rep.LockProtocol = string(mode)
 		}
 	}
-	rep.Guarantees = guarantees(info)
-	if info.Dialect == "mysql" {
+	rep.Guarantees = guarantees(rep)
+	for i := range rep.Guarantees {
+		g := &rep.Guarantees[i]
+		g.Required = g.Name == "writes" || g.Name == "schema" || slices.Contains(require, g.Name)
+	}
+	if rep.Server != nil && rep.Server.Dialect == "mysql" {
 		rep.Untested = mysql8Untested
+	}
+	rep.ExitCode = exitOK
+	for _, g := range rep.Guarantees {
+		switch {
+		case g.Required && g.Status == fails:
+			rep.ExitCode = exitUnhealthy
+		case g.Required && g.Status == unknown && rep.ExitCode == exitOK:
+			rep.ExitCode = exitUnread
+		}
+	}
+	if len(rep.Unread) > 0 && rep.ExitCode == exitOK {
+		rep.ExitCode = exitUnread
 	}
 	return rep
 }
 
-func guarantees(info sqlcoord.ServerInfo) []doctorGuarantee {
-	pg := info.Dialect == "postgres"
-	g := []doctorGuarantee{{
-		Holds: !info.ReadOnly,
-		What:  "locks, leases, fences, keys, outbox and jobs are enforced by this server",
-		Why:   map[bool]string{true: "it accepts writes", false: "it is a hot standby or a read-only replica: every helper fails with ErrReadOnly; connect to the primary"}[!info.ReadOnly],
-	}, {
-		Holds: info.Synchronous,
-		What:  "a failover loses no acknowledged write (idempotency records, outbox messages, job completions)",
-		Why:   info.Detail,
-	}}
+func status(known, ok bool) string {
 	switch {
-	case !info.Galera:
-		why := "each is floored by the failover epoch of the history that issues it; a promoted, recovered or restored server starts a new one (see `sqlcoord epoch`)"
-		if !pg {
-			why += "; a MariaDB/MySQL restore from a dump or snapshot keeps server_id and cannot be detected: run `sqlcoord epoch advance` after one"
+	case !known:
+		return unknown
+	case ok:
+		return holds
+	}
+	return fails
+}
+
+func guarantees(r doctorReport) []doctorGuarantee {
+	info := r.Server
+	known := info != nil
+	if !known {
+		info = &sqlcoord.ServerInfo{}
+	}
+	pg := info.Dialect == "postgres"
+	why := func(ok bool, yes, no string) string {
+		switch {
+		case !known:
+			return "the server could not be inspected"
+		case ok:
+			return yes
 		}
-		g = append(g, doctorGuarantee{Holds: true,
-			What: "fencing tokens, segment ranges and job attempts never go back across a failover, a split brain or a restore", Why: why})
+		return no
+	}
+	g := []doctorGuarantee{{
+		Name: "writes", Status: status(known, !info.ReadOnly),
+		What: "locks, leases, fences, keys, outbox and jobs are enforced by this server",
+		Why:  why(!info.ReadOnly, "it accepts writes", "it is a hot standby or a read-only replica: every helper fails with ErrReadOnly; connect to the primary"),
+	}}
+	schema := doctorGuarantee{Name: "schema", Status: unknown, What: "sqlcoord's schema is installed, current and not dirty", Why: "the schema version could not be read"}
+	if st := r.Schema; st != nil {
+		switch {
+		case st.Dirty:
+			schema.Status, schema.Why = fails, fmt.Sprintf("dirty at version %d: a migration failed half-way (see `sqlcoord migrate force --help`)", st.Version)
+		case st.Version == 0:
+			schema.Status, schema.Why = fails, "not installed: run `sqlcoord migrate up`"
+		case st.Version < st.Latest:
+			schema.Status, schema.Why = fails, fmt.Sprintf("at version %d of %d: run `sqlcoord migrate up`", st.Version, st.Latest)
+		default:
+			schema.Status, schema.Why = holds, fmt.Sprintf("at version %d (latest)", st.Version)
+		}
+	}
+	g = append(g, schema, doctorGuarantee{
+		Name: "sync", Status: status(known, info.Synchronous),
+		What: "a failover loses no acknowledged write (idempotency records, outbox messages, job completions)",
+		Why:  why(true, info.Detail, ""),
+	})
+	if known && pg && !info.ReadOnly {
+		l := doctorGuarantee{Name: "listen", Status: unknown, What: "NOTIFY reaches relays and watchers (no polling delay)", Why: "LISTEN could not be tested"}
+		switch {
+		case strings.HasPrefix(r.Listen, "delivered"):
+			l.Status, l.Why = holds, r.Listen
+		case r.Listen != "":
+			l.Status, l.Why = fails, r.Listen
+		}
+		g = append(g, l)
 	}
 	switch {
-	case info.Galera:
-		g = append(g, doctorGuarantee{Holds: false,
+	case !known:
+		g = append(g, doctorGuarantee{Name: "epochs", Status: unknown,
+			What: "fencing tokens, segment ranges and job attempts never go back across a failover, a split brain or a restore",
+			Why:  "the server could not be inspected"})
+	case !info.Galera:
+		w := "each is floored by the failover epoch of the history that issues it; a promoted, recovered or restored server starts a new one (see `sqlcoord epoch`)"
+		if !pg {
+			w += "; a MariaDB/MySQL restore from a dump or snapshot keeps server_id and cannot be detected: run `sqlcoord epoch advance` after one"
+		}
+		g = append(g, doctorGuarantee{Name: "epochs", Status: holds,
+			What: "fencing tokens, segment ranges and job attempts never go back across a failover, a split brain or a restore", Why: w})
+	default:
+		g = append(g, doctorGuarantee{Name: "galera-locks", Status: fails,
 			What: "row locks exclude holders on other nodes",
-			Why:  "Galera takes SELECT … FOR UPDATE locks on the local node only: send every lock user to one node"})
+			Why:  "Galera takes SELECT … FOR UPDATE locks on the local node only: send every lock user to one node (Options.GaleraSingleWriter)"})
 	}
 	return g
 }
 
 func printDoctor(w io.Writer, r doctorReport) {
 	fmt.Fprintf(w, "database     %s\n", r.Database)
-	fmt.Fprintf(w, "server       %s (%s)\n", r.Server.Version, r.Server.Dialect)
-	if r.Untested != "" {
-		fmt.Fprintf(w, "untested     %s\n", r.Untested)
-	}
-	role := "primary (accepts writes)"
-	if r.Server.ReadOnly {
-		role = "hot standby / read-only replica"
-	}
-	fmt.Fprintf(w, "role         %s\n", role)
-	fmt.Fprintf(w, "replication  %s\n", r.Server.Detail)
-	if r.Server.Dialect == "postgres" && r.Server.Timeline > 0 {
-		fmt.Fprintf(w, "timeline     %d\n", r.Server.Timeline)
+	if s := r.Server; s != nil {
+		fmt.Fprintf(w, "server       %s (%s)\n", s.Version, s.Dialect)
+		if r.Untested != "" {
+			fmt.Fprintf(w, "untested     %s\n", r.Untested)
+		}
+		role := "primary (accepts writes)"
+		if s.ReadOnly {
+			role = "hot standby / read-only replica"
+		}
+		fmt.Fprintf(w, "role         %s\n", role)
+		fmt.Fprintf(w, "replication  %s\n", s.Detail)
+		if s.Dialect == "postgres" && s.Timeline > 0 {
+			fmt.Fprintf(w, "timeline     %d\n", s.Timeline)
+		}
+		if s.Galera {
+			fmt.Fprintf(w, "galera       %d nodes\n", s.GaleraNodes)
+		}
+	} else {
+		fmt.Fprintf(w, "server       unknown (see below)\n")
 	}
 	for _, f := range r.Forks {
 		if f.Current {
 			fmt.Fprintf(w, "epoch        base %d since %s (%s; history %s)\n", f.Base, f.FirstSeen.UTC().Format(time.DateTime), f.Reason, f.History)
 		}
 	}
-	if r.Server.Galera {
-		fmt.Fprintf(w, "galera       %d nodes\n", r.Server.GaleraNodes)
-	}
-	switch {
-	case r.Schema != nil && r.Schema.Version == r.Schema.Latest && !r.Schema.Dirty:
-		fmt.Fprintf(w, "schema       at version %d (latest)\n", r.Schema.Version)
-	case r.Schema != nil:
-		fmt.Fprintf(w, "schema       at version %d of %d (dirty %v): run `sqlcoord migrate up`\n", r.Schema.Version, r.Schema.Latest, r.Schema.Dirty)
+	switch st := r.Schema; {
+	case st == nil:
+		fmt.Fprintf(w, "schema       unknown (see below)\n")
+	case st.Version == st.Latest && !st.Dirty:
+		fmt.Fprintf(w, "schema       at version %d (latest)\n", st.Version)
+	case st.Dirty:
+		fmt.Fprintf(w, "schema       DIRTY at version %d of %d: see `sqlcoord migrate force --help`\n", st.Version, st.Latest)
 	default:
-		fmt.Fprintf(w, "schema       %s\n", r.SchemaErr)
+		fmt.Fprintf(w, "schema       at version %d of %d: run `sqlcoord migrate up`\n", st.Version, st.Latest)
 	}
 	if r.Listen != "" {
 		fmt.Fprintf(w, "LISTEN       %s\n", r.Listen)
@@ -174,14 +321,20 @@ func printDoctor(w io.Writer, r doctorReport) {
 	case string(sqlcoord.LocksDual):
 		fmt.Fprintf(w, "locks        dual: also row locks, so instances older than schema 14 are excluded too; once none runs: `sqlcoord locks protocol advisory`\n")
 	}
-	fmt.Fprintln(w, "guarantees")
+	fmt.Fprintln(w, "guarantees   (required ones marked *)")
 	for _, g := range r.Guarantees {
-		mark := "no "
-		if g.Holds {
-			mark = "yes"
+		mark := map[string]string{holds: "yes", fails: "no ", unknown: " ? "}[g.Status]
+		req := " "
+		if g.Required {
+			req = "*"
 		}
-		fmt.Fprintf(w, "  [%s] %s\n        %s\n", mark, g.What, g.Why)
+		fmt.Fprintf(w, " %s[%s] %s\n        %s\n", req, mark, g.What, g.Why)
 	}
+	for _, f := range r.Unread {
+		fmt.Fprintf(w, "unread       %s: %s\n", f.Fact, f.Error)
+	}
+	fmt.Fprintf(w, "verdict      %s (exit %d)\n", map[int]string{exitOK: "healthy: every fact read, every required guarantee holds",
+		exitUnread: "incomplete: some facts could not be read", exitUnhealthy: "unhealthy: a required guarantee fails"}[r.ExitCode], r.ExitCode)
 }
 
 // mysql8Untested is what doctor says on a MySQL (not MariaDB) server.

@@ -24,7 +24,7 @@ See docs/failover.md.`,
 			if len(args) == 1 && args[0] != "advance" {
 				return usageError{fmt.Errorf("epoch %q: want no argument or advance", args[0])}
 			}
-			db, err := openInstalled(cmd)
+			db, err := openInstalled(cmd, access(len(args) == 0))
 			if err != nil {
 				return err
 			}

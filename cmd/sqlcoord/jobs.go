@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 func newJobsCmd() *cobra.Command {
@@ -20,12 +22,33 @@ func newJobsCmd() *cobra.Command {
 		if job == "" {
 			return usageError{fmt.Errorf("--job is required")}
 		}
+		if err := valid.Text("--job", job, 128); err != nil {
+			return usageError{err}
+		}
 		return nil
 	}
 	list := &cobra.Command{
 		Use: "list", Short: "List registered jobs, or with --job the runs of one job planned in the last --since", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := openDB(cmd)
+			var sched *jobs.Schedule
+			if job != "" {
+				if err := need(); err != nil {
+					return err
+				}
+			}
+			if schedule != "" {
+				loc, err := time.LoadLocation(zone)
+				if err != nil {
+					return usageError{fmt.Errorf("--tz: %w", err)}
+				}
+				if sched, err = jobs.ParseSchedule(schedule, loc); err != nil {
+					return usageError{fmt.Errorf("--schedule: %w", err)}
+				}
+			}
+			if since <= 0 || shards < 1 {
+				return usageError{fmt.Errorf("--since %v, --shards %d: want positive values", since, shards)}
+			}
+			db, err := openDB(cmd, reads)
 			if err != nil {
 				return err
 			}
@@ -35,7 +58,7 @@ func newJobsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if done, err := printJSON(cmd, defs); done || err != nil {
+				if done, err := printJSON(cmd, nonNil(defs)); done || err != nil {
 					return err
 				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
@@ -51,20 +74,16 @@ func newJobsCmd() *cobra.Command {
 				return err
 			}
 			var miss []time.Time
-			if schedule != "" {
-				loc, err := time.LoadLocation(zone)
-				if err != nil {
-					return usageError{err}
-				}
-				s, err := jobs.ParseSchedule(schedule, loc)
-				if err != nil {
-					return usageError{err}
-				}
-				if miss, err = jobs.NewRuns(db).Missing(cmd.Context(), job, s, max(shards, 1), now.Add(-since), now); err != nil {
+			if sched != nil {
+				if miss, err = jobs.NewRuns(db).Missing(cmd.Context(), job, sched, shards, now.Add(-since), now); err != nil {
 					return err
 				}
 			}
-			if done, err := printJSON(cmd, map[string]any{"job": job, "runs": recs, "not_succeeded": miss}); done || err != nil {
+			views := []runView{}
+			for _, r := range recs {
+				views = append(views, viewRun(r))
+			}
+			if done, err := printJSON(cmd, map[string]any{"job": job, "runs": views, "not_succeeded": nonNil(miss)}); done || err != nil {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
@@ -95,14 +114,14 @@ func newJobsCmd() *cobra.Command {
 			if err != nil {
 				return usageError{fmt.Errorf("--fire: %v (use RFC 3339, as `jobs list` prints)", err)}
 			}
-			db, err := openDB(cmd)
+			db, err := openDB(cmd, writes)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
 			n, err := jobs.NewRuns(db).MarkRerun(cmd.Context(), job, fire, shards)
-			if errors.Is(err, jobs.ErrUnknownJob) || errors.Is(err, jobs.ErrNotOnSchedule) || errors.Is(err, jobs.ErrInvalid) {
-				return usageError{err}
+			if errors.Is(err, jobs.ErrUnknownJob) || errors.Is(err, jobs.ErrNotOnSchedule) {
+				return notFound(err) // the database does not know that slot
 			}
 			if err != nil {
 				return err
@@ -116,4 +135,24 @@ func newJobsCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&job, "job", "", "job name")
 	cmd.AddCommand(list, rerun)
 	return cmd
+}
+
+// runView is a run as `jobs list --json` prints it.
+type runView struct {
+	jobs.Run
+	Status      string     `json:"status"`
+	StartedAt   *time.Time `json:"started_at"`
+	HeartbeatAt *time.Time `json:"heartbeat_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	Error       string     `json:"error"`
+}
+
+func viewRun(r jobs.Record) runView {
+	at := func(t sql.NullTime) *time.Time {
+		if !t.Valid {
+			return nil
+		}
+		return &t.Time
+	}
+	return runView{Run: r.Run, Status: r.Status, StartedAt: at(r.StartedAt), HeartbeatAt: at(r.HeartbeatAt), FinishedAt: at(r.FinishedAt), Error: r.Error}
 }

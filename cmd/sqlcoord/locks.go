@@ -29,7 +29,7 @@ An upgraded database keeps the older locks until switched; a fresh one starts at
 					return usageError{fmt.Errorf("locks protocol %q: want advisory, advisory+id or dual", args[0])}
 				}
 			}
-			db, err := openDB(cmd)
+			db, err := openDB(cmd, access(set == ""))
 			if err != nil {
 				return err
 			}

@@ -13,9 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -29,35 +31,79 @@ import (
 // (-ldflags "-X main.Version=...").
 var Version = sqlcoord.Version
 
+// Exit statuses, as docs/cli.md lists them.
+const (
+	exitOK          = 0   // done
+	exitFailed      = 1   // it could not be done (a connection, the server, a publisher)
+	exitUsage       = 2   // the command line is wrong; nothing connected
+	exitUnread      = 3   // doctor: some fact could not be read (what it printed is all it knows)
+	exitUnhealthy   = 4   // the database is not ready: no or old or dirty schema, read-only server, a required guarantee fails
+	exitNotFound    = 5   // the job, slot or message named does not exist
+	exitInterrupted = 130 // SIGINT/SIGTERM before it finished
+)
+
 // usageError marks errors that should exit with status 2.
 type usageError struct{ error }
 
 // Unwrap exposes the cause to errors.Is/As.
 func (u usageError) Unwrap() error { return u.error }
 
+// exitError carries an exit status other than the one its cause implies.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// notFound marks a name the database does not know (exit 5).
+func notFound(err error) error { return exitError{exitNotFound, err} }
+
+// exitCode maps what a command returned to the process's status.
+func exitCode(ctx context.Context, err error) int {
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue), strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown flag"):
+		return exitUsage
+	case errors.As(err, &ee):
+		return ee.code
+	case ctx.Err() != nil:
+		return exitInterrupted
+	case errors.Is(err, sqlcoord.ErrNoSchema), errors.Is(err, sqlcoord.ErrDirty), errors.Is(err, sqlcoord.ErrReadOnly), errors.Is(err, sqlcoord.ErrStalePrimary):
+		return exitUnhealthy
+	}
+	return exitFailed
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs one command line and returns its exit status; the error, if
+// any, goes to stderr without any secret of the DSN or URL userinfo.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
-	if err != nil {
-		// Whatever failed, no secret of the DSN and no URL userinfo
-		// reaches the terminal.
-		flagDSN, _ := root.PersistentFlags().GetString("dsn")
-		msg := redact.Text(err.Error(), flagDSN, os.Getenv("SQLCOORD_DSN"), os.Getenv("SQLCOORD_LISTEN_DSN"))
-		if !strings.HasPrefix(msg, "sqlcoord:") {
-			msg = "sqlcoord: " + msg
-		}
-		fmt.Fprintln(os.Stderr, msg)
-		var ue usageError
-		if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
-			os.Exit(2)
-		}
-		if ctx.Err() != nil {
-			os.Exit(130)
-		}
-		os.Exit(1)
+	if err == nil {
+		return exitOK
 	}
+	flagDSN, _ := root.PersistentFlags().GetString("dsn")
+	msg := redact.Text(err.Error(), flagDSN, os.Getenv("SQLCOORD_DSN"), os.Getenv("SQLCOORD_LISTEN_DSN"))
+	if !strings.HasPrefix(msg, "sqlcoord:") {
+		msg = "sqlcoord: " + msg
+	}
+	fmt.Fprintln(stderr, msg)
+	return exitCode(ctx, err)
 }
 
 func newRoot() *cobra.Command {
@@ -72,7 +118,9 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate("sqlcoord {{.Version}}\n")
 	root.PersistentFlags().String("dsn", "", "database DSN (postgres://… or mysql://…); default $SQLCOORD_DSN")
 	root.PersistentFlags().Bool("json", false, "print data as JSON (commands that print data)")
+	root.PersistentFlags().Bool("pooler", false, "the DSN reaches PostgreSQL through a transaction-mode pooler (PgBouncer): no named prepared statements; default $SQLCOORD_POOLER, and on by itself when the server's port differs from the DSN's")
 	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd(), newDrawSegmentCmd(), newBenchCmd(), newJobsCmd(), newRelayCmd(), newOutboxCmd(), newDoctorCmd(), newSessionsCmd(), newConsoleCmd(), newLocksCmd(), newEpochCmd())
+	usageArgs(root)
 	return root
 }
 
@@ -125,19 +173,74 @@ func dsnFrom(cmd *cobra.Command) string {
 	return dsn
 }
 
+// usageArgs makes every command's argument check a usage error (exit 2),
+// checked by cobra before the command runs, so before it connects.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				var ue usageError
+				if errors.As(err, &ue) {
+					return err
+				}
+				return usageError{fmt.Errorf("%s: %w", c.CommandPath(), err)}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
+}
+
+// access says whether a command writes (it needs a primary) or only
+// reads (a hot standby or read-only replica will do).
+type access bool
+
+const (
+	writes access = false
+	reads  access = true
+)
+
+// dbOptions are the options every command opens the database with:
+// --pooler or $SQLCOORD_POOLER, and for a reading command, a standby.
+func dbOptions(cmd *cobra.Command, a access, o sqlcoord.Options) (sqlcoord.Options, error) {
+	pooler, _ := cmd.Flags().GetBool("pooler")
+	if !cmd.Flags().Changed("pooler") {
+		if env := os.Getenv("SQLCOORD_POOLER"); env != "" {
+			v, err := strconv.ParseBool(env)
+			if err != nil {
+				return o, usageError{fmt.Errorf("SQLCOORD_POOLER=%q: want true or false", env)}
+			}
+			pooler = v
+		}
+	}
+	o.Pooler = o.Pooler || pooler
+	o.AllowReadOnly = o.AllowReadOnly || a == reads
+	return o, nil
+}
+
 // openDB opens the DSN from flags/environment or fails with a usage error.
-func openDB(cmd *cobra.Command, opts ...sqlcoord.Options) (*sqlcoord.DB, error) {
+func openDB(cmd *cobra.Command, a access, opts ...sqlcoord.Options) (*sqlcoord.DB, error) {
 	dsn := dsnFrom(cmd)
 	if dsn == "" {
 		return nil, usageError{errors.New("no database: pass --dsn or set SQLCOORD_DSN")}
 	}
-	return sqlcoord.Open(cmd.Context(), dsn, opts...)
+	var o sqlcoord.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o, err := dbOptions(cmd, a, o)
+	if err != nil {
+		return nil, err
+	}
+	return sqlcoord.Open(cmd.Context(), dsn, o)
 }
 
 // openInstalled is openDB for the daemons (relay, console): the schema
 // must be installed and current, or they refuse to start.
-func openInstalled(cmd *cobra.Command, opts ...sqlcoord.Options) (*sqlcoord.DB, error) {
-	db, err := openDB(cmd, opts...)
+func openInstalled(cmd *cobra.Command, a access, opts ...sqlcoord.Options) (*sqlcoord.DB, error) {
+	db, err := openDB(cmd, a, opts...)
 	if err != nil {
 		return nil, err
 	}

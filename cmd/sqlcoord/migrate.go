@@ -28,36 +28,49 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 				if t == migrate.Down && !yes {
 					return usageError{errors.New("migrate down drops every coord_ table and its data (locks, leases, keys, outbox, job runs): add --yes to do it")}
 				}
-				db, err := openDB(cmd)
+				db, err := openDB(cmd, writes)
 				if err != nil {
 					return err
 				}
 				defer db.Close()
+				before, err := sqlcoord.MigrationStatus(cmd.Context(), db)
+				if err != nil {
+					return err
+				}
 				if err := migrate.Migrate(cmd.Context(), db, t); err != nil {
 					return err
 				}
-				return printStatus(cmd, db)
+				return printStatus(cmd, db, &before)
 			},
 		}
 	}
 	down := run("down", "Revert all migrations (drops every coord_ table and its data; needs --yes)", func([]string) (migrate.Target, error) { return migrate.Down, nil }, cobra.NoArgs)
 	down.Flags().BoolVar(&yes, "yes", false, "really drop every coord_ table")
 	force := &cobra.Command{
-		Use: "force N", Short: "Record version N as applied and clear the dirty flag, running nothing (after repairing a failed migration by hand)", Args: cobra.ExactArgs(1),
+		Use: "force N", Short: "After repairing a failed migration by hand: record version N and clear the dirty flag, running nothing",
+		Long: `A migration that fails half-way leaves the schema "dirty" at its version V: up and down refuse
+to run. Repair the coord_ tables by hand, then record where they are:
+  sqlcoord migrate force V       the repair completed migration V
+  sqlcoord migrate force V-1     the repair undid it (the version before V)
+Any other N is refused (exit 4): the tables of N do not exist, and the next up would fail half-way.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.ParseUint(args[0], 10, 32)
 			if err != nil {
 				return usageError{fmt.Errorf("version %q is not a number", args[0])}
 			}
-			db, err := openDB(cmd)
+			db, err := openDB(cmd, writes)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
 			if err := migrate.Force(cmd.Context(), db, uint(n)); err != nil {
+				if errors.Is(err, migrate.ErrForce) {
+					return exitError{exitUnhealthy, err}
+				}
 				return err
 			}
-			return printStatus(cmd, db)
+			return printStatus(cmd, db, nil)
 		},
 	}
 	cmd.AddCommand(
@@ -73,18 +86,18 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 		&cobra.Command{
 			Use: "status", Short: "Show applied and pending versions", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				db, err := openDB(cmd)
+				db, err := openDB(cmd, reads)
 				if err != nil {
 					return err
 				}
 				defer db.Close()
-				return printStatus(cmd, db)
+				return printStatus(cmd, db, nil)
 			},
 		},
 		&cobra.Command{
 			Use: "version", Short: "Print the applied schema version only", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				db, err := openDB(cmd)
+				db, err := openDB(cmd, reads)
 				if err != nil {
 					return err
 				}
@@ -104,20 +117,47 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 	return cmd
 }
 
-func printStatus(cmd *cobra.Command, db *sqlcoord.DB) error {
+// printStatus prints the schema's state; with before (a migration ran),
+// also what changed.
+func printStatus(cmd *cobra.Command, db *sqlcoord.DB, before *sqlcoord.Status) error {
 	st, err := sqlcoord.MigrationStatus(cmd.Context(), db)
 	if err != nil {
 		return err
 	}
-	if done, err := printJSON(cmd, map[string]any{"database": db.String(), "dialect": db.Dialect().Name(),
-		"version": st.Version, "latest": st.Latest, "dirty": st.Dirty, "pending": st.Pending}); done || err != nil {
+	var applied, reverted []uint
+	if before != nil {
+		all, _ := sqlcoord.Versions(db.Dialect().Family())
+		for _, v := range all {
+			switch {
+			case v > before.Version && v <= st.Version:
+				applied = append(applied, v)
+			case v <= before.Version && v > st.Version:
+				reverted = append(reverted, v)
+			}
+		}
+	}
+	out := map[string]any{"database": db.String(), "dialect": db.Dialect().Name(),
+		"version": st.Version, "latest": st.Latest, "dirty": st.Dirty, "pending": st.Pending}
+	if before != nil {
+		out["applied"], out["reverted"] = nonNil(applied), nonNil(reverted)
+	}
+	if done, err := printJSON(cmd, out); done || err != nil {
 		return err
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "database: %s (%s)\n", db, db.Dialect().Name())
+	switch {
+	case before == nil:
+	case len(applied) > 0:
+		fmt.Fprintf(w, "applied %d migration(s): %s\n", len(applied), versionRange(applied))
+	case len(reverted) > 0:
+		fmt.Fprintf(w, "reverted %d migration(s): %s\n", len(reverted), versionRange(reverted))
+	default:
+		fmt.Fprintln(w, "nothing to apply")
+	}
 	fmt.Fprintf(w, "schema version: %d of %d", st.Version, st.Latest)
 	if st.Dirty {
-		fmt.Fprint(w, " (DIRTY: a migration failed half-way)")
+		fmt.Fprint(w, " (DIRTY: a migration failed half-way; see `sqlcoord migrate force --help`)")
 	}
 	fmt.Fprintln(w)
 	if len(st.Pending) > 0 {
@@ -126,4 +166,20 @@ func printStatus(cmd *cobra.Command, db *sqlcoord.DB) error {
 		fmt.Fprintln(w, "up to date")
 	}
 	return nil
+}
+
+// versionRange is "3" or "1 to 16".
+func versionRange(vs []uint) string {
+	if len(vs) == 1 {
+		return fmt.Sprint(vs[0])
+	}
+	return fmt.Sprintf("%d to %d", vs[0], vs[len(vs)-1])
+}
+
+// nonNil makes an empty list print as [] in JSON, never null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

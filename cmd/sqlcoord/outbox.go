@@ -27,6 +27,20 @@ import (
 	"github.com/sqlcoord/sqlcoord/outbox/natspub"
 )
 
+// checkPublisher refuses a --publisher spec publisherFor cannot build,
+// without connecting anywhere.
+func checkPublisher(spec string) error {
+	for _, p := range []string{"nats://", "http://", "https://", "kafka://"} {
+		if strings.HasPrefix(spec, p) && len(spec) > len(p) {
+			return nil
+		}
+	}
+	if spec == "stdout" {
+		return nil
+	}
+	return usageError{fmt.Errorf("--publisher %q: want stdout, nats://host:4222, kafka://host:9092[,host2], or http(s)://…", redact.URL(spec))}
+}
+
 // publisherFor builds a publisher from --publisher.
 func publisherFor(spec string, cmd *cobra.Command) (outbox.Publisher, func(), error) {
 	switch {
@@ -48,6 +62,9 @@ func publisherFor(spec string, cmd *cobra.Command) (outbox.Publisher, func(), er
 // only: the endpoints have no authentication, so exposing them must be
 // asked for with an explicit host (0.0.0.0:9090).
 func loopbackDefault(addr string) (string, error) {
+	if _, err := strconv.ParseUint(addr, 10, 16); err == nil {
+		addr = ":" + addr // a port alone
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", fmt.Errorf("--listen %q: %v (want host:port or :port)", addr, err)
@@ -67,6 +84,36 @@ func newRelayCmd() *cobra.Command {
 		Short: "Run the outbox relay as a daemon (SIGINT/SIGTERM stop it gracefully)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// every usage error before anything connects
+			addr := ""
+			if listen != "" {
+				var err error
+				if addr, err = loopbackDefault(listen); err != nil {
+					return usageError{err}
+				}
+			}
+			if err := checkPublisher(pubSpec); err != nil {
+				return err
+			}
+			if listenDSN == "" {
+				listenDSN = os.Getenv("SQLCOORD_LISTEN_DSN")
+			}
+			var listener sqlcoord.Listener
+			if listenDSN != "" {
+				l, err := pgxv5.NewDSNListener(listenDSN)
+				if err != nil {
+					return usageError{fmt.Errorf("--listen-dsn: %w", err)}
+				}
+				listener = l
+			}
+			switch outbox.ListenMode(listenNotify) {
+			case outbox.ListenAuto, outbox.ListenOn, outbox.ListenOff:
+			default:
+				return usageError{fmt.Errorf("--listen-notify %q: want auto, on or off", listenNotify)}
+			}
+			if batch < 1 || maxAttempts < 1 {
+				return usageError{fmt.Errorf("--batch %d, --max-attempts %d: want at least 1", batch, maxAttempts)}
+			}
 			pub, closeFn, err := publisherFor(pubSpec, cmd)
 			if err != nil {
 				return err
@@ -78,7 +125,7 @@ func newRelayCmd() *cobra.Command {
 				return err
 			}
 			// the relay's publishes and every call it makes
-			db, err := openInstalled(cmd, sqlcoord.Options{Metrics: rec})
+			db, err := openInstalled(cmd, writes, sqlcoord.Options{Metrics: rec})
 			if err != nil {
 				return err
 			}
@@ -88,16 +135,7 @@ func newRelayCmd() *cobra.Command {
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 			opt := outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del,
 				MaxAttempts: maxAttempts, Listen: outbox.ListenMode(listenNotify), Logger: logger}
-			if listenDSN == "" {
-				listenDSN = os.Getenv("SQLCOORD_LISTEN_DSN")
-			}
-			if listenDSN != "" {
-				l, err := pgxv5.NewDSNListener(listenDSN)
-				if err != nil {
-					return usageError{fmt.Errorf("--listen-dsn: %w", err)}
-				}
-				opt.Listener = l
-			}
+			opt.Listener = listener
 			r, err := outbox.NewRelay(db, pub, opt)
 			if err != nil {
 				return usageError{err}
@@ -108,6 +146,10 @@ func newRelayCmd() *cobra.Command {
 				mux.HandleFunc("/healthz", func(w http.ResponseWriter, req *http.Request) {
 					// A status only: the error (user, database, address)
 					// goes to the operator's log, not to any caller.
+					if h := r.Health(); !h.OK() {
+						http.Error(w, fmt.Sprintf("unavailable: the last %d batch(es) failed", h.Failing), http.StatusServiceUnavailable)
+						return
+					}
 					if err := db.PingContext(req.Context()); err != nil {
 						logger.Warn("healthz: database unreachable", "err", redact.Text(err.Error(), dsnFrom(cmd)))
 						http.Error(w, "unavailable", http.StatusServiceUnavailable)
@@ -115,10 +157,6 @@ func newRelayCmd() *cobra.Command {
 					}
 					fmt.Fprintln(w, "ok")
 				})
-				addr, err := loopbackDefault(listen)
-				if err != nil {
-					return usageError{err}
-				}
 				ln, err := net.Listen("tcp", addr)
 				if err != nil {
 					return err
@@ -133,7 +171,7 @@ func newRelayCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&pubSpec, "publisher", "stdout", "stdout, nats://host:4222, kafka://host:9092[,host2], http(s)://webhook")
-	cmd.Flags().StringVar(&listen, "listen", "", "address for /healthz and /metrics, e.g. :9090 (a port alone binds 127.0.0.1; give 0.0.0.0:9090 to expose it, unauthenticated)")
+	cmd.Flags().StringVar(&listen, "listen", "", "address for /healthz and /metrics: 9090 or :9090 bind 127.0.0.1; give 0.0.0.0:9090 to expose them, unauthenticated. /healthz answers 503 while batches fail")
 	cmd.Flags().StringVar(&listenNotify, "listen-notify", "auto", "PostgreSQL LISTEN for new messages besides polling: auto (listen after a probe NOTIFY proves delivery; behind PgBouncer in transaction mode it logs why and polls), on, off")
 	cmd.Flags().StringVar(&listenDSN, "listen-dsn", "", "PostgreSQL DSN to LISTEN on instead of --dsn (a direct connection when --dsn goes through PgBouncer); also SQLCOORD_LISTEN_DSN")
 	cmd.Flags().IntVar(&batch, "batch", 100, "messages per claim")
@@ -145,9 +183,9 @@ func newRelayCmd() *cobra.Command {
 
 func newOutboxCmd() *cobra.Command {
 	cmd := groupCmd("outbox", "Inspect the outbox: stats, dead letters, requeue")
-	withOutbox := func(fn func(cmd *cobra.Command, args []string, ob *outbox.Outbox[*sql.Tx]) error) func(*cobra.Command, []string) error {
+	withOutbox := func(a access, fn func(cmd *cobra.Command, args []string, ob *outbox.Outbox[*sql.Tx]) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			db, err := openDB(cmd)
+			db, err := openDB(cmd, a)
 			if err != nil {
 				return err
 			}
@@ -163,7 +201,7 @@ func newOutboxCmd() *cobra.Command {
 			}
 			return nil
 		},
-		RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox[*sql.Tx]) error {
+		RunE: withOutbox(reads, func(cmd *cobra.Command, _ []string, ob *outbox.Outbox[*sql.Tx]) error {
 			ds, err := ob.Dead(cmd.Context(), limit)
 			if err != nil {
 				return err
@@ -171,7 +209,7 @@ func newOutboxCmd() *cobra.Command {
 			for i := range ds {
 				ds[i].LastError = redact.Text(ds[i].LastError)
 			}
-			if done, err := printJSON(cmd, ds); done || err != nil {
+			if done, err := printJSON(cmd, nonNil(ds)); done || err != nil {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
@@ -184,7 +222,7 @@ func newOutboxCmd() *cobra.Command {
 	dead.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	cmd.AddCommand(
 		&cobra.Command{Use: "stats", Short: "Pending, published and dead counts and the lag", Args: cobra.NoArgs,
-			RunE: withOutbox(func(cmd *cobra.Command, _ []string, ob *outbox.Outbox[*sql.Tx]) error {
+			RunE: withOutbox(reads, func(cmd *cobra.Command, _ []string, ob *outbox.Outbox[*sql.Tx]) error {
 				st, err := ob.Stats(cmd.Context())
 				if err != nil {
 					return err
@@ -196,23 +234,41 @@ func newOutboxCmd() *cobra.Command {
 				return nil
 			})},
 		dead,
-		&cobra.Command{Use: "requeue ID|all", Short: "Make dead messages pending again", Args: cobra.ExactArgs(1),
-			RunE: withOutbox(func(cmd *cobra.Command, args []string, ob *outbox.Outbox[*sql.Tx]) error {
-				var id int64
-				if args[0] != "all" {
-					n, err := strconv.ParseInt(args[0], 10, 64)
-					if err != nil || n <= 0 {
-						return usageError{fmt.Errorf("requeue: %q is not a message id or \"all\"", args[0])}
-					}
-					id = n
+		&cobra.Command{Use: "requeue ID|all", Short: "Make dead messages pending again",
+			Args: func(cmd *cobra.Command, args []string) error {
+				if err := cobra.ExactArgs(1)(cmd, args); err != nil {
+					return err
 				}
+				_, err := requeueID(args[0])
+				return err
+			},
+			RunE: withOutbox(writes, func(cmd *cobra.Command, args []string, ob *outbox.Outbox[*sql.Tx]) error {
+				id, _ := requeueID(args[0])
 				n, err := ob.Requeue(cmd.Context(), id)
 				if err != nil {
 					return err
 				}
+				if done, err := printJSON(cmd, map[string]any{"requeued": n}); done || err != nil {
+					return err
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "requeued %d message(s)\n", n)
+				if n == 0 && id != 0 {
+					return notFound(fmt.Errorf("outbox requeue: no dead message with id %d", id))
+				}
 				return nil
 			})},
 	)
 	return cmd
+}
+
+// requeueID is the message id of `outbox requeue ID`, 0 for all.
+func requeueID(arg string) (int64, error) {
+	if arg == "all" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, usageError{fmt.Errorf("requeue: %q is not a message id or \"all\"", arg)}
+	}
+	return n, nil
 }

@@ -12,9 +12,9 @@ import (
 
 func newSessionsCmd() *cobra.Command {
 	cmd := groupCmd("sessions", "Inspect and revoke web sessions (coord_sessions)")
-	withStore := func(fn func(cmd *cobra.Command, st *session.Store[*sql.Tx]) error) func(*cobra.Command, []string) error {
+	withStore := func(a access, fn func(cmd *cobra.Command, st *session.Store[*sql.Tx]) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
-			db, err := openDB(cmd)
+			db, err := openDB(cmd, a)
 			if err != nil {
 				return err
 			}
@@ -34,7 +34,7 @@ func newSessionsCmd() *cobra.Command {
 			}
 			return nil
 		},
-		RunE: withStore(func(cmd *cobra.Command, st *session.Store[*sql.Tx]) error {
+		RunE: withStore(writes, func(cmd *cobra.Command, st *session.Store[*sql.Tx]) error {
 			n, err := st.RevokeAllForUser(cmd.Context(), user)
 			if errors.Is(err, session.ErrInvalid) {
 				return usageError{err}
@@ -51,7 +51,7 @@ func newSessionsCmd() *cobra.Command {
 	revoke.Flags().StringVar(&user, "user", "", "user id whose sessions end")
 	cmd.AddCommand(
 		&cobra.Command{Use: "stats", Short: "Live sessions, users and expired rows (database clock)", Args: cobra.NoArgs,
-			RunE: withStore(func(cmd *cobra.Command, st *session.Store[*sql.Tx]) error {
+			RunE: withStore(reads, func(cmd *cobra.Command, st *session.Store[*sql.Tx]) error {
 				s, err := st.Stats(cmd.Context())
 				if err != nil {
 					return err

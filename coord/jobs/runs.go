@@ -63,12 +63,12 @@ const (
 
 // Run identifies one attempt at one slot shard.
 type Run struct {
-	Job        string
-	FireTime   time.Time // planned, UTC, microsecond precision
-	Shard      int
-	ShardTotal int
-	Attempt    int // fencing token of this attempt
-	Owner      string
+	Job        string    `json:"job"`
+	FireTime   time.Time `json:"fire_time"` // planned, UTC, microsecond precision
+	Shard      int       `json:"shard"`
+	ShardTotal int       `json:"shard_total"`
+	Attempt    int       `json:"attempt"` // fencing token of this attempt
+	Owner      string    `json:"owner"`
 
 	// sent is when the claim or takeover that started this attempt was
 	// sent: the run's heartbeat validity counts from it.
@@ -325,11 +325,11 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 
 // Definition is a job as a scheduler registered it in coord_jobs.
 type Definition struct {
-	Name      string
-	Schedule  string
-	Location  string
-	Shards    int
-	UpdatedAt time.Time // when a scheduler last registered it
+	Name      string    `json:"name"`
+	Schedule  string    `json:"schedule"`
+	Location  string    `json:"location"`
+	Shards    int       `json:"shards"`
+	UpdatedAt time.Time `json:"updated_at"` // when a scheduler last registered it
 }
 
 // Register records a job's definition in coord_jobs (Scheduler.Run does

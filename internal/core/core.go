@@ -11,7 +11,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/metrics"
+	sqlschema "github.com/sqlcoord/sqlcoord/sql"
 )
 
 // Seal is the parameter type of the Sealed method every sqlcoord driver
@@ -46,4 +49,18 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 		return nil
 	}
 	return tp.Tracer(TracerName)
+}
+
+// DirtyError is ErrDirty for a schema left dirty at version v, naming
+// the commands that repair it.
+func DirtyError(family string, v uint) error {
+	prev := uint(0)
+	if all, err := sqlschema.Versions(family); err == nil {
+		for _, x := range all {
+			if x < v {
+				prev = x
+			}
+		}
+	}
+	return errs.Errorf("%w at version %d: migration %d stopped part-way; repair the coord_ tables by hand, then run `sqlcoord migrate force %d` if you completed migration %d, or `sqlcoord migrate force %d` if you undid it", dialect.ErrDirty, v, v, v, v, prev)
 }

@@ -15,25 +15,25 @@ var ErrNotSynchronous = errors.New("sqlcoord: commits are not synchronously repl
 
 // ServerInfo is what a server says about itself and its replication.
 type ServerInfo struct {
-	Dialect  string // postgres, mysql or mariadb
-	Version  string
-	ReadOnly bool // a hot standby or a read-only replica
+	Dialect  string `json:"dialect"` // postgres, mysql or mariadb
+	Version  string `json:"version"`
+	ReadOnly bool   `json:"read_only"` // a hot standby or a read-only replica
 
 	// Replication. Synchronous: a commit is acknowledged only once a
 	// standby has it (PostgreSQL synchronous_standby_names with a
 	// connected sync standby and synchronous_commit on/remote_write/
 	// remote_apply; MariaDB/MySQL semi-sync on with a connected replica;
 	// Galera certification).
-	Synchronous bool
-	Replicas    int    // standbys/replicas connected to this server (as far as it shows)
-	Detail      string // the settings behind Synchronous, for people
+	Synchronous bool   `json:"synchronous"`
+	Replicas    int    `json:"replicas"` // standbys/replicas connected to this server (as far as it shows)
+	Detail      string `json:"detail"`   // the settings behind Synchronous, for people
 
-	// PostgreSQL: the WAL timeline; the failover epoch folded into tokens,
-	// ranges and attempts is (Timeline-1)<<40. 0 on a standby.
-	Timeline int64
+	// PostgreSQL: the WAL timeline this server writes on; 0 on a standby
+	// (and on MySQL/MariaDB). Failover epochs: see Forks.
+	Timeline int64 `json:"timeline"`
 	// MariaDB Galera (wsrep_on): the cluster's size.
-	Galera      bool
-	GaleraNodes int
+	Galera      bool `json:"galera"`
+	GaleraNodes int  `json:"galera_nodes"`
 }
 
 // Inspect asks the server about itself (see ServerInfo).
