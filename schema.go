@@ -60,7 +60,7 @@ func CheckSchema(ctx context.Context, db Base) error {
 		return err
 	}
 	if st.Dirty {
-		return core.DirtyError(db.Dialect().Family(), st.Version)
+		return core.DirtyError(db.Dialect().Family(), st.Version, nil)
 	}
 	if st.Version < st.Latest {
 		return errs.Errorf("%w (database at version %d, this sqlcoord needs %d)", ErrNoSchema, st.Version, st.Latest)

@@ -12,7 +12,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/golang-migrate/migrate/v4"
@@ -95,21 +94,20 @@ func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
 	}
 	var de migrate.ErrDirty
 	if errors.As(err, &de) {
-		return core.DirtyError(db.Dialect().Family(), uint(de.Version))
+		return core.DirtyError(db.Dialect().Family(), uint(de.Version), nil)
 	}
 	var fe database.Error
 	if errors.As(err, &fe) && fe.OrigErr != nil {
 		// A migration failed: its whole SQL text (golang-migrate's
 		// message) helps nobody; which one, where, and what next do.
-		at := ""
-		if fe.Line > 0 {
-			at = fmt.Sprintf(" (line %d)", fe.Line)
-		}
 		cause := db.Dialect().Classify(fe.OrigErr)
-		if v, dirty, verr := m.Version(); verr == nil && dirty {
-			return errs.Errorf("sqlcoord: migrate: migration %d failed%s: %w; %w", v, at, cause, core.DirtyError(db.Dialect().Family(), v))
+		if fe.Line > 0 {
+			cause = errs.Errorf("line %d: %w", fe.Line, cause)
 		}
-		return errs.Errorf("sqlcoord: migrate: a migration failed%s: %w", at, cause)
+		if v, dirty, verr := m.Version(); verr == nil && dirty {
+			return core.DirtyError(db.Dialect().Family(), v, cause)
+		}
+		return errs.Errorf("sqlcoord: migrate: a migration failed: %w", cause)
 	}
 	if err != nil {
 		return errs.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))

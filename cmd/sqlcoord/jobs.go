@@ -45,7 +45,7 @@ func newJobsCmd() *cobra.Command {
 					return usageError{fmt.Errorf("--schedule: %w", err)}
 				}
 			}
-			if since <= 0 || shards < 1 {
+			if since <= 0 || shards < 0 {
 				return usageError{fmt.Errorf("--since %v, --shards %d: want positive values", since, shards)}
 			}
 			db, err := openDB(cmd, reads)
@@ -75,7 +75,7 @@ func newJobsCmd() *cobra.Command {
 			}
 			var miss []time.Time
 			if sched != nil {
-				if miss, err = jobs.NewRuns(db).Missing(cmd.Context(), job, sched, shards, now.Add(-since), now); err != nil {
+				if miss, err = jobs.NewRuns(db).Missing(cmd.Context(), job, sched, max(shards, 1), now.Add(-since), now); err != nil {
 					return err
 				}
 			}

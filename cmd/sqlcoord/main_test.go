@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/session"
 )
@@ -39,8 +40,12 @@ func TestMigrateCLI(t *testing.T) {
 		}
 		t.Setenv("SQLCOORD_DSN", env.DSN) // DSN from the environment
 		out, err = runCLI(t, "migrate", "up")
-		if err != nil || !strings.Contains(out, "up to date") {
+		if err != nil || !strings.Contains(out, "up to date") || !strings.Contains(out, "applied 16 migration(s): 1 to 16") {
 			t.Fatalf("up: %v\n%s", err, out)
+		}
+		out, err = runCLI(t, "migrate", "up")
+		if err != nil || !strings.Contains(out, "nothing to apply") {
+			t.Fatalf("up again: %v\n%s", err, out)
 		}
 		out, err = runCLI(t, "migrate", "status", "--json")
 		var ms map[string]any
@@ -52,7 +57,7 @@ func TestMigrateCLI(t *testing.T) {
 			t.Fatalf("version: %v %q", err, out)
 		}
 		out, err = runCLI(t, "migrate", "to", "1")
-		if err != nil || !strings.Contains(out, "schema version: 1 of") {
+		if err != nil || !strings.Contains(out, "schema version: 1 of") || !strings.Contains(out, "reverted ") {
 			t.Fatalf("to 1: %v\n%s", err, out)
 		}
 		_, err = runCLI(t, "migrate", "down")
@@ -64,9 +69,10 @@ func TestMigrateCLI(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "not a schema version") {
 			t.Fatalf("force 99: %v", err)
 		}
-		out, err = runCLI(t, "migrate", "force", "1")
-		if err != nil || !strings.Contains(out, "schema version: 1 of") {
-			t.Fatalf("force 1: %v\n%s", err, out)
+		// force only repairs: on a clean schema it is refused (exit 4)
+		_, err = runCLI(t, "migrate", "force", "1")
+		if !errors.Is(err, migrate.ErrForce) || exitCode(context.Background(), err) != exitUnhealthy || !strings.Contains(err.Error(), "migrate to 1") {
+			t.Fatalf("force 1 on a clean schema: %v", err)
 		}
 		out, err = runCLI(t, "migrate", "down", "--yes")
 		if err != nil || !strings.Contains(out, "schema version: 0 of") {
@@ -184,15 +190,14 @@ func TestJobsCLI(t *testing.T) {
 			t.Fatal("bad --fire accepted")
 		}
 		// issue 11.5: a job nobody registered, and a time the schedule
-		// does not produce, are refused as usage errors and mark nothing
-		var ue usageError
+		// does not produce, are refused (not found, exit 5) and mark nothing
 		_, err = runCLI(t, "jobs", "rerun", "--job", "nope", "--fire", fire.Format(time.RFC3339Nano), "--dsn", env.DSN)
-		if !errors.Is(err, jobs.ErrUnknownJob) || !errors.As(err, &ue) {
+		if !errors.Is(err, jobs.ErrUnknownJob) || exitCode(context.Background(), err) != exitNotFound {
 			t.Errorf("rerun of an unknown job: %v", err)
 		}
 		off := fire.Add(7 * time.Minute)
 		_, err = runCLI(t, "jobs", "rerun", "--job", "report", "--fire", off.Format(time.RFC3339Nano), "--dsn", env.DSN)
-		if !errors.Is(err, jobs.ErrNotOnSchedule) || !errors.As(err, &ue) {
+		if !errors.Is(err, jobs.ErrNotOnSchedule) || exitCode(context.Background(), err) != exitNotFound {
 			t.Errorf("rerun off the schedule: %v", err)
 		}
 		if n := dbtest.Count(t, env.DB, `SELECT count(*) FROM coord_job_runs WHERE job <> 'report' OR fire_time <> `+env.DB.Dialect().Placeholder(1), fire); n != 0 {
@@ -204,7 +209,7 @@ func TestJobsCLI(t *testing.T) {
 		}
 		out, err = runCLI(t, "jobs", "list", "--json", "--dsn", env.DSN)
 		var defs []map[string]any
-		if err != nil || json.Unmarshal([]byte(out), &defs) != nil || len(defs) != 1 || defs[0]["Name"] != "report" {
+		if err != nil || json.Unmarshal([]byte(out), &defs) != nil || len(defs) != 1 || defs[0]["name"] != "report" {
 			t.Errorf("jobs list --json: %v\n%s", err, out)
 		}
 		out, err = runCLI(t, "jobs", "list", "--json", "--job", "report", "--schedule", "0 * * * *", "--since", "3h", "--dsn", env.DSN)

@@ -78,3 +78,64 @@ func TestRelayMetricsEndpoint(t *testing.T) {
 		sigtermAndWait(t, cmd, 15*time.Second)
 	})
 }
+
+// /healthz answers 503 while the relay's batches fail (here: a column the
+// claim reads is renamed away), and ok again once one succeeds.
+func TestRelayHealthzFailsWhileBatchesFail(t *testing.T) {
+	t.Parallel()
+	bin := buildCLI(t)
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		cmd := exec.Command(bin, "relay", "--dsn", env.DSN, "--publisher", "stdout", "--listen", "127.0.0.1:0", "--listen-notify", "off")
+		stderr, _ := cmd.StderrPipe()
+		cmd.Stdout = io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		addr := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				var l struct{ Msg, Addr string }
+				if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "health and metrics" {
+					addr <- l.Addr
+				}
+			}
+		}()
+		var a string
+		select {
+		case a = <-addr:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no health address logged")
+		}
+		health := func() int {
+			resp, err := http.Get("http://" + a + "/healthz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		until := func(want int) {
+			t.Helper()
+			deadline := time.Now().Add(20 * time.Second)
+			for health() != want {
+				if time.Now().After(deadline) {
+					t.Fatalf("/healthz never answered %d", want)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		until(http.StatusOK)
+		if _, err := env.DB.ExecContext(ctx, "ALTER TABLE coord_outbox RENAME COLUMN attempts TO attempts_away"); err != nil {
+			t.Fatal(err)
+		}
+		until(http.StatusServiceUnavailable)
+		if _, err := env.DB.ExecContext(ctx, "ALTER TABLE coord_outbox RENAME COLUMN attempts_away TO attempts"); err != nil {
+			t.Fatal(err)
+		}
+		until(http.StatusOK)
+		sigtermAndWait(t, cmd, 15*time.Second)
+	})
+}

@@ -51,9 +51,9 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(TracerName)
 }
 
-// DirtyError is ErrDirty for a schema left dirty at version v, naming
-// the commands that repair it.
-func DirtyError(family string, v uint) error {
+// DirtyError is ErrDirty for a schema left dirty at version v (by
+// cause, when known), naming the commands that repair it.
+func DirtyError(family string, v uint, cause error) error {
 	prev := uint(0)
 	if all, err := sqlschema.Versions(family); err == nil {
 		for _, x := range all {
@@ -62,5 +62,15 @@ func DirtyError(family string, v uint) error {
 			}
 		}
 	}
-	return errs.Errorf("%w at version %d: migration %d stopped part-way; repair the coord_ tables by hand, then run `sqlcoord migrate force %d` if you completed migration %d, or `sqlcoord migrate force %d` if you undid it", dialect.ErrDirty, v, v, v, v, prev)
+	why := ""
+	if cause != nil {
+		why = " (" + cause.Error() + ")"
+	}
+	return errs.Errorf("%w at version %d: migration %d failed part-way%s; repair the coord_ tables by hand, then run `sqlcoord migrate force %d` if you completed migration %d, or `sqlcoord migrate force %d` if you undid it", &dirty{cause}, v, v, why, v, v, prev)
 }
+
+// dirty is ErrDirty that also unwraps to the failure behind it.
+type dirty struct{ cause error }
+
+func (d *dirty) Error() string   { return dialect.ErrDirty.Error() }
+func (d *dirty) Unwrap() []error { return []error{dialect.ErrDirty, d.cause} }

@@ -62,7 +62,7 @@ var (
 	ErrNoSchema = errors.New("sqlcoord: schema not installed; run `sqlcoord migrate up`")
 	// ErrDirty: a migration failed half-way; the schema needs a repair
 	// by hand and `sqlcoord migrate force`.
-	ErrDirty = errors.New("sqlcoord: schema is dirty (a migration failed half-way)")
+	ErrDirty = errors.New("sqlcoord: schema is dirty")
 	// ErrReadOnly: the server (a hot standby, a read-only replica) or the
 	// transaction refuses writes. Not retryable on this server.
 	ErrReadOnly = errors.New("sqlcoord: server is read-only")

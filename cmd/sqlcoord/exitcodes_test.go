@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+)
+
+// exitOf runs the real binary and returns its exit status and output.
+func exitOf(t *testing.T, bin string, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "SQLCOORD_DSN=", "SQLCOORD_POOLER=")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return 0, string(out)
+}
+
+// The exit statuses docs/cli.md promises, command by command, with the
+// real binary: usage errors exit 2 before connecting (an unreachable DSN
+// would exit 1), a database that is not ready 4, a name it does not know
+// 5, a failure 1.
+func TestExitCodeMatrix(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildCLI(t)
+	const nowhere = "postgres://u@127.0.0.1:1/db?connect_timeout=2"
+	for _, c := range []struct {
+		args []string
+		env  []string
+		want int
+	}{
+		{args: []string{"--version"}, want: exitOK},
+		{args: []string{"nope"}, want: exitUsage},
+		{args: []string{"migrate", "sideways", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"migrate", "force", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"migrate", "force", "x", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"migrate", "to", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"migrate", "down", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"migrate", "status"}, want: exitUsage}, // no DSN at all
+		{args: []string{"migrate", "status", "--dsn", "oracle://u@h/db"}, want: exitFailed},
+		{args: []string{"migrate", "status", "--dsn", nowhere}, want: exitFailed},
+		{args: []string{"migrate", "status", "--dsn", nowhere}, env: []string{"SQLCOORD_POOLER=maybe"}, want: exitUsage},
+		{args: []string{"outbox", "requeue", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"outbox", "requeue", "-5", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"outbox", "requeue", "x", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"outbox", "dead", "--limit", "0", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"jobs", "rerun", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"jobs", "rerun", "--job", "nope", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"jobs", "rerun", "--job", "nope", "--fire", "yesterday", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"jobs", "rerun", "--job", "bad\xffname", "--fire", "2026-01-01T00:00:00Z", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"jobs", "list", "--schedule", "every tuesday", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"relay", "--listen", "nonsense", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"relay", "--publisher", "carrier-pigeon://x", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"relay", "--listen-notify", "sometimes", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"relay", "--listen", "59090", "--dsn", nowhere}, want: exitFailed}, // a port alone is valid: it gets as far as connecting
+		{args: []string{"console", "--listen", "0.0.0.0:8080", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"doctor", "--require", "bogus", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"doctor", "--dsn", nowhere}, want: exitFailed},
+		{args: []string{"epoch", "sideways", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"locks", "protocol", "sideways", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"sessions", "revoke", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"demo", "no-such-scenario", "--dsn", nowhere}, want: exitUsage},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			got, out := exitOf(t, bin, c.env, c.args...)
+			if got != c.want {
+				t.Fatalf("exit %d, want %d\n%s", got, c.want, out)
+			}
+			if c.want == exitUsage && time.Since(start) > 10*time.Second {
+				t.Errorf("a usage error took %v: did it connect first?", time.Since(start))
+			}
+		})
+	}
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		dsn := []string{"--dsn", env.DSN}
+		check := func(want int, args ...string) {
+			t.Helper()
+			if got, out := exitOf(t, bin, nil, append(args, dsn...)...); got != want {
+				t.Errorf("%v: exit %d, want %d\n%s", args, got, want, out)
+			}
+		}
+		// a database without the schema is not ready: 4
+		check(exitUnhealthy, "doctor")
+		check(exitUnhealthy, "relay")
+		check(exitUnhealthy, "console")
+		check(exitUnhealthy, "migrate", "force", "9") // the trap: refused on an empty database
+		check(exitOK, "migrate", "status")
+		check(exitOK, "migrate", "up")
+		check(exitOK, "doctor")
+		check(exitOK, "outbox", "stats")
+		check(exitNotFound, "outbox", "requeue", "999999")
+		check(exitNotFound, "jobs", "rerun", "--job", "nope", "--fire", "2026-01-01T00:00:00Z")
+		check(exitOK, "outbox", "requeue", "all")
+	}, dbtest.NoMigrate())
+}
