@@ -132,6 +132,9 @@ func newVersionCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pg, _ := sqlcoord.Versions("postgres")
 			my, _ := sqlcoord.Versions("mysql")
+			if done, err := printJSON(cmd, map[string]any{"version": Version, "schema": map[string]uint{"postgres": pg[len(pg)-1], "mysql": my[len(my)-1]}}); done || err != nil {
+				return err
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "sqlcoord %s (schema: postgres %d, mysql %d)\n", Version, pg[len(pg)-1], my[len(my)-1])
 			return nil
 		},
