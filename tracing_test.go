@@ -143,3 +143,54 @@ func TestTracing(t *testing.T) {
 		}
 	})
 }
+
+// Renewals of a kept-alive lease are children of one keep-alive span,
+// not one-span traces of their own.
+func TestTracingKeepAliveRenewals(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		exp := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		defer tp.Shutdown(ctx)
+		db := env.Open(t, sqlcoord.Options{TracerProvider: tp})
+		c := coord.New(db)
+		l, err := c.Acquire(ctx, "kept", "", 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := c.KeepAlive(ctx, l, coord.KeepAliveOptions{Interval: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		k.Stop()
+		<-k.Context().Done()
+		var keep tracetest.SpanStub
+		deadline := time.Now().Add(5 * time.Second)
+		for keep.Name == "" && time.Now().Before(deadline) {
+			for _, s := range tracetest.SpanStubs(exp.GetSpans()) {
+				if s.Name == "sqlcoord.lease.keepalive" {
+					keep = s
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if keep.Name == "" {
+			t.Fatal("no keep-alive span")
+		}
+		renewals := 0
+		for _, s := range tracetest.SpanStubs(exp.GetSpans()) {
+			if s.Name != "sqlcoord.lease.renew" {
+				continue
+			}
+			renewals++
+			if s.Parent.SpanID() != keep.SpanContext.SpanID() {
+				t.Errorf("a renewal's parent is %v, want the keep-alive span", s.Parent.SpanID())
+			}
+		}
+		if renewals < 3 {
+			t.Errorf("%d renewals traced, want several", renewals)
+		}
+	})
+}

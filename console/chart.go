@@ -24,10 +24,11 @@ type chart struct {
 	Empty bool
 }
 
-// barChart draws pts left to right on a fixed 720×160 canvas with a max
-// label and a baseline.
-func barChart(title string, pts []point, unit string) chart {
-	const w, h, left, top, bottom = 720.0, 160.0, 48.0, 10.0, 20.0
+// barChart draws pts left to right on a fixed 720×176 canvas with a max
+// label, a baseline, the first and last bars' labels under their ends and
+// xAxis (what one bar is) between them.
+func barChart(title string, pts []point, unit, xAxis string) chart {
+	const w, h, left, top, bottom = 720.0, 176.0, 48.0, 10.0, 36.0
 	ch := chart{Title: title, Empty: true}
 	for _, p := range pts {
 		ch.Max = math.Max(ch.Max, p.Value)
@@ -61,8 +62,13 @@ func barChart(title string, pts []point, unit string) chart {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %s</title></rect>`,
 				left+float64(i)*slot+(slot-bw)/2, top+plotH-bh, bw, bh, fill, html.EscapeString(p.Label), html.EscapeString(num(p.Value)+unit))
 		}
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11" fill="#556">%s</text>`, left, h-4, html.EscapeString(pts[0].Label))
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" font-size="11" fill="#556">%s</text>`, w, h-4, html.EscapeString(pts[n-1].Label))
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="11" fill="#556">%s</text>`, left, top+plotH+14, html.EscapeString(pts[0].Label))
+		if n > 1 {
+			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" font-size="11" fill="#556">%s</text>`, w, top+plotH+14, html.EscapeString(pts[n-1].Label))
+		}
+	}
+	if xAxis != "" {
+		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle" font-size="11" fill="#556">%s</text>`, left+(w-left)/2, h-4, html.EscapeString(xAxis))
 	}
 	b.WriteString(`</svg>`)
 	ch.SVG = template.HTML(b.String()) // built above from escaped parts only

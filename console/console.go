@@ -421,7 +421,7 @@ func (c *Console) confirmRequeue(ctx context.Context, r *http.Request, _ time.Ti
 		return "Requeue", nil, err
 	}
 	if id == 0 {
-		cf.Question = fmt.Sprintf("Requeue all %d dead message(s) listed? They become pending with a fresh attempt budget and the relay publishes them again.", len(dead))
+		cf.Question = fmt.Sprintf("Requeue all %s listed? They become pending with a fresh attempt budget and the relay publishes them again.", plural(len(dead), "dead message", "dead messages"))
 		return "Requeue", cf, nil
 	}
 	for _, d := range dead {
@@ -443,9 +443,9 @@ func (c *Console) doRequeue(ctx context.Context, r *http.Request) (string, strin
 	if err != nil {
 		return "", "", err
 	}
-	what := fmt.Sprintf("requeued %d dead message(s)", n)
+	what := "requeued " + plural(n, "dead message", "dead messages")
 	if id > 0 {
-		what = fmt.Sprintf("requeued %d dead message(s) (id %d)", n, id)
+		what = fmt.Sprintf("requeued %s (id %d)", plural(n, "dead message", "dead messages"), id)
 	}
 	return "/outbox", what, nil
 }
@@ -492,5 +492,5 @@ func (c *Console) doRerun(ctx context.Context, r *http.Request) (string, string,
 	if err != nil {
 		return "", "", err
 	}
-	return "/jobs/" + url.PathEscape(job), fmt.Sprintf("marked %d shard run(s) of %s at %s for re-run", n, job, fire.UTC().Format(time.RFC3339)), nil
+	return "/jobs/" + url.PathEscape(job), fmt.Sprintf("marked %s of %s at %s for re-run", plural(n, "shard run", "shard runs"), job, fire.UTC().Format(time.RFC3339)), nil
 }

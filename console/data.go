@@ -255,13 +255,13 @@ func (c *Console) job(ctx context.Context, r *http.Request, now time.Time) (stri
 		}
 		d.Runs = append([]RunRow{rr}, d.Runs...)
 		if len(pts) < 60 || i < 60 {
-			pts = append(pts, point{Label: rr.FireTime.UTC().Format("15:04:05") + fmt.Sprintf(" #%d", rr.Shard), Value: rr.Duration, Bad: rr.Status == jobs.Failed})
+			pts = append(pts, point{Label: fmt.Sprintf("%s UTC, shard %d of %d", rr.FireTime.UTC().Format("Jan 2 15:04:05"), rr.Shard, rr.ShardTotal), Value: rr.Duration, Bad: rr.Status == jobs.Failed})
 		}
 	}
 	if len(pts) > 60 {
 		pts = pts[len(pts)-60:]
 	}
-	d.Chart = barChart("Run duration (s), oldest → newest", pts, "s")
+	d.Chart = barChart("Run duration in seconds (failed runs in red)", pts, "s", "one bar per run, by fire time: oldest left, newest right")
 	return "Job " + name, d, nil
 }
 
@@ -310,8 +310,8 @@ func (c *Console) outboxData(ctx context.Context) (outboxData, error) {
 		tp[i] = point{Label: lbl, Value: count[i]}
 		lp[i] = point{Label: lbl, Value: lag[i]}
 	}
-	d.Throughput = barChart("Published per minute, last hour", tp, "")
-	d.Lag = barChart("Largest insert → publish lag per minute (s), last hour", lp, "s")
+	d.Throughput = barChart("Published per minute, last hour", tp, "", "one bar per minute")
+	d.Lag = barChart("Largest insert → publish lag per minute (s), last hour", lp, "s", "one bar per minute")
 	return d, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/errs"
@@ -13,11 +14,14 @@ var pages = []string{"overview", "leases", "locks", "jobs", "job", "outbox", "ke
 
 func parseTemplates() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"ts":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
-		"rfc":  func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
-		"secs": secs,
-		"num":  num,
-		"abs":  math.Abs,
+		"ts":            func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
+		"rfc":           func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		"secs":          secs,
+		"num":           num,
+		"abs":           math.Abs,
+		"plural":        plural,
+		"noun":          noun,
+		"internalGroup": internalGroup,
 	}
 	out := make(map[string]*template.Template, len(pages))
 	for _, p := range pages {
@@ -51,4 +55,33 @@ func secs(s float64) string {
 		return "−" + out
 	}
 	return out
+}
+
+// internalGroup explains a membership group sqlcoord keeps for itself
+// ("" for an application's group).
+func internalGroup(name string) string {
+	switch name {
+	case "sqlcoord.outbox.listeners":
+		return "sqlcoord's own: outbox relays listening for NOTIFY (Enqueue notifies only while one is listed here)"
+	}
+	if strings.HasPrefix(name, "sqlcoord.") {
+		return "sqlcoord's own"
+	}
+	return ""
+}
+
+// plural is "1 row" or "2 rows" (n any integer).
+func plural(n any, one, many string) string {
+	if fmt.Sprint(n) == "1" {
+		return "1 " + one
+	}
+	return fmt.Sprint(n) + " " + many
+}
+
+// noun is one for 1 and many otherwise: a card's label under its number.
+func noun(n any, one, many string) string {
+	if fmt.Sprint(n) == "1" {
+		return one
+	}
+	return many
 }

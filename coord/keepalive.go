@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"github.com/sqlcoord/sqlcoord/metrics"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // KeepAliveOptions tune KeepAlive.
@@ -35,13 +38,26 @@ type KeepAliveOptions struct {
 // started or a reply arrived: Context cannot outlive the lease by a round
 // trip. Valid reads the clock itself, so a process resumed after a freeze
 // sees an expired lease as expired before any timer runs.
+//
+// Shutdown: when the context given to KeepAlive ends (SIGTERM through
+// signal.NotifyContext, say), the keeper releases the lease before Done
+// is closed, so a restarted instance acquires it at once instead of
+// waiting a TTL; wait for Done before the process exits. Stop stops
+// renewing without releasing (the lease then expires after its TTL);
+// Release stops and releases.
 type Keeper struct {
-	renew func(context.Context, Lease) (Lease, error)
-	loop  *keepalive.Loop
+	renew   func(context.Context, Lease) (Lease, error)
+	release func(context.Context, Lease) error
+	loop    *keepalive.Loop
+	stopped atomic.Bool
+	done    chan struct{}
 
 	mu    sync.Mutex
 	lease Lease
 }
+
+// releaseTimeout bounds the release a keeper makes when its context ends.
+const releaseTimeout = 5 * time.Second
 
 // KeepAlive starts renewing l until Stop, ctx's end, or loss of the lease.
 // l should come from Acquire or Renew; a Lease built by hand is renewed
@@ -53,7 +69,8 @@ func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptio
 	if opt.Interval < 0 || opt.Margin < 0 {
 		return nil, errs.Errorf("%w: negative keep-alive interval %v or margin %v", ErrInvalidTTL, opt.Interval, opt.Margin)
 	}
-	k := &Keeper{renew: c.Renew}
+	k := &Keeper{renew: c.Renew, release: c.Release, done: make(chan struct{})}
+	parent := ctx
 	rec, dialect := metrics.Of(c.drv), c.d.Name()
 	o := keepalive.Options{TTL: l.TTL, Interval: opt.Interval, Margin: opt.Margin,
 		OnError: func(err error) {
@@ -86,18 +103,43 @@ func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptio
 	if err := keepalive.Check(&o); err != nil {
 		return nil, errs.Errorf("%w: %v", ErrInvalidTTL, err)
 	}
+	// One span for the keep-alive's whole life; each renewal is a child
+	// of it (not a trace of its own).
+	ctx, end := tracing.Start(ctx, c.drv, "lease.keepalive", c.d, attribute.String("sqlcoord.name", l.Name), attribute.Int64("sqlcoord.token", l.Token))
 	if l.sentAt.IsZero() {
 		var err error
 		if l, err = c.Renew(ctx, l); err != nil {
+			end(err)
 			return nil, err
 		}
 	}
 	k.lease = l
 	loop, err := keepalive.Start(ctx, l.sentAt, o)
 	if err != nil {
+		end(err)
 		return nil, errs.Errorf("%w: %v", ErrInvalidTTL, err)
 	}
 	k.loop = loop
+	go func() {
+		defer close(k.done)
+		<-loop.Done()
+		cause := context.Cause(loop.Context())
+		switch {
+		case errors.Is(cause, ErrLeaseLost):
+			end(cause)
+		case !k.stopped.Load() && parent.Err() != nil:
+			// the application is shutting down: hand the lease back
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(parent), releaseTimeout)
+			err := k.release(rctx, k.Lease())
+			cancel()
+			if err != nil && !errors.Is(err, ErrLeaseLost) && opt.OnError != nil {
+				opt.OnError(err)
+			}
+			end(nil)
+		default:
+			end(nil) // stopped: not a failure
+		}
+	}()
 	return k, nil
 }
 
@@ -116,8 +158,22 @@ func (k *Keeper) Lease() Lease {
 	return k.lease
 }
 
-// Stop ends renewal (it does not release the lease) and cancels Context.
-func (k *Keeper) Stop() { k.loop.Stop() }
+// Stop ends renewal (it does not release the lease: it expires after its
+// TTL) and cancels Context.
+func (k *Keeper) Stop() {
+	k.stopped.Store(true)
+	k.loop.Stop()
+}
 
-// Done is closed when the keeper has stopped for any reason.
-func (k *Keeper) Done() <-chan struct{} { return k.loop.Done() }
+// Release stops renewal and releases the lease, so that the next Acquire
+// by anyone succeeds at once (with a larger token). ErrLeaseLost when it
+// was no longer held.
+func (k *Keeper) Release(ctx context.Context) error {
+	k.Stop()
+	<-k.done
+	return k.release(ctx, k.Lease())
+}
+
+// Done is closed when the keeper has stopped for any reason — after the
+// release it makes when its context ended.
+func (k *Keeper) Done() <-chan struct{} { return k.done }

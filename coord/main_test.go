@@ -12,5 +12,6 @@ func TestMain(m *testing.M) {
 		"rmw-worker":    helperRMWWorker,
 		"lease-worker":  helperLeaseWorker,
 		"lease-renewer": helperRenewer,
+		"keeper":        helperKeeper,
 	})
 }

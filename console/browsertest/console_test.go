@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,8 +109,9 @@ func clickThen(t *testing.T, ctx context.Context, click chromedp.Action[chromedp
 
 func wantText(t *testing.T, page, text string, want ...string) {
 	t.Helper()
+	flat := strings.Join(strings.Fields(text), " ") // a card's number and label are on two lines
 	for _, w := range want {
-		if !strings.Contains(text, w) {
+		if !strings.Contains(text, w) && !strings.Contains(flat, w) {
 			t.Errorf("%s: page does not show %q:\n%s", page, w, text)
 		}
 	}
@@ -240,6 +242,12 @@ func seed(t *testing.T, env *dbtest.Env) seeded {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Leave(context.Background()) })
+	// what a relay listening for NOTIFY registers in
+	rl, err := membership.Join(ctx, db, "sqlcoord.outbox.listeners", membership.Options{ID: "relay-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rl.Leave(context.Background()) })
 	store, err := session.NewStore(db, session.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +293,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 		t.Run("overview shows every area", func(t *testing.T) {
 			text := visit(t, ctx, srv.URL+"/")
-			wantText(t, "overview", text, "live leases", "lock names held", "outbox pending", "keys in progress", "cleanup", "Published per minute")
+			wantText(t, "overview", text, "1 live lease", "1 lock name held", "outbox pending", "1 key in progress", "cleanup", "Published per minute", "1 live session")
+			noClumsyPlurals(t, "overview", text)
 			shot(t, ctx, fam+"-overview")
 		})
 		t.Run("leases with holder, token and time left by the database clock", func(t *testing.T) {
@@ -309,7 +318,21 @@ func TestConsoleInBrowser(t *testing.T) {
 			text := visit(t, ctx, srv.URL+"/jobs")
 			wantText(t, "jobs", text, "cleanup", "0 * * * *")
 			text = visit(t, ctx, srv.URL+"/jobs/cleanup")
-			wantText(t, "job", text, "disk full on /var/tmp", "succeeded", "failed", "Run duration")
+			wantText(t, "job", text, "disk full on /var/tmp", "succeeded", "failed", "Run duration", "1 shard per slot", "0 of 1")
+			noClumsyPlurals(t, "job", text)
+			// the chart says what a bar is and labels its ends in words
+			svg, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("svg.chart")))
+			if !strings.Contains(svg, "one bar per run") || !strings.Contains(svg, "UTC, shard 0 of 1") {
+				t.Errorf("job chart without axis words:\n%s", svg)
+			}
+			// every Re-run button on one line (no wrap)
+			tall, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("a.button")].filter(b => b.getClientRects().length > 1 || b.getBoundingClientRect().height > 1.8 * (parseFloat(getComputedStyle(b).fontSize) * 1.6)).map(b => b.textContent)`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tall) > 0 {
+				t.Errorf("buttons wrap onto two lines: %q", tall)
+			}
 			shot(t, ctx, fam+"-job")
 		})
 		t.Run("outbox counts, charts, dead letters without secrets", func(t *testing.T) {
@@ -331,7 +354,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		})
 		t.Run("members and sessions", func(t *testing.T) {
 			text := visit(t, ctx, srv.URL+"/members")
-			wantText(t, "members", text, "workers", "live sessions")
+			wantText(t, "members", text, "workers", "1 live session", "sqlcoord.outbox.listeners", "sqlcoord's own: outbox relays listening for NOTIFY")
+			noClumsyPlurals(t, "members", text)
 			shot(t, ctx, fam+"-members")
 		})
 		t.Run("requeue goes through the confirmation and changes the database", func(t *testing.T) {
@@ -560,5 +584,14 @@ func TestConsoleBadInput(t *testing.T) {
 		if strings.Contains(string(b[:n]), "<script>") {
 			t.Errorf("%s: input echoed as markup", path)
 		}
+	}
+}
+
+// noClumsyPlurals: no "1 rows", no "(s)".
+func noClumsyPlurals(t *testing.T, page, text string) {
+	t.Helper()
+	flat := strings.Join(strings.Fields(text), " ")
+	if m := regexp.MustCompile(`\b1 (live |dead |expired |signed-in |member |lock )?(rows|leases|sessions|users|groups|names|letters|jobs|keys|shards|runs|messages)\b|\(s\)`).FindString(flat); m != "" {
+		t.Errorf("%s: %q reads badly:\n%s", page, m, text)
 	}
 }

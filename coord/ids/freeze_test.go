@@ -45,7 +45,12 @@ func helperFrozenGenerator(ctx context.Context, db *sqlcoord.DB) error {
 			return nil
 		}
 		if err != nil && resumed.IsZero() {
-			return err
+			// lost before the freeze (a loaded machine kept the 300 ms
+			// lease from being renewed): take a new worker id and go on
+			if w, err = ids.LeaseWorker(ctx, db, ids.WorkerOptions{TTL: 300 * time.Millisecond}); err != nil {
+				return err
+			}
+			last = time.Now()
 		}
 	}
 }
