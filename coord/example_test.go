@@ -75,11 +75,12 @@ func ExampleClient_Acquire() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Release(context.Background(), lease) // on shutdown: the next instance need not wait a TTL
 	keeper, err := c.KeepAlive(ctx, lease, coord.KeepAliveOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
+	// on shutdown, hand the lease back: the next instance need not wait a TTL
+	defer keeper.Release(context.WithoutCancel(ctx))
 	work := keeper.Context() // ends when the lease is lost
 	err = txn.Do(work, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 		if err := c.Fence(ctx, tx, "segments", lease.Token); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
 // doctorReport is what `sqlcoord doctor` found; --json prints it as is.
@@ -131,7 +132,7 @@ func doctorVerdict(r doctorReport) error {
 func doctor(ctx context.Context, db *sqlcoord.DB, require []string) doctorReport {
 	rep := doctorReport{Database: db.String(), Forks: []sqlcoord.Fork{}, Unread: []doctorFact{}}
 	unread := func(fact string, err error) {
-		rep.Unread = append(rep.Unread, doctorFact{fact, err.Error()})
+		rep.Unread = append(rep.Unread, doctorFact{fact, redact.Text(err.Error())})
 	}
 	if info, err := sqlcoord.Inspect(ctx, db); err != nil {
 		unread("server", err)
