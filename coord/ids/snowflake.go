@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"time"
@@ -98,6 +99,16 @@ type SnowflakeOptions struct {
 	MaxRollback time.Duration
 	// Clock returns the current time; default time.Now. For tests.
 	Clock func() time.Time
+	// RandomStart, when above 0, starts each millisecond's sequence at a
+	// random value in [0, RandomStart) instead of 0 (Leaf's fix): under
+	// low traffic — one id per millisecond — the low bits of the ids are
+	// otherwise always 0, and sharding by id % n puts every id in shard 0.
+	// Choose a multiple of the shard count (and of 2) so that id % n is
+	// uniform. It costs capacity: a millisecond issues 2^SeqBits − start
+	// ids before Next waits for the next one, on average RandomStart/2
+	// fewer (with the default 12 sequence bits and RandomStart 256, 3.1 %
+	// of the 4,096 per millisecond). At most 2^SeqBits / 2.
+	RandomStart int
 }
 
 // Snowflake generates ids for one worker id. Next is safe for concurrent
@@ -113,6 +124,7 @@ type Snowflake struct {
 	seq     int64
 	seqMask int64
 	maxMs   int64
+	random  int64 // RandomStart
 	stopped error
 	// valid, when set (leased worker ids), must return nil for Next to
 	// issue an id: the worker-id lease is certainly still held.
@@ -142,8 +154,11 @@ func NewSnowflake(worker int64, floor int64, opt SnowflakeOptions) (*Snowflake, 
 	if opt.Clock == nil {
 		opt.Clock = time.Now
 	}
+	if opt.RandomStart < 0 || opt.RandomStart > 1<<(opt.Layout.SeqBits-1) {
+		return nil, errs.Errorf("%w: RandomStart %d outside 0..%d (half the sequence)", ErrInvalid, opt.RandomStart, 1<<(opt.Layout.SeqBits-1))
+	}
 	s := &Snowflake{l: opt.Layout, worker: worker, maxRB: opt.MaxRollback.Milliseconds(), clock: opt.Clock,
-		seqMask: 1<<opt.Layout.SeqBits - 1, maxMs: 1<<opt.Layout.TimeBits - 1}
+		seqMask: 1<<opt.Layout.SeqBits - 1, maxMs: 1<<opt.Layout.TimeBits - 1, random: int64(opt.RandomStart)}
 	now := s.now()
 	if now < floor-s.maxRB {
 		return nil, errs.Errorf("%w: clock at %d ms, last recorded %d ms (%v behind)", ErrClockBehind, now, floor, time.Duration(floor-now)*time.Millisecond)
@@ -154,6 +169,14 @@ func NewSnowflake(worker int64, floor int64, opt SnowflakeOptions) (*Snowflake, 
 }
 
 func (s *Snowflake) now() int64 { return s.clock().Sub(s.l.Epoch).Milliseconds() }
+
+// start is the first sequence value of a new millisecond.
+func (s *Snowflake) start() int64 {
+	if s.random == 0 {
+		return 0
+	}
+	return rand.Int64N(s.random)
+}
 
 // Worker is the generator's worker id.
 func (s *Snowflake) Worker() int64 { return s.worker }
@@ -187,8 +210,8 @@ func (s *Snowflake) Next() (int64, error) {
 		}
 	}
 	if now == s.lastMs {
-		s.seq = (s.seq + 1) & s.seqMask
-		if s.seq == 0 { // sequence exhausted: wait for the next millisecond
+		s.seq++
+		if s.seq > s.seqMask { // sequence exhausted: wait for the next millisecond
 			// Spin, yielding: a timer sleep of a few µs returns after
 			// about a millisecond on Linux, which halved the rate at the
 			// 4,096-ids-per-millisecond cap.
@@ -196,9 +219,10 @@ func (s *Snowflake) Next() (int64, error) {
 				runtime.Gosched()
 				now = s.now()
 			}
+			s.seq = s.start()
 		}
 	} else {
-		s.seq = 0
+		s.seq = s.start()
 	}
 	if now > s.maxMs {
 		return 0, errs.Errorf("%w: time bits exhausted (epoch %v)", ErrInvalid, s.l.Epoch)

@@ -223,3 +223,79 @@ func TestUUIDv7Concurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Low traffic (one id per millisecond): without RandomStart every id's
+// sequence is 0 and id % 16 puts all of them in shard 0; with it the
+// shards are even. Uniqueness and order hold either way, and a
+// millisecond still issues ids until its sequence runs out.
+func TestSnowflakeRandomStart(t *testing.T) {
+	t.Parallel()
+	shards := func(opt ids.SnowflakeOptions) [16]int {
+		c := &fakeClock{}
+		c.ms.Store(1000)
+		opt.Clock = c.now
+		sf, err := ids.NewSnowflake(1, 0, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hist [16]int
+		var last int64
+		for i := 0; i < 1600; i++ {
+			c.ms.Add(1)
+			id, err := sf.Next()
+			if err != nil || id <= last {
+				t.Fatalf("id %d after %d: %v", id, last, err)
+			}
+			last = id
+			hist[id%16]++
+		}
+		return hist
+	}
+	t.Run("off: one shard", func(t *testing.T) {
+		if h := shards(ids.SnowflakeOptions{}); h[0] != 1600 {
+			t.Fatalf("id %% 16 without RandomStart: %v, want all 1600 in shard 0 (the problem this option solves)", h)
+		}
+	})
+	t.Run("on: even shards", func(t *testing.T) {
+		h := shards(ids.SnowflakeOptions{RandomStart: 256})
+		for i, n := range h {
+			if n < 50 || n > 150 { // expected 100 each
+				t.Fatalf("id %% 16 with RandomStart 256: shard %d has %d of 1600: %v", i, n, h)
+			}
+		}
+	})
+	t.Run("a busy millisecond still fills and waits", func(t *testing.T) {
+		c := &fakeClock{}
+		c.ms.Store(5000)
+		sf, _ := ids.NewSnowflake(1, 0, ids.SnowflakeOptions{Clock: c.now, RandomStart: 2048})
+		seen := map[int64]bool{}
+		n := 0
+		for {
+			done := make(chan int64, 1)
+			go func() { id, _ := sf.Next(); done <- id }()
+			select {
+			case id := <-done:
+				if seen[id] || ids.DefaultLayout.Decode(id).Time != c.now() {
+					t.Fatalf("id %d repeated or off this millisecond", id)
+				}
+				seen[id] = true
+				n++
+				continue
+			case <-time.After(20 * time.Millisecond):
+			}
+			c.ms.Add(1)
+			<-done
+			break
+		}
+		if n < 4096-2048 || n > 4096 {
+			t.Fatalf("one millisecond issued %d ids, want 2048..4096", n)
+		}
+	})
+	t.Run("bounds", func(t *testing.T) {
+		for _, bad := range []int{-1, 2049} {
+			if _, err := ids.NewSnowflake(1, 0, ids.SnowflakeOptions{RandomStart: bad}); !errors.Is(err, ids.ErrInvalid) {
+				t.Errorf("RandomStart %d: %v, want ErrInvalid", bad, err)
+			}
+		}
+	})
+}
