@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
@@ -34,6 +36,14 @@ import (
 
 // ErrInvalid: invalid topic, key or option.
 var ErrInvalid = errors.New("outbox: invalid")
+
+// ErrNotPending: Cancel came too late — the message was published or
+// dead-lettered, or a relay is publishing it right now. Nothing changed.
+var ErrNotPending = errors.New("outbox: message is no longer pending")
+
+// ErrNoMessage: Cancel named a message id the outbox does not hold (never
+// enqueued, or published and deleted).
+var ErrNoMessage = errors.New("outbox: no such message")
 
 // Message is an outbox row as a publisher sees it.
 type Message struct {
@@ -70,6 +80,12 @@ type Msg struct {
 	Payload []byte
 	Headers map[string]string
 	Delay   time.Duration // deliver no earlier than now + Delay (database clock)
+	// ID is the message's global id, a UUID (Message.UUID, the
+	// publisher's dedupe key); "" means a new UUIDv7. Choose it yourself
+	// to Cancel the message later, or to make a retried Enqueue of the
+	// same message fail on the unique index (sqlcoord.ErrDuplicate)
+	// instead of sending it twice.
+	ID string
 }
 
 // JSON builds a Msg with a JSON payload.
@@ -127,9 +143,9 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...Msg) (retErr 
 			h = string(b)
 		}
 		key := sql.NullString{String: m.Key, Valid: m.Key != ""}
-		id, err := ids.NewUUIDv7()
+		id, err := messageID(m.ID)
 		if err != nil {
-			return errs.Errorf("outbox: message id: %w", err)
+			return err
 		}
 		stmt := q.OutboxInsert
 		if i == len(msgs)-1 {
@@ -138,6 +154,64 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...Msg) (retErr 
 		if _, err := x.Exec(ctx, stmt, m.Topic, key, m.Payload, h, m.Delay.Microseconds(), id.String()); err != nil {
 			return errs.Errorf("outbox: enqueue %s: %w", m.Topic, o.db.Dialect().Classify(err))
 		}
+	}
+	return nil
+}
+
+// messageID is a Msg's id: the caller's UUID in canonical form, or a new
+// UUIDv7.
+func messageID(given string) (uuid.UUID, error) {
+	if given == "" {
+		id, err := ids.NewUUIDv7()
+		if err != nil {
+			return id, errs.Errorf("outbox: message id: %w", err)
+		}
+		return id, nil
+	}
+	id, err := uuid.Parse(given)
+	if err != nil || len(given) != 36 {
+		return id, errs.Errorf("%w: message id %s is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", ErrInvalid, valid.Quote(given))
+	}
+	return id, nil
+}
+
+// Cancel withdraws a pending message in tx, the caller's transaction: it
+// is deleted if and only if tx commits, and no relay publishes it then
+// (the row stays locked until tx ends, and relays skip locked rows). The
+// typical use is a delayed message ("close the order in 30 minutes")
+// cancelled by the transaction that makes it moot ("the order was paid").
+//
+// It refuses, changing nothing, with ErrNotPending when the message was
+// already published or dead-lettered or a relay is publishing it at this
+// moment (never waiting for that relay), and with ErrNoMessage when the
+// outbox holds no message with that id. id is Msg.ID (or Message.UUID).
+func (o *Outbox[TTx]) Cancel(ctx context.Context, tx TTx, id string) (retErr error) {
+	ctx, end := tracing.Start(ctx, o.db, "outbox.cancel", o.db.Dialect())
+	defer func() { end(retErr) }()
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
+		return errs.Errorf("%w: message id %s is not a UUID", ErrInvalid, valid.Quote(id))
+	}
+	d := o.db.Dialect()
+	x := o.db.TxExecutor(tx)
+	var state string
+	err = x.QueryRow(ctx, d.Q.OutboxCancelLock, u.String()).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// locked by a relay right now, or not there at all
+		if err := x.QueryRow(ctx, d.Q.OutboxState, u.String()).Scan(&state); errors.Is(err, sql.ErrNoRows) {
+			return errs.Errorf("outbox: cancel %s: %w", u, ErrNoMessage)
+		} else if err != nil {
+			return errs.Errorf("outbox: cancel %s: %w", u, d.Classify(err))
+		}
+		return errs.Errorf("outbox: cancel %s: %w (a relay is publishing it)", u, ErrNotPending)
+	case err != nil:
+		return errs.Errorf("outbox: cancel %s: %w", u, d.Classify(err))
+	case state != "pending":
+		return errs.Errorf("outbox: cancel %s: %w (it is %s)", u, ErrNotPending, state)
+	}
+	if _, err := x.Exec(ctx, d.Q.OutboxCancel, u.String()); err != nil {
+		return errs.Errorf("outbox: cancel %s: %w", u, d.Classify(err))
 	}
 	return nil
 }

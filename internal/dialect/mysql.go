@@ -141,8 +141,11 @@ ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
 		OutboxFailed: `UPDATE coord_outbox SET last_error = ?, available_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
   state = IF(attempts + 1 >= ?, 'dead', 'pending'), attempts = attempts + 1
 WHERE id = ?`,
-		OutboxDead:    `UPDATE coord_outbox SET attempts = attempts + 1, last_error = ?, state = 'dead' WHERE id = ?`,
-		OutboxRequeue: `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = UTC_TIMESTAMP(6) WHERE state = 'dead' AND (? = 0 OR id = ?)`,
+		OutboxDead:       `UPDATE coord_outbox SET attempts = attempts + 1, last_error = ?, state = 'dead' WHERE id = ?`,
+		OutboxRequeue:    `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = UTC_TIMESTAMP(6) WHERE state = 'dead' AND (? = 0 OR id = ?)`,
+		OutboxCancelLock: `SELECT state FROM coord_outbox WHERE msg_id = ? FOR UPDATE SKIP LOCKED`,
+		OutboxState:      `SELECT state FROM coord_outbox WHERE msg_id = ?`,
+		OutboxCancel:     `DELETE FROM coord_outbox WHERE msg_id = ? AND state = 'pending'`,
 		OutboxListDead: `SELECT id, msg_id, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
 WHERE state = 'dead' ORDER BY id LIMIT ?`,
 		OutboxStats: `SELECT COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(state = 'published'), 0), COALESCE(SUM(state = 'dead'), 0),

@@ -283,8 +283,11 @@ WHERE id = ANY($1::bigint[])`,
   available_at = clock_timestamp() + $2 * interval '1 microsecond',
   state = CASE WHEN attempts + 1 >= $3 THEN 'dead' ELSE 'pending' END
 WHERE id = $4`,
-			OutboxDead:    `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1, state = 'dead' WHERE id = $2`,
-			OutboxRequeue: `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = clock_timestamp() WHERE state = 'dead' AND ($1 = 0 OR id = $2)`,
+			OutboxDead:       `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1, state = 'dead' WHERE id = $2`,
+			OutboxRequeue:    `UPDATE coord_outbox SET state = 'pending', attempts = 0, available_at = clock_timestamp() WHERE state = 'dead' AND ($1 = 0 OR id = $2)`,
+			OutboxCancelLock: `SELECT state FROM coord_outbox WHERE msg_id = $1::uuid FOR UPDATE SKIP LOCKED`,
+			OutboxState:      `SELECT state FROM coord_outbox WHERE msg_id = $1::uuid`,
+			OutboxCancel:     `DELETE FROM coord_outbox WHERE msg_id = $1::uuid AND state = 'pending'`,
 			OutboxListDead: `SELECT id, msg_id::text, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
 WHERE state = 'dead' ORDER BY id LIMIT $1`,
 			OutboxStats: `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'published'),

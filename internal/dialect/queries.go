@@ -341,6 +341,13 @@ type Queries struct {
 	OutboxDead string
 	// OutboxRequeue makes dead rows pending again. Args: id, id (0: all dead).
 	OutboxRequeue string
+	// OutboxCancelLock locks a message row unless a relay holds it (SKIP
+	// LOCKED) and returns its state. Args: msg_id.
+	OutboxCancelLock string
+	// OutboxState reads a message's state without locking. Args: msg_id.
+	OutboxState string
+	// OutboxCancel deletes a pending message. Args: msg_id.
+	OutboxCancel string
 	// OutboxListDead lists dead rows. Args: N. Columns: id, msg_id, topic, msg_key,
 	// attempts, last_error, created_at.
 	OutboxListDead string
