@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 // Cookie tunes the session cookie. The zero value is the safe default:
@@ -103,12 +105,41 @@ func (s *Store[TTx]) Middleware(c Cookie, next http.Handler) http.Handler {
 // sets (Find, Commit, Delete and their Ctx variants), so an scs
 // SessionManager can keep its sessions here: set manager.Store =
 // store.SCS(). scs generates the tokens and passes the absolute expiry
-// (its clock); idle expiry and renewal stay the database's. Data written
-// through scs has no user id (RevokeAllForUser does not see it).
-func (s *Store[TTx]) SCS() *SCSStore[TTx] { return &SCSStore[TTx]{s: s} }
+// (its clock); idle expiry and renewal stay the database's.
+//
+// scs's data is opaque to the store, so a session written through it has
+// a user id only when SCSOptions.UserID reads one out of that data; then
+// RevokeAllForUser ends it too. With scs's default codec:
+//
+//	store.SCS(session.SCSOptions{UserID: func(b []byte) string {
+//		_, values, err := scs.GobCodec{}.Decode(b)
+//		if err != nil {
+//			return ""
+//		}
+//		id, _ := values["user_id"].(string)
+//		return id
+//	}})
+func (s *Store[TTx]) SCS(opts ...SCSOptions) *SCSStore[TTx] {
+	a := &SCSStore[TTx]{s: s}
+	if len(opts) > 0 {
+		a.opt = opts[0]
+	}
+	return a
+}
+
+// SCSOptions tune Store.SCS.
+type SCSOptions struct {
+	// UserID returns the user id kept in a session's encoded data ("" for
+	// none); it is recorded with every Commit. An id that is not valid
+	// text of at most 255 bytes is recorded as "".
+	UserID func(data []byte) string
+}
 
 // SCSStore: see Store.SCS.
-type SCSStore[TTx any] struct{ s *Store[TTx] }
+type SCSStore[TTx any] struct {
+	s   *Store[TTx]
+	opt SCSOptions
+}
 
 // FindCtx returns the data of a live session.
 func (a *SCSStore[TTx]) FindCtx(ctx context.Context, token string) ([]byte, bool, error) {
@@ -132,7 +163,13 @@ func (a *SCSStore[TTx]) CommitCtx(ctx context.Context, token string, b []byte, e
 		b = []byte{}
 	}
 	exp := expiry.UTC()
-	_, err = a.s.db.Executor().Exec(ctx, a.s.db.Dialect().Q.WebSessionUpsert, h, b, a.s.opt.IdleTimeout.Microseconds(), exp, exp)
+	user := ""
+	if a.opt.UserID != nil {
+		if u := a.opt.UserID(b); valid.Optional("user id", u, 255) == nil {
+			user = u
+		}
+	}
+	_, err = a.s.db.Executor().Exec(ctx, a.s.db.Dialect().Q.WebSessionUpsert, h, b, a.s.opt.IdleTimeout.Microseconds(), exp, exp, user)
 	return a.s.wrap("commit", err)
 }
 

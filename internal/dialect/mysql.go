@@ -180,9 +180,9 @@ WHERE id_hash = ? AND idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UT
 WHERE id_hash = ? AND version = ? AND idle_expires_at > UTC_TIMESTAMP(6) AND abs_expires_at > UTC_TIMESTAMP(6)`,
 		WebSessionCopy: `INSERT INTO coord_sessions (id_hash, user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at)
 VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6), LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?), ?)`,
-		WebSessionUpsert: `INSERT INTO coord_sessions (id_hash, user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at)
-VALUES (?, '', ?, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?), ?)
-ON DUPLICATE KEY UPDATE data = VALUES(data), version = version + 1, last_seen_at = VALUES(last_seen_at),
+		WebSessionUpsert: `INSERT INTO coord_sessions (id_hash, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at, user_id)
+VALUES (?, ?, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), LEAST(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?), ?, ?)
+ON DUPLICATE KEY UPDATE data = VALUES(data), user_id = VALUES(user_id), version = version + 1, last_seen_at = VALUES(last_seen_at),
   idle_expires_at = VALUES(idle_expires_at), abs_expires_at = VALUES(abs_expires_at)`,
 		WebSessionDelete:     `DELETE FROM coord_sessions WHERE id_hash = ?`,
 		WebSessionDeleteUser: `DELETE FROM coord_sessions WHERE user_id = ?`,

@@ -327,9 +327,9 @@ WHERE id_hash = $2 AND idle_expires_at > clock_timestamp() AND abs_expires_at > 
 WHERE id_hash = $3 AND version = $4 AND idle_expires_at > clock_timestamp() AND abs_expires_at > clock_timestamp()`,
 			WebSessionCopy: `INSERT INTO coord_sessions (id_hash, user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at)
 VALUES ($1, $2, $3, $4, $5, clock_timestamp(), LEAST(clock_timestamp() + $6 * interval '1 microsecond', $7), $8)`,
-			WebSessionUpsert: `INSERT INTO coord_sessions AS s (id_hash, user_id, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at)
-VALUES ($1, '', $2, 1, clock_timestamp(), clock_timestamp(), LEAST(clock_timestamp() + $3 * interval '1 microsecond', $4), $5)
-ON CONFLICT (id_hash) DO UPDATE SET data = EXCLUDED.data, version = s.version + 1, last_seen_at = EXCLUDED.last_seen_at,
+			WebSessionUpsert: `INSERT INTO coord_sessions AS s (id_hash, data, version, created_at, last_seen_at, idle_expires_at, abs_expires_at, user_id)
+VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp(), LEAST(clock_timestamp() + $3 * interval '1 microsecond', $4), $5, $6)
+ON CONFLICT (id_hash) DO UPDATE SET data = EXCLUDED.data, user_id = EXCLUDED.user_id, version = s.version + 1, last_seen_at = EXCLUDED.last_seen_at,
   idle_expires_at = EXCLUDED.idle_expires_at, abs_expires_at = EXCLUDED.abs_expires_at`,
 			WebSessionDelete:     `DELETE FROM coord_sessions WHERE id_hash = $1`,
 			WebSessionDeleteUser: `DELETE FROM coord_sessions WHERE user_id = $1`,

@@ -56,7 +56,7 @@ type Queries struct {
 	// data, version, created_at, idle µs, abs_expires_at, abs_expires_at.
 	WebSessionCopy string
 	// WebSessionUpsert writes data with an absolute expiry given by the
-	// caller (scs's Commit). Args: id_hash, data, idle µs, expiry, expiry.
+	// caller (scs's Commit). Args: id_hash, data, idle µs, expiry, expiry, user id.
 	WebSessionUpsert string
 	// WebSessionDelete, WebSessionDeleteUser: by id_hash / by user_id.
 	WebSessionDelete, WebSessionDeleteUser string
