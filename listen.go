@@ -33,6 +33,10 @@ type ListenOptions struct {
 	// ProbeOnly returns nil right after a successful probe instead of
 	// listening on (sqlcoord doctor).
 	ProbeOnly bool
+	// Ready, if set, is called once the LISTEN is in effect (after a
+	// successful probe, with Probe): a NOTIFY committed from then on
+	// reaches wake.
+	Ready func()
 }
 
 // Listener is implemented by drivers that can wait for PostgreSQL

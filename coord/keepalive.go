@@ -25,7 +25,16 @@ type KeepAliveOptions struct {
 	Margin time.Duration
 	// OnError, if set, sees every failed renewal attempt.
 	OnError func(error)
+	// MaxHold, when above 0, bounds how long the keeper holds the lease:
+	// after it the keeper stops renewing, cancels Context with cause
+	// ErrMaxHold and releases the lease, so a holder stuck in its work
+	// (but alive and renewing) cannot keep it from the others forever.
+	MaxHold time.Duration
 }
+
+// ErrMaxHold is the cause of a Keeper's Context ending after
+// KeepAliveOptions.MaxHold.
+var ErrMaxHold = errors.New("coord: lease held for its MaxHold")
 
 // Keeper renews a lease in the background. Its Context is cancelled — with
 // a cause matching ErrLeaseLost (see context.Cause) — the moment the lease
@@ -66,8 +75,8 @@ func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptio
 	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
 		return nil, err
 	}
-	if opt.Interval < 0 || opt.Margin < 0 {
-		return nil, errs.Errorf("%w: negative keep-alive interval %v or margin %v", ErrInvalidTTL, opt.Interval, opt.Margin)
+	if opt.Interval < 0 || opt.Margin < 0 || opt.MaxHold < 0 {
+		return nil, errs.Errorf("%w: negative keep-alive interval %v, margin %v or max hold %v", ErrInvalidTTL, opt.Interval, opt.Margin, opt.MaxHold)
 	}
 	k := &Keeper{renew: c.Renew, release: c.Release, done: make(chan struct{})}
 	parent := ctx
@@ -114,21 +123,28 @@ func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptio
 		}
 	}
 	k.lease = l
-	loop, err := keepalive.Start(ctx, l.sentAt, o)
+	lctx, stopHold := ctx, context.CancelFunc(func() {})
+	if opt.MaxHold > 0 {
+		lctx, stopHold = context.WithTimeoutCause(ctx, opt.MaxHold, ErrMaxHold)
+	}
+	loop, err := keepalive.Start(lctx, l.sentAt, o)
 	if err != nil {
+		stopHold()
 		end(err)
 		return nil, errs.Errorf("%w: %v", ErrInvalidTTL, err)
 	}
 	k.loop = loop
 	go func() {
 		defer close(k.done)
+		defer stopHold()
 		<-loop.Done()
 		cause := context.Cause(loop.Context())
 		switch {
 		case errors.Is(cause, ErrLeaseLost):
 			end(cause)
-		case !k.stopped.Load() && parent.Err() != nil:
-			// the application is shutting down: hand the lease back
+		case !k.stopped.Load() && (parent.Err() != nil || errors.Is(cause, ErrMaxHold)):
+			// the application is shutting down, or MaxHold ran out: hand
+			// the lease back
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(parent), releaseTimeout)
 			err := k.release(rctx, k.Lease())
 			cancel()

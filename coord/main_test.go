@@ -13,5 +13,6 @@ func TestMain(m *testing.M) {
 		"lease-worker":  helperLeaseWorker,
 		"lease-renewer": helperRenewer,
 		"keeper":        helperKeeper,
+		"lease-waiter":  helperLeaseWaiter,
 	})
 }

@@ -107,3 +107,36 @@ func TestKeeperStopAndRelease(t *testing.T) {
 		})
 	})
 }
+
+// MaxHold: the keeper gives the lease up after it, even while renewals
+// succeed, and the next owner gets it at once.
+func TestKeeperMaxHold(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		c := coord.New(env.DB)
+		l, err := c.Acquire(ctx, "bounded", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		k, err := c.KeepAlive(ctx, l, coord.KeepAliveOptions{MaxHold: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-k.Context().Done()
+		if cause := context.Cause(k.Context()); !errors.Is(cause, coord.ErrMaxHold) {
+			t.Fatalf("cause %v, want ErrMaxHold", cause)
+		}
+		<-k.Done()
+		if held := time.Since(start); held < 300*time.Millisecond || held > 5*time.Second {
+			t.Errorf("held %v", held)
+		}
+		if b, err := c.Acquire(ctx, "bounded", "b", time.Minute); err != nil || b.Token <= l.Token {
+			t.Fatalf("after MaxHold: %+v %v", b, err)
+		}
+		if _, err := c.KeepAlive(ctx, l, coord.KeepAliveOptions{MaxHold: -time.Second}); !errors.Is(err, coord.ErrInvalidTTL) {
+			t.Errorf("negative MaxHold: %v", err)
+		}
+	})
+}

@@ -53,6 +53,9 @@ func listenOn(ctx context.Context, conn *pgx.Conn, channel string, opt sqlcoord.
 			return err
 		}
 	}
+	if opt.Ready != nil {
+		opt.Ready()
+	}
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			if ctx.Err() != nil {

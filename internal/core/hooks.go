@@ -28,6 +28,7 @@ type ListenOptions struct {
 	Probe        bool
 	ProbeTimeout time.Duration
 	ProbeOnly    bool
+	Ready        func()
 }
 
 // IsPgxStdlib reports whether db runs on pgx's database/sql driver.

@@ -151,8 +151,11 @@ RETURNING owner, token, expires_at, (SELECT b FROM e)`,
 			LeaseRenew: pgEpochCTE("$5") + `UPDATE coord_leases SET expires_at = clock_timestamp() + $1 * interval '1 microsecond', renewed_at = clock_timestamp()
 FROM e WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp() AND token > e.b
 RETURNING expires_at, e.b`,
-			LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
-WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()`,
+			// LeaseRelease also wakes AcquireWait's listening waiter (the
+			// NOTIFY is delivered at commit; autocommit here).
+			LeaseRelease: `WITH r AS (UPDATE coord_leases SET expires_at = clock_timestamp()
+WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() RETURNING name)
+SELECT pg_notify('coord_lease_' || left(md5(name), 16), '') FROM r`,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
 			FenceAdvance: `INSERT INTO coord_fences AS f (resource, fence, updated_at) VALUES ($1, $2, clock_timestamp())

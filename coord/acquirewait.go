@@ -1,0 +1,163 @@
+package coord
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+)
+
+// AcquireWait is Acquire that waits, until ctx ends, for the lease to be
+// released or to expire, without a stampede: waiters queue in the
+// database on a lock of their own (PostgreSQL's lock manager, InnoDB's
+// lock queue, first come first served), and only the head of the queue
+// watches the lease. The head wakes when the holder's lease expires (by
+// the database clock) and — on PostgreSQL, where Release sends a NOTIFY —
+// as soon as it is released; on MySQL/MariaDB, or behind a
+// transaction-mode pooler, it checks every 20 ms (one statement per lease,
+// whatever the number of waiters). When ctx ends first the error is the
+// last *LeaseHeldError (matching ErrLeaseHeld) joined with ctx's error.
+//
+// Waiting holds a database connection and an open transaction for the
+// queue; one waiter per process and lease is the intended use.
+func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl time.Duration) (_ Lease, retErr error) {
+	ctx, end := tracing.Start(ctx, c.drv, "lease.acquire_wait", c.d, attribute.String("sqlcoord.name", name))
+	defer func() { end(retErr) }()
+	if owner == "" {
+		owner = NewOwnerID()
+	}
+	l, err := c.acquireRetrying(ctx, name, owner, ttl)
+	var held *LeaseHeldError
+	if err == nil || !errors.As(err, &held) {
+		return l, err
+	}
+	// Queue: one transaction per waiter, holding the queue lock while it
+	// is the head; the lock's own wait is the queue.
+	sum := sha256.Sum256([]byte(name))
+	queue := "sqlcoord.lease-queue:" + hex.EncodeToString(sum[:16])
+	for {
+		if ctx.Err() != nil {
+			return Lease{}, errors.Join(held, context.Cause(ctx))
+		}
+		l, err, retry := c.waitAsHead(ctx, queue, name, owner, ttl)
+		if !retry {
+			if errors.As(err, &held) && ctx.Err() != nil {
+				return Lease{}, errors.Join(held, context.Cause(ctx))
+			}
+			return l, err
+		}
+	}
+}
+
+// waitAsHead queues for the lease's waiter lock and, once at the head,
+// watches the lease until it gets it. retry: the queue wait ran out (try
+// again).
+func (c *Client[TTx]) waitAsHead(ctx context.Context, queue, name, owner string, ttl time.Duration) (Lease, error, bool) {
+	tx, err := c.drv.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return Lease{}, c.wrap("acquire lease (queue)", name, err), false
+	}
+	defer c.drv.RollbackTx(context.WithoutCancel(ctx), tx)
+	wait := time.Hour
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(time.Until(dl), time.Millisecond)
+	}
+	if err := c.Lock(ctx, tx, queue, wait); err != nil && !errors.Is(err, sqlcoord.ErrGaleraLocks) {
+		// (on a multi-writer Galera cluster there is no queue: every
+		// waiter watches the lease)
+		if (errors.Is(err, sqlcoord.ErrLockTimeout) || errors.Is(err, sqlcoord.ErrDeadlock)) && ctx.Err() == nil {
+			// a deadlock: InnoDB's waiters on a lock row being created
+			// for the first time; queue again
+			return Lease{}, nil, true
+		}
+		if ctx.Err() != nil {
+			return Lease{}, &LeaseHeldError{Name: name}, false
+		}
+		return Lease{}, err, false
+	}
+	wake := make(chan struct{}, 1)
+	hctx, stop := context.WithCancel(ctx) // the listening connection lives as long as the wait
+	defer stop()
+	listening := c.listen(hctx, name, wake)
+	var held *LeaseHeldError
+	for {
+		l, err := c.acquireRetrying(ctx, name, owner, ttl)
+		if err == nil {
+			return l, nil, false
+		}
+		if !errors.As(err, &held) {
+			if ctx.Err() != nil && held != nil {
+				return Lease{}, held, false
+			}
+			return l, err, false
+		}
+		st, err := c.LeaseInfo(ctx, name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Lease{}, held, false
+			}
+			return Lease{}, err, false
+		}
+		d := st.ExpiresAt.Sub(st.Now) + time.Millisecond
+		if !listening() {
+			d = min(d, 20*time.Millisecond)
+		}
+		t := time.NewTimer(max(d, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Lease{}, held, false
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// acquireRetrying is Acquire run again after a deadlock or serialization
+// failure (InnoDB's concurrent first inserts of a lease row deadlock).
+func (c *Client[TTx]) acquireRetrying(ctx context.Context, name, owner string, ttl time.Duration) (Lease, error) {
+	for attempt := 1; ; attempt++ {
+		l, err := c.Acquire(ctx, name, owner, ttl)
+		if err == nil || !sqlcoord.Retryable(err) || attempt == 10 {
+			return l, err
+		}
+		if err := backoff.Sleep(ctx, backoff.Policy{Base: time.Millisecond, Max: 50 * time.Millisecond, Jitter: backoff.Full}.Delay(attempt)); err != nil {
+			return l, errors.Join(err, ctx.Err())
+		}
+	}
+}
+
+// listen starts waking wake on the lease's release notifications
+// (PostgreSQL) in the background; the returned func reports whether that
+// is in effect yet. It stops with ctx.
+func (c *Client[TTx]) listen(ctx context.Context, name string, wake chan<- struct{}) func() bool {
+	var listening atomic.Bool
+	l, ok := any(c.drv).(sqlcoord.Listener)
+	if !ok || l.CanListen() != nil {
+		return listening.Load
+	}
+	sum := md5.Sum([]byte(name))
+	channel := "coord_lease_" + hex.EncodeToString(sum[:])[:16] // as LeaseRelease names it
+	go func() {
+		opt := sqlcoord.ListenOptions{Probe: true, ProbeTimeout: 2 * time.Second, Ready: func() { listening.Store(true) }}
+		l.Listen(ctx, channel, opt, func() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+		listening.Store(false) // failed or ended: poll
+	}()
+	return listening.Load
+}
