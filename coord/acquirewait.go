@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +25,10 @@ import (
 // watches the lease. The head wakes when the holder's lease expires (by
 // the database clock) and — on PostgreSQL, where Release sends a NOTIFY —
 // as soon as it is released; on MySQL/MariaDB, or behind a
-// transaction-mode pooler, it checks every 20 ms (one statement per lease,
-// whatever the number of waiters). When ctx ends first the error is the
+// transaction-mode pooler, it checks every 5 ms (one statement per lease,
+// whatever the number of waiters). On PostgreSQL a Client keeps one
+// listening connection per lease being waited for, and for a few seconds
+// after the last waiter returned. When ctx ends first the error is the
 // last *LeaseHeldError (matching ErrLeaseHeld) joined with ctx's error.
 //
 // Waiting holds a database connection and an open transaction for the
@@ -86,9 +89,8 @@ func (c *Client[TTx]) waitAsHead(ctx context.Context, queue, name, owner string,
 		return Lease{}, err, false
 	}
 	wake := make(chan struct{}, 1)
-	hctx, stop := context.WithCancel(ctx) // the listening connection lives as long as the wait
-	defer stop()
-	listening := c.listen(hctx, name, wake)
+	listening, unsubscribe := c.listen(name, wake)
+	defer unsubscribe()
 	var held *LeaseHeldError
 	for {
 		l, err := c.acquireRetrying(ctx, name, owner, ttl)
@@ -110,7 +112,7 @@ func (c *Client[TTx]) waitAsHead(ctx context.Context, queue, name, owner string,
 		}
 		d := st.ExpiresAt.Sub(st.Now) + time.Millisecond
 		if !listening() {
-			d = min(d, 20*time.Millisecond)
+			d = min(d, headPoll)
 		}
 		t := time.NewTimer(max(d, 0))
 		select {
@@ -138,26 +140,94 @@ func (c *Client[TTx]) acquireRetrying(ctx context.Context, name, owner string, t
 	}
 }
 
-// listen starts waking wake on the lease's release notifications
-// (PostgreSQL) in the background; the returned func reports whether that
-// is in effect yet. It stops with ctx.
-func (c *Client[TTx]) listen(ctx context.Context, name string, wake chan<- struct{}) func() bool {
-	var listening atomic.Bool
+// headPoll is how often the head of a queue checks the lease when no
+// notification can wake it (MySQL/MariaDB, a pooler, a listener still
+// connecting): one statement per interval per waited-for lease.
+const headPoll = 5 * time.Millisecond
+
+// listenLinger keeps a lease's listening connection open after its last
+// waiter returned, for the next one (a holder that hands over and waits
+// again, a queue's next head in this process).
+const listenLinger = 5 * time.Second
+
+// leaseListeners share one listening connection per lease name among a
+// Client's waiters.
+type leaseListeners struct {
+	mu sync.Mutex
+	m  map[string]*leaseListener
+}
+
+type leaseListener struct {
+	refs      int
+	listening atomic.Bool
+	subs      map[chan struct{}]struct{}
+	stop      context.CancelFunc
+	linger    *time.Timer
+}
+
+// listen subscribes wake to the lease's release notifications (PostgreSQL)
+// and returns whether they are in effect yet, and the unsubscribe.
+func (c *Client[TTx]) listen(name string, wake chan struct{}) (func() bool, func()) {
+	never := func() bool { return false }
 	l, ok := any(c.drv).(sqlcoord.Listener)
 	if !ok || l.CanListen() != nil {
-		return listening.Load
+		return never, func() {}
 	}
-	sum := md5.Sum([]byte(name))
-	channel := "coord_lease_" + hex.EncodeToString(sum[:])[:16] // as LeaseRelease names it
-	go func() {
-		opt := sqlcoord.ListenOptions{Probe: true, ProbeTimeout: 2 * time.Second, Ready: func() { listening.Store(true) }}
-		l.Listen(ctx, channel, opt, func() {
-			select {
-			case wake <- struct{}{}:
-			default:
+	ls := c.ll
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ll := ls.m[name]
+	if ll == nil {
+		ll = &leaseListener{subs: map[chan struct{}]struct{}{}}
+		ls.m[name] = ll
+		ctx, stop := context.WithCancel(context.Background())
+		ll.stop = stop
+		sum := md5.Sum([]byte(name))
+		channel := "coord_lease_" + hex.EncodeToString(sum[:])[:16] // as LeaseRelease names it
+		go func() {
+			for ctx.Err() == nil {
+				opt := sqlcoord.ListenOptions{Probe: true, ProbeTimeout: 2 * time.Second, Ready: func() { ll.listening.Store(true) }}
+				l.Listen(ctx, channel, opt, func() {
+					ls.mu.Lock()
+					for ch := range ll.subs {
+						select {
+						case ch <- struct{}{}:
+						default:
+						}
+					}
+					ls.mu.Unlock()
+				})
+				ll.listening.Store(false) // failed or ended: the waiters poll
+				if ctx.Err() == nil {
+					t := time.NewTimer(time.Second) // reconnect
+					select {
+					case <-ctx.Done():
+					case <-t.C:
+					}
+					t.Stop()
+				}
 			}
-		})
-		listening.Store(false) // failed or ended: poll
-	}()
-	return listening.Load
+		}()
+	}
+	if ll.linger != nil {
+		ll.linger.Stop()
+		ll.linger = nil
+	}
+	ll.refs++
+	ll.subs[wake] = struct{}{}
+	return ll.listening.Load, func() {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		delete(ll.subs, wake)
+		if ll.refs--; ll.refs == 0 {
+			ll.linger = time.AfterFunc(listenLinger, func() {
+				ls.mu.Lock()
+				defer ls.mu.Unlock()
+				if ll.refs == 0 && ls.m[name] == ll {
+					ll.stop()
+					delete(ls.m, name)
+				}
+			})
+		}
+	}
 }

@@ -69,11 +69,12 @@ type Client[TTx any] struct {
 	drv sqlcoord.Driver[TTx]
 	d   *dialect.Dialect
 	q   *dialect.Queries
+	ll  *leaseListeners // AcquireWait's listening connections
 }
 
 // New returns a Client for the driver (e.g. a *sqlcoord.DB).
 func New[TTx any](drv sqlcoord.Driver[TTx]) *Client[TTx] {
-	return &Client[TTx]{drv: drv, d: drv.Dialect(), q: drv.Dialect().Q}
+	return &Client[TTx]{drv: drv, d: drv.Dialect(), q: drv.Dialect().Q, ll: &leaseListeners{m: map[string]*leaseListener{}}}
 }
 
 // pool runs autocommit statements.

@@ -141,6 +141,39 @@ func newBenchCmd() *cobra.Command {
 	lockNames.Flags().IntVar(&names, "names", 1_000_000, "distinct names, each locked once (--names 10000000 for the issue's figure)")
 	lockNames.Flags().IntVar(&nameClients, "lock-clients", 16, "concurrent lockers")
 	lockNames.Flags().DurationVar(&nameCleanup, "cleanup", 2*time.Second, "second run: CleanupLocks of names older than this, this often (0: no second run)")
+	var waitersS string
+	var handoffs int
+	var poll, hold time.Duration
+	leaseWait := &cobra.Command{
+		Use:   "leasewait",
+		Short: "Lease hand-off: how soon after Release the next contender holds it, AcquireWait against polling, 1 and 32 contenders",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ws, err := parseInts(waitersS)
+			if err != nil || handoffs <= 0 || poll <= 0 || hold < 0 {
+				return usageError{fmt.Errorf("--waiters, --handoffs and --poll must be positive, --hold not negative")}
+			}
+			var all []bench.LeaseWaitRow
+			var settings []string
+			err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
+				settings = append(settings, serverSettings(ctx, db))
+				rs, err := bench.LeaseWait(ctx, db, bench.LeaseWaitConfig{Waiters: ws, Handoffs: handoffs, Hold: hold, Poll: poll})
+				all = append(all, rs...)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			md := fmt.Sprintf("# sqlcoord bench leasewait\n\n%s, %s; %d hand-offs per case, each holder keeps the lease %v\n\nServer settings:\n\n- %s\n\n%s",
+				time.Now().UTC().Format(time.RFC3339), hostInfo(), handoffs, hold, strings.Join(settings, "\n- "), bench.LeaseWaitMarkdown(all))
+			fmt.Fprint(cmd.OutOrStdout(), bench.LeaseWaitMarkdown(all))
+			return writeFile(cmd, outDir, "leasewait", all, md)
+		},
+	}
+	leaseWait.Flags().StringVar(&waitersS, "waiters", "1,32", "contenders per case, comma-separated")
+	leaseWait.Flags().IntVar(&handoffs, "handoffs", 200, "hand-offs measured per case")
+	leaseWait.Flags().DurationVar(&poll, "poll", 10*time.Millisecond, "the polling baseline's interval")
+	leaseWait.Flags().DurationVar(&hold, "hold", 2*time.Millisecond, "how long each holder keeps the lease")
 	all := &cobra.Command{
 		Use:   "all",
 		Short: "inserts, then primitives, with defaults",
@@ -153,7 +186,7 @@ func newBenchCmd() *cobra.Command {
 			return runPrimitives(cmd)
 		},
 	}
-	cmd.AddCommand(prim, ins, lockNames, all)
+	cmd.AddCommand(prim, ins, lockNames, leaseWait, all)
 	cmd.PersistentFlags().String("dialect", "", "with no --dsn: only this throwaway server (postgres or mysql)")
 	cmd.PersistentFlags().DurationVar(&dur, "duration", 2*time.Second, "measuring time per case")
 	cmd.PersistentFlags().StringVar(&clients, "clients", "1,8,32", "concurrent clients, comma-separated")
