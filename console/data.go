@@ -142,6 +142,7 @@ func (c *Console) locks(ctx context.Context, _ *http.Request, now time.Time) (st
 type JobSummary struct {
 	jobs.Definition
 	Runs, Running, Succeeded, Failed, Missing int
+	Retrying, Dead, Queued                    int
 	Last                                      *jobs.Record
 }
 
@@ -167,6 +168,12 @@ func (c *Console) jobSummaries(ctx context.Context, now time.Time) ([]JobSummary
 				s.Succeeded++
 			case jobs.Failed:
 				s.Failed++
+			case jobs.Retrying:
+				s.Retrying++
+			case jobs.Dead:
+				s.Dead++
+			case jobs.Queued:
+				s.Queued++
 			}
 			if s.Last == nil || !recs[i].FireTime.Before(s.Last.FireTime) {
 				s.Last = &recs[i]
@@ -255,7 +262,7 @@ func (c *Console) job(ctx context.Context, r *http.Request, now time.Time) (stri
 		}
 		d.Runs = append([]RunRow{rr}, d.Runs...)
 		if len(pts) < 60 || i < 60 {
-			pts = append(pts, point{Label: fmt.Sprintf("%s UTC, shard %d of %d", rr.FireTime.UTC().Format("Jan 2 15:04:05"), rr.Shard, rr.ShardTotal), Value: rr.Duration, Bad: rr.Status == jobs.Failed})
+			pts = append(pts, point{Label: fmt.Sprintf("%s UTC, shard %d of %d", rr.FireTime.UTC().Format("Jan 2 15:04:05"), rr.Shard, rr.ShardTotal), Value: rr.Duration, Bad: rr.Status == jobs.Failed || rr.Status == jobs.Dead || rr.Status == jobs.Retrying})
 		}
 	}
 	if len(pts) > 60 {

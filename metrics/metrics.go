@@ -37,8 +37,9 @@ type Recorder interface {
 	// the lease is gone (taken over or expired) rather than a transient
 	// error.
 	LeaseRenewFailed(dialect string, lost bool)
-	// JobRun: a scheduled run ended; outcome is "succeeded", "failed",
-	// "superseded" or "canceled"; fireToStart is from the planned fire
+	// JobRun: a scheduled run ended; outcome is "succeeded", "failed"
+	// (no retry policy), "retry" (failed, will run again), "dead" (failed
+	// its last attempt, or permanently), "superseded" or "canceled"; fireToStart is from the planned fire
 	// time to the claim; d is the run's duration.
 	JobRun(job, outcome string, fireToStart, d time.Duration)
 	// JobTakeover: a stale run of job was taken over.

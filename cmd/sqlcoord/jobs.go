@@ -87,9 +87,9 @@ func newJobsCmd() *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "FIRE TIME (UTC)\tSHARD\tSTATUS\tATTEMPT\tOWNER\tERROR")
+			fmt.Fprintln(w, "FIRE TIME (UTC)\tSHARD\tSTATUS\tATTEMPT\tFAILURES\tOWNER\tERROR / REASON")
 			for _, r := range recs {
-				fmt.Fprintf(w, "%s\t%d/%d\t%s\t%d\t%s\t%s\n", r.FireTime.Format(time.RFC3339Nano), r.Shard, r.ShardTotal, r.Status, r.Attempt, r.Owner, r.Error)
+				fmt.Fprintf(w, "%s\t%d/%d\t%s\t%d\t%d\t%s\t%s\n", r.FireTime.Format(time.RFC3339Nano), r.Shard, r.ShardTotal, statusText(r), r.Attempt, r.Failures, r.Owner, why(r))
 			}
 			for _, m := range miss {
 				fmt.Fprintf(w, "%s\t-\tNOT SUCCEEDED\t\t\t\n", m.Format(time.RFC3339Nano))
@@ -145,6 +145,27 @@ type runView struct {
 	HeartbeatAt *time.Time `json:"heartbeat_at"`
 	FinishedAt  *time.Time `json:"finished_at"`
 	Error       string     `json:"error"`
+	RetryAt     *time.Time `json:"retry_at"`
+	Reason      string     `json:"reason"`
+}
+
+// statusText is a run's status, with the retry time when it waits.
+func statusText(r jobs.Record) string {
+	if r.Status == jobs.Retrying && r.RetryAt.Valid {
+		return "retry at " + r.RetryAt.Time.UTC().Format(time.RFC3339)
+	}
+	return r.Status
+}
+
+// why is a run's last error and the reason for its status.
+func why(r jobs.Record) string {
+	switch {
+	case r.Error != "" && r.Reason != "":
+		return r.Reason + ": " + r.Error
+	case r.Error != "":
+		return r.Error
+	}
+	return r.Reason
 }
 
 func viewRun(r jobs.Record) runView {
@@ -154,5 +175,6 @@ func viewRun(r jobs.Record) runView {
 		}
 		return &t.Time
 	}
-	return runView{Run: r.Run, Status: r.Status, StartedAt: at(r.StartedAt), HeartbeatAt: at(r.HeartbeatAt), FinishedAt: at(r.FinishedAt), Error: r.Error}
+	return runView{Run: r.Run, Status: r.Status, StartedAt: at(r.StartedAt), HeartbeatAt: at(r.HeartbeatAt), FinishedAt: at(r.FinishedAt), Error: r.Error,
+		RetryAt: at(r.RetryAt), Reason: r.Reason}
 }

@@ -84,7 +84,7 @@ func badKeys(v any, path string, nullable map[string]bool) []string {
 func TestJSONGolden(t *testing.T) {
 	t.Parallel()
 	// values that may be null: a time not reached yet, a fact not read
-	nullable := map[string]bool{"started_at": true, "heartbeat_at": true, "finished_at": true, "server": true, "schema": true}
+	nullable := map[string]bool{"started_at": true, "heartbeat_at": true, "finished_at": true, "retry_at": true, "server": true, "schema": true}
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		dsn := []string{"--json", "--dsn", env.DSN}
@@ -131,6 +131,13 @@ func TestJSONGolden(t *testing.T) {
 		sched, _ := jobs.ParseSchedule("0 * * * *", nil)
 		fire := time.Now().UTC().Add(-time.Hour).Truncate(time.Hour)
 		if err := runs.Register(ctx, "report", sched, 1); err != nil {
+			t.Fatal(err)
+		}
+		early, err := runs.Claim(ctx, "report", fire.Add(-time.Hour), 0, 1, "me") // the first run listed: waiting to retry
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runs.Fail(ctx, early, errors.New("timeout"), jobs.Retry{MaxAttempts: 3, BaseBackoff: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		run, err := runs.Claim(ctx, "report", fire, 0, 1, "me")

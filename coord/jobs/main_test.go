@@ -20,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	h := map[string]dbtest.HelperFunc{}
-	for _, name := range []string{"effects", "slow", "shard", "fenced"} {
+	for _, name := range []string{"effects", "slow", "shard", "fenced", "retry"} {
 		h[name] = func(ctx context.Context, db *sqlcoord.DB) error { return runScheduler(ctx, db, name) }
 	}
 	dbtest.MainWithHelpers(m, h)
@@ -74,6 +74,16 @@ func jobForHelper(db *sqlcoord.DB, name string) jobs.Job {
 		}
 	case "fenced":
 		j.Run = fencedJob(db)
+	case "retry": // logs every attempt (autocommit), then fails: dead after 4
+		j.Retry = jobs.Retry{MaxAttempts: 4, BaseBackoff: 400 * time.Millisecond, MaxBackoff: 400 * time.Millisecond}
+		j.Run = func(ctx context.Context, in jobs.Info) error {
+			_, err := db.ExecContext(ctx, `INSERT INTO tries (fire_time, failures, attempt, pid) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`, `+ph(4)+`)`,
+				in.FireTime, in.Failures, in.Attempt, os.Getpid())
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("attempt after %d failures fails too", in.Failures)
+		}
 	case "shard":
 		j.Shards = 2
 		j.Run = shardJob(db, os.Getenv("MODE"), atoi(os.Getenv("CRASH_AFTER")))

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +56,23 @@ func TestMissedSlotPolicies(t *testing.T) {
 				if ran[i] != tc.want[i] {
 					t.Fatalf("%s: ran %v, want %v", tc.name, ran, tc.want)
 				}
+			}
+			// every slot not run is recorded skipped, with the reason
+			recs, err := runs.List(ctx, job, base.Add(time.Second), now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			skipped := 0
+			for _, r := range recs {
+				if r.Status == jobs.Skipped {
+					skipped++
+					if !strings.HasPrefix(r.Reason, "missed: no scheduler was running") {
+						t.Errorf("%s: skipped %v with reason %q", tc.name, r.FireTime, r.Reason)
+					}
+				}
+			}
+			if skipped+len(tc.want) != 5 {
+				t.Fatalf("%s: %d slots recorded skipped and %d run, want 5 in all: %+v", tc.name, skipped, len(tc.want), recs)
 			}
 		}
 	})
@@ -112,5 +130,82 @@ func TestOverlapSkipAndTimeout(t *testing.T) {
 		if failed == 0 {
 			t.Fatalf("timeout records %+v", trecs)
 		}
+	})
+}
+
+// Overlap Queue, two schedulers on the same job (every second, each run
+// 1.5 s): slots wait as 'queued' and run one after the other in fire
+// order, never two at once, whichever instance starts them.
+func TestOverlapQueue(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		type span struct {
+			fire, start, end time.Time
+			owner            string
+		}
+		var mu sync.Mutex
+		var spans []span
+		job := func(owner string) jobs.Job {
+			return jobs.Job{Name: "queue", Schedule: "* * * * * *", Overlap: jobs.Queue, Grace: 2 * time.Second,
+				Run: func(ctx context.Context, in jobs.Info) error {
+					sp := span{fire: in.FireTime, start: time.Now(), owner: owner}
+					select {
+					case <-time.After(1500 * time.Millisecond):
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					sp.end = time.Now()
+					mu.Lock()
+					spans = append(spans, sp)
+					mu.Unlock()
+					return nil
+				}}
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, owner := range []string{"A", "B"} {
+			s := jobs.NewScheduler(env.DB, jobs.Options{Owner: owner, Tick: 10 * time.Millisecond})
+			if err := s.Register(job(owner)); err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); s.Run(sctx) }()
+		}
+		time.Sleep(6500 * time.Millisecond)
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+		if len(spans) < 3 {
+			t.Fatalf("only %d runs finished", len(spans))
+		}
+		for i := 1; i < len(spans); i++ {
+			if spans[i].start.Before(spans[i-1].end) {
+				t.Fatalf("slot %v (%s) started before slot %v (%s) ended", spans[i].fire, spans[i].owner, spans[i-1].fire, spans[i-1].owner)
+			}
+			if !spans[i].fire.After(spans[i-1].fire) {
+				t.Fatalf("slot %v ran after slot %v: not in fire order", spans[i].fire, spans[i-1].fire)
+			}
+		}
+		recs, err := jobs.NewRuns(env.DB).List(ctx, "queue", spans[0].fire, time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued := 0
+		for _, r := range recs {
+			if r.Status == jobs.Queued && strings.Contains(r.Reason, "Overlap: Queue") {
+				queued++
+			}
+		}
+		owners := map[string]bool{}
+		for _, sp := range spans {
+			owners[sp.owner] = true
+		}
+		if queued == 0 {
+			t.Fatalf("no slot waiting as queued at the end: %+v", recs)
+		}
+		t.Logf("%d runs one after another (instances %v), %d slots still queued", len(spans), owners, queued)
 	})
 }

@@ -29,8 +29,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 
@@ -57,9 +59,48 @@ const (
 	Running   = "running"
 	Succeeded = "succeeded"
 	Failed    = "failed"
-	Skipped   = "skipped" // overlap policy skipped the slot
+	Skipped   = "skipped" // overlap policy skipped the slot, or it was missed (see Record.Reason)
 	Rerun     = "rerun"   // marked for a manual re-run
+	Retrying  = "retry"   // failed under a retry policy; runs again at Record.RetryAt
+	Dead      = "dead"    // failed its last attempt under a retry policy, or permanently
+	Queued    = "queued"  // Overlap Queue: runs when the job's earlier runs have ended
 )
+
+// ErrPermanent marks a job error that no retry can fix (see Permanent).
+var ErrPermanent = errors.New("jobs: permanent failure")
+
+// Permanent wraps err so that a job with a retry policy is not retried:
+// the run goes straight to Dead. The result matches both ErrPermanent and
+// err with errors.Is.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrPermanent, err)
+}
+
+// Retry is a job's retry policy. A run that returns an error (a timeout
+// counts, a superseded run or a stopping scheduler does not) is recorded
+// 'retry' with a retry time; the first instance to scan after it takes
+// the run over like a dead one (attempt + 1, the fencing token), so a
+// frozen or killed scheduler's attempt cannot race the retry. The count
+// of failed attempts is kept in the run's row, not in memory.
+type Retry struct {
+	// MaxAttempts caps the attempts of one slot shard that end in an
+	// error: the MaxAttempts-th failure makes the run Dead. 0 or 1: no
+	// retry (a failed run is 'failed', as without a policy).
+	MaxAttempts int
+	// BaseBackoff, MaxBackoff: retry n (n = 1 after the first failure)
+	// waits a random time in [d/2, d], d = min(MaxBackoff,
+	// BaseBackoff·2ⁿ⁻¹); defaults 1s and 5m.
+	BaseBackoff, MaxBackoff time.Duration
+}
+
+func (p Retry) on() bool { return p.MaxAttempts > 1 }
+
+func (p Retry) delay(failures int) time.Duration {
+	return backoff.Policy{Base: p.BaseBackoff, Max: p.MaxBackoff, Jitter: backoff.Equal}.Delay(failures - 1)
+}
 
 // Run identifies one attempt at one slot shard.
 type Run struct {
@@ -69,6 +110,9 @@ type Run struct {
 	ShardTotal int       `json:"shard_total"`
 	Attempt    int       `json:"attempt"` // fencing token of this attempt
 	Owner      string    `json:"owner"`
+	// Failures counts the slot shard's earlier attempts that ended in an
+	// error (under a retry policy; 0 for a first attempt).
+	Failures int `json:"failures"`
 
 	// sent is when the claim or takeover that started this attempt was
 	// sent: the run's heartbeat validity counts from it.
@@ -81,7 +125,11 @@ type Record struct {
 	Status                 string
 	StartedAt, HeartbeatAt sql.NullTime
 	FinishedAt             sql.NullTime
-	Error                  string
+	Error                  string // the last error (kept while a retry runs)
+	RetryAt                sql.NullTime
+	// Reason says why the run is skipped, queued or dead, or that a slot
+	// was missed ("" otherwise).
+	Reason string
 }
 
 // Runs is the low-level API over coord_job_runs used by Scheduler.
@@ -104,10 +152,10 @@ func norm(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 // Claim inserts the run of a slot shard as attempt 1 for owner. It returns
 // ErrAlreadyClaimed when the slot exists (whoever inserted it).
 func (r *Runs) Claim(ctx context.Context, job string, fire time.Time, shard, total int, owner string) (Run, error) {
-	return r.claimAs(ctx, job, fire, shard, total, owner, Running)
+	return r.claimAs(ctx, job, fire, shard, total, owner, Running, "")
 }
 
-func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, total int, owner, status string) (Run, error) {
+func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, total int, owner, status, reason string) (Run, error) {
 	if err := validJob(job); err != nil {
 		return Run{}, err
 	}
@@ -115,7 +163,7 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 		return Run{}, errs.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
 	}
 	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Owner: owner, sent: time.Now()}
-	slot := dialect.JobSlot{Job: job, Fire: run.FireTime, Shard: shard, Total: total, Status: status, Owner: owner}
+	slot := dialect.JobSlot{Job: job, Fire: run.FireTime, Shard: shard, Total: total, Status: status, Owner: owner, Reason: reason}
 	attempt, claimed, err := r.db.Dialect().JobClaim(ctx, r.db.Executor(), slot, r.db.Epochs().Seen())
 	if err != nil {
 		return Run{}, errs.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect().Classify(err))
@@ -172,11 +220,7 @@ func (r *Runs) Finish(ctx context.Context, run Run, runErr error) error {
 	status, msg := Succeeded, sql.NullString{}
 	if runErr != nil {
 		status = Failed
-		m := runErr.Error()
-		if len(m) > 4000 {
-			m = m[:4000]
-		}
-		msg = sql.NullString{String: m, Valid: true}
+		msg = sql.NullString{String: errText(runErr), Valid: true}
 	}
 	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobFinish, status, msg, run.Job, run.FireTime, run.Shard, run.Attempt)
 	if err != nil {
@@ -189,6 +233,60 @@ func (r *Runs) Finish(ctx context.Context, run Run, runErr error) error {
 		return ErrSuperseded
 	}
 	return nil
+}
+
+// Failure is a failed attempt as recorded. Info.Failures counts the
+// slot shard's failed attempts including this one.
+type Failure struct {
+	Info
+	Err     error
+	Status  string    // Failed (no policy), Retrying or Dead
+	RetryAt time.Time // when Status is Retrying
+}
+
+// Fail records runErr as the outcome of a running attempt under policy
+// p: without a policy (MaxAttempts <= 1) as Finish does ('failed');
+// with one, 'retry' with a retry time, or 'dead' when this was the last
+// attempt or runErr matches ErrPermanent — the count is the row's.
+// ErrSuperseded when the attempt was taken over.
+func (r *Runs) Fail(ctx context.Context, run Run, runErr error, p Retry) (Failure, error) {
+	f := Failure{Info: Info{Job: run.Job, FireTime: run.FireTime, Shard: run.Shard, ShardTotal: run.ShardTotal,
+		Attempt: run.Attempt, Failures: run.Failures}, Err: runErr, Status: Failed}
+	if runErr == nil {
+		return f, errs.Errorf("%w: Fail needs an error", ErrInvalid)
+	}
+	if !p.on() {
+		f.Failures++
+		return f, r.Finish(ctx, run, runErr)
+	}
+	d := r.db.Dialect()
+	n, err := d.JobFail(ctx, r.db.Executor(), dialect.JobFailure{
+		Slot: dialect.JobSlot{Job: run.Job, Fire: run.FireTime, Shard: run.Shard}, Attempt: int64(run.Attempt),
+		Error: errText(runErr), Permanent: errors.Is(runErr, ErrPermanent), MaxAttempts: p.MaxAttempts,
+		BackoffMicros: p.delay(run.Failures + 1).Microseconds(),
+	})
+	if err != nil {
+		return f, errs.Errorf("jobs: record failure: %w", d.Classify(err))
+	}
+	if n == 0 {
+		return f, ErrSuperseded
+	}
+	var at sql.NullTime
+	if err := r.db.Executor().QueryRow(ctx, d.Q.JobOutcome, run.Job, run.FireTime, run.Shard).Scan(&f.Status, &f.Failures, &at); err != nil {
+		return f, errs.Errorf("jobs: read failure: %w", d.Classify(err))
+	}
+	if at.Valid {
+		f.RetryAt = at.Time.UTC()
+	}
+	return f, nil
+}
+
+func errText(err error) string {
+	m := err.Error()
+	if len(m) > 4000 {
+		m = m[:4000]
+	}
+	return m
 }
 
 // Fence locks run's row in tx at run's attempt, until tx ends, or returns
@@ -273,39 +371,54 @@ func (r *Runs) completed(ctx context.Context, run Run) (bool, error) {
 	return status == Succeeded && attempt == run.Attempt, nil
 }
 
-// TakeOver claims runs of job that are dead (heartbeat older than grace)
-// or marked for rerun, each with its attempt bumped, for owner.
+// TakeOver claims runs of job that are dead (heartbeat older than grace),
+// marked for rerun, due to retry, or queued with no earlier run of the job
+// left running, retrying or queued — each with its attempt bumped, for
+// owner.
 func (r *Runs) TakeOver(ctx context.Context, job string, grace time.Duration, owner string) ([]Run, error) {
-	return r.takeOver(ctx, job, grace, owner, nil)
+	won, err := r.takeOver(ctx, job, grace, owner, nil)
+	out := make([]Run, len(won))
+	for i, t := range won {
+		out[i] = t.Run
+	}
+	return out, err
+}
+
+// taken is a run takeOver won, and the status it had: Running (its
+// runner stopped heartbeating), Rerun, Retrying or Queued.
+type taken struct {
+	Run
+	From string
 }
 
 // takeOver is TakeOver that only tries the candidates accept allows
-// (status is the run's status: running or rerun).
-func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, owner string, accept func(c Run, status string) bool) ([]Run, error) {
+// (status is the run's status before: running, rerun, retry or queued).
+func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, owner string, accept func(c Run, status string) bool) ([]taken, error) {
 	q := r.db.Dialect().Q
 	rows, err := r.db.Executor().Query(ctx, q.JobStale, job, grace.Microseconds())
 	if err != nil {
 		return nil, errs.Errorf("jobs: stale runs: %w", r.db.Dialect().Classify(err))
 	}
-	var cands []Run
+	var cands []taken
 	for rows.Next() {
 		c := Run{Job: job, Owner: owner}
 		var status string
-		if err := rows.Scan(&c.FireTime, &c.Shard, &c.ShardTotal, &c.Attempt, &status); err != nil {
+		if err := rows.Scan(&c.FireTime, &c.Shard, &c.ShardTotal, &c.Attempt, &status, &c.Failures); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		c.FireTime = norm(c.FireTime)
 		if accept == nil || accept(c, status) {
-			cands = append(cands, c)
+			cands = append(cands, taken{Run: c, From: status})
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	var won []Run
-	for _, c := range cands {
+	var won []taken
+	for _, t := range cands {
+		c := t.Run
 		c.sent = time.Now()
 		slot := dialect.JobSlot{Job: c.Job, Fire: c.FireTime, Shard: c.Shard, Owner: owner}
 		next, ok, err := r.db.Dialect().JobTakeover(ctx, r.db.Executor(), slot, int64(c.Attempt), grace.Microseconds(), r.db.Epochs().Seen())
@@ -317,7 +430,7 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 				return won, err
 			}
 			c.Attempt = int(next.Value)
-			won = append(won, c)
+			won = append(won, taken{Run: c, From: t.From})
 		}
 	}
 	return won, nil
@@ -440,7 +553,7 @@ func (r *Runs) List(ctx context.Context, job string, from, to time.Time) ([]Reco
 	for rows.Next() {
 		rec := Record{Run: Run{Job: job}}
 		if err := rows.Scan(&rec.FireTime, &rec.Shard, &rec.ShardTotal, &rec.Status, &rec.Owner, &rec.Attempt,
-			&rec.StartedAt, &rec.HeartbeatAt, &rec.FinishedAt, &rec.Error); err != nil {
+			&rec.StartedAt, &rec.HeartbeatAt, &rec.FinishedAt, &rec.Error, &rec.Failures, &rec.RetryAt, &rec.Reason); err != nil {
 			return nil, err
 		}
 		rec.FireTime = rec.FireTime.UTC()

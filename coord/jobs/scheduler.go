@@ -45,6 +45,12 @@ const (
 	// SkipOverlap records the slot as skipped (the claim still goes
 	// through the unique index, so every instance agrees).
 	SkipOverlap
+	// Queue records the slot as queued and runs it when every earlier run
+	// of the job has ended (none running, waiting to retry or queued),
+	// slots in fire order. The start is a takeover (attempt + 1) that only
+	// the earliest queued slot is offered, so two instances cannot start
+	// two queued slots at once.
+	Queue
 )
 
 // Info is what a job function is told about its run.
@@ -53,14 +59,15 @@ type Info struct {
 	FireTime   time.Time // the planned time, not when it started
 	Shard      int
 	ShardTotal int
-	Attempt    int // > 1 when this is a takeover or a rerun
+	Attempt    int // the fencing token: it grows with every takeover, retry or rerun
+	Failures   int // earlier attempts of this slot shard that failed (retry policy)
 
 	runs *Runs
 }
 
 // Run returns the attempt this Info describes.
 func (i Info) Run() Run {
-	return Run{Job: i.Job, FireTime: i.FireTime, Shard: i.Shard, ShardTotal: i.ShardTotal, Attempt: i.Attempt}
+	return Run{Job: i.Job, FireTime: i.FireTime, Shard: i.Shard, ShardTotal: i.ShardTotal, Attempt: i.Attempt, Failures: i.Failures}
 }
 
 // To fence a job's effect: jobs.Fence(ctx, drv, tx, info.Run()) first in
@@ -92,6 +99,13 @@ type Job struct {
 	// Grace: a run whose heartbeat is older than this is dead and may be
 	// taken over; default 30s. Heartbeats go every Grace/3.
 	Grace time.Duration
+	// Retry retries a run that returned an error (see Retry); zero: none.
+	Retry Retry
+	// OnFailure, if set, is called after a failed run was recorded
+	// (Failed, Retrying or Dead), on the instance that ran it — the place
+	// for an alert. Not called for a superseded run. A panic in it is
+	// logged.
+	OnFailure func(ctx context.Context, f Failure)
 
 	sched *Schedule
 }
@@ -132,6 +146,9 @@ type Scheduler struct {
 	wg    sync.WaitGroup
 	log   *slog.Logger
 	fatal func(error) // stops Run on a fatal error
+
+	mu   sync.Mutex
+	scan map[string]time.Time // job → when to scan it for takeovers next (a retry due, a queue to advance)
 }
 
 // NewScheduler returns a scheduler on db.
@@ -183,6 +200,18 @@ func (s *Scheduler) Register(j Job) error {
 	}
 	if j.Timeout < 0 || j.CatchUpMax < 0 {
 		return errs.Errorf("%w: negative timeout or catch-up", ErrInvalid)
+	}
+	if j.Retry.MaxAttempts < 0 || j.Retry.BaseBackoff < 0 || j.Retry.MaxBackoff < 0 {
+		return errs.Errorf("%w: job %q: negative retry attempts or backoff", ErrInvalid, j.Name)
+	}
+	if j.Retry.BaseBackoff == 0 {
+		j.Retry.BaseBackoff = time.Second
+	}
+	if j.Retry.MaxBackoff == 0 {
+		j.Retry.MaxBackoff = 5 * time.Minute
+	}
+	if j.Overlap < AllowOverlap || j.Overlap > Queue || j.Missed < SkipMissed || j.Missed > CatchUp {
+		return errs.Errorf("%w: job %q: unknown overlap or missed policy", ErrInvalid, j.Name)
 	}
 	j.sched = sc
 	s.jobs = append(s.jobs, &j)
@@ -242,9 +271,12 @@ func (s *Scheduler) loop(ctx context.Context) error {
 				next[i] = j.sched.Next(next[i])
 			}
 		}
-		if time.Since(lastScan) >= s.minGrace()/3 {
+		all := time.Since(lastScan) >= s.minGrace()/3
+		if all {
 			lastScan = time.Now()
-			for _, j := range s.jobs {
+		}
+		for _, j := range s.jobs {
+			if all || s.scanDue(j, lastScan) {
 				s.takeOver(ctx, j)
 			}
 		}
@@ -256,48 +288,96 @@ func (s *Scheduler) loop(ctx context.Context) error {
 	}
 }
 
+// minGrace bounds the interval of the takeover scan of every job: a
+// third of the shortest grace, and at most 5 s when a job retries or
+// queues (another instance's retries and queued slots are found then;
+// this instance's own are scanned for when they are due).
 func (s *Scheduler) minGrace() time.Duration {
 	g := time.Hour
 	for _, j := range s.jobs {
 		g = min(g, j.Grace)
+		if j.Retry.on() || j.Overlap == Queue {
+			g = min(g, 15*time.Second)
+		}
 	}
 	return g
 }
 
-func (s *Scheduler) startupMissed(ctx context.Context, j *Job, now time.Time) error {
-	if j.Missed == SkipMissed {
-		return nil
+// scanAt asks for a takeover scan of j at t (a retry due then, or a queue
+// that may move now).
+func (s *Scheduler) scanAt(j *Job, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.scan == nil {
+		s.scan = map[string]time.Time{}
 	}
+	if cur, ok := s.scan[j.Name]; !ok || t.Before(cur) {
+		s.scan[j.Name] = t
+	}
+}
+
+// scanDue reports (and forgets) a scan of j asked for by now; one that a
+// full scan at or after it made needless is forgotten too.
+func (s *Scheduler) scanDue(j *Job, lastFull time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.scan[j.Name]
+	if !ok || time.Now().Before(t) {
+		return false
+	}
+	delete(s.scan, j.Name)
+	return t.After(lastFull)
+}
+
+// maxMissedRecorded bounds how many missed slots a start records.
+const maxMissedRecorded = 1000
+
+// startupMissed runs the missed slots the job's policy asks for and
+// records the others as skipped with the reason: the newest 1,000 of
+// them planned more than Grace before now (a slot planned since may still
+// be claimed by an instance that is running; a skipped record would keep
+// it from running).
+func (s *Scheduler) startupMissed(ctx context.Context, j *Job, now time.Time) error {
 	last, err := s.runs.LastFire(ctx, j.Name)
 	if err != nil || last.IsZero() {
 		return err
 	}
-	max := 1
-	if j.Missed == CatchUp {
-		max = max2(j.CatchUpMax, 1)
+	run := 0
+	switch j.Missed {
+	case RunLatest:
+		run = 1
+	case CatchUp:
+		run = max(j.CatchUpMax, 1)
 	}
-	for _, f := range j.sched.Between(last, now, max) {
+	slots := j.sched.Between(last, now, maxMissedRecorded+run)
+	cut := max(len(slots)-run, 0)
+	reason := "missed: no scheduler was running (Missed: SkipMissed)"
+	if run > 0 {
+		reason = fmt.Sprintf("missed: no scheduler was running, older than the %d newest missed slot(s) run at start", run)
+	}
+	shards := j.Shards
+	if j.ShardGroup != "" {
+		shards = 1 // the group's size then is unknown: one record per slot
+	}
+	for _, f := range slots[:cut] {
+		if f.After(now.Add(-j.Grace)) {
+			break
+		}
+		for shard := 0; shard < shards; shard++ {
+			if _, err := s.runs.claimAs(ctx, j.Name, f, shard, shards, s.opt.Owner, Skipped, reason); err != nil && !errors.Is(err, ErrAlreadyClaimed) {
+				return err
+			}
+		}
+	}
+	for _, f := range slots[cut:] {
 		s.fire(ctx, j, f)
 	}
 	return nil
 }
 
-func max2(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
-}
-
 // fire claims every shard of a slot and runs the ones this instance won.
 func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
-	status := Running
-	if j.Overlap == SkipOverlap {
-		var n int
-		if err := s.runs.db.Executor().QueryRow(ctx, s.runs.db.Dialect().Q.JobOverlap, j.Name, norm(fire), j.Grace.Microseconds()).Scan(&n); err == nil && n > 0 {
-			status = Skipped
-		}
-	}
+	status, reason := s.overlap(ctx, j, fire)
 	total := j.Shards
 	if j.ShardGroup != "" {
 		n, err := s.runs.SlotTotal(ctx, j.Name, fire, j.ShardGroup)
@@ -311,7 +391,7 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 	if j.ShardGroup != "" && s.opt.MemberID != "" {
 		rank := s.rank(ctx, j.ShardGroup)
 		if rank >= 0 && rank < total {
-			s.claim(ctx, j, fire, rank, total, status)
+			s.claim(ctx, j, fire, rank, total, status, reason)
 		}
 		// the others' turn first; then whatever is left
 		s.wg.Add(1)
@@ -326,15 +406,40 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 			}
 			for shard := 0; shard < total; shard++ {
 				if shard != rank {
-					s.claim(ctx, j, fire, shard, total, status)
+					s.claim(ctx, j, fire, shard, total, status, reason)
 				}
 			}
 		}()
 		return
 	}
 	for shard := 0; shard < total; shard++ {
-		s.claim(ctx, j, fire, shard, total, status)
+		s.claim(ctx, j, fire, shard, total, status, reason)
 	}
+}
+
+// overlap applies the job's overlap policy to a slot: the status and
+// reason its claims record. A failed check runs the slot (logged).
+func (s *Scheduler) overlap(ctx context.Context, j *Job, fire time.Time) (status, reason string) {
+	q, args := "", []any{j.Name, norm(fire)}
+	switch j.Overlap {
+	case SkipOverlap:
+		q, args = s.runs.db.Dialect().Q.JobOverlap, append(args, j.Grace.Microseconds())
+		status, reason = Skipped, "overlap: an earlier run was still running (Overlap: SkipOverlap)"
+	case Queue:
+		q = s.runs.db.Dialect().Q.JobQueued
+		status, reason = Queued, "overlap: queued behind an earlier run still running, retrying or queued (Overlap: Queue)"
+	default:
+		return Running, ""
+	}
+	var n int
+	if err := s.runs.db.Executor().QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		s.log.Warn("overlap check failed; running the slot", "job", j.Name, "fire", fire, "err", err)
+		return Running, ""
+	}
+	if n == 0 {
+		return Running, ""
+	}
+	return status, reason
 }
 
 // rank is this instance's index among group's live members by id, or -1.
@@ -348,8 +453,8 @@ func (s *Scheduler) rank(ctx context.Context, group string) int {
 }
 
 // claim claims one shard of a slot and runs it when this instance won.
-func (s *Scheduler) claim(ctx context.Context, j *Job, fire time.Time, shard, total int, status string) {
-	run, err := s.runs.claimAs(ctx, j.Name, fire, shard, total, s.opt.Owner, status)
+func (s *Scheduler) claim(ctx context.Context, j *Job, fire time.Time, shard, total int, status, reason string) {
+	run, err := s.runs.claimAs(ctx, j.Name, fire, shard, total, s.opt.Owner, status, reason)
 	if errors.Is(err, ErrAlreadyClaimed) {
 		return
 	}
@@ -358,8 +463,8 @@ func (s *Scheduler) claim(ctx context.Context, j *Job, fire time.Time, shard, to
 		s.fatal(err)
 		return
 	}
-	if status == Skipped {
-		return
+	if status != Running {
+		return // skipped, or queued: a takeover scan starts it
 	}
 	s.start(ctx, j, run)
 }
@@ -376,10 +481,17 @@ func (s *Scheduler) takeOver(ctx context.Context, j *Job) {
 		s.log.Warn("take over", "job", j.Name, "err", err)
 		s.fatal(err)
 	}
-	for _, run := range won {
-		metrics.Of(s.runs.db).JobTakeover(j.Name)
-		s.log.Info("took over run", "job", j.Name, "fire", run.FireTime, "shard", run.Shard, "attempt", run.Attempt)
-		s.start(ctx, j, run)
+	for _, t := range won {
+		switch t.From {
+		case Running:
+			metrics.Of(s.runs.db).JobTakeover(j.Name)
+			s.log.Info("took over run", "job", j.Name, "fire", t.FireTime, "shard", t.Shard, "attempt", t.Attempt)
+		case Retrying:
+			s.log.Info("retrying run", "job", j.Name, "fire", t.FireTime, "shard", t.Shard, "attempt", t.Attempt, "failures", t.Failures)
+		default:
+			s.log.Info("starting "+t.From+" run", "job", j.Name, "fire", t.FireTime, "shard", t.Shard, "attempt", t.Attempt)
+		}
+		s.start(ctx, j, t.Run)
 	}
 }
 
@@ -422,17 +534,61 @@ func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
 			err = c
 		}
 		loop.Stop()
-		metrics.Of(s.runs.db).JobRun(j.Name, runOutcome(err), sent.Sub(run.FireTime), time.Since(began))
+		took := time.Since(began)
+		if j.Overlap == Queue {
+			defer s.scanAt(j, time.Now()) // the next queued slot may start
+		}
+		outcome := runOutcome(err)
+		defer func() { metrics.Of(s.runs.db).JobRun(j.Name, outcome, sent.Sub(run.FireTime), took) }()
 		if errors.Is(err, ErrSuperseded) {
 			s.log.Warn("run superseded", "job", j.Name, "fire", run.FireTime, "attempt", run.Attempt)
 			return
 		}
+		if err != nil && j.Retry.on() && ctx.Err() != nil {
+			// The scheduler is stopping: not the job's failure. The run
+			// stays running; its heartbeat stops, and after the grace
+			// another instance takes it over without counting a failure.
+			outcome = "canceled"
+			return
+		}
 		fctx, fc := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer fc()
-		if ferr := s.runs.Finish(fctx, run, err); ferr != nil {
-			s.log.Warn("finish refused", "job", j.Name, "fire", run.FireTime, "attempt", run.Attempt, "err", ferr)
+		if err == nil {
+			if ferr := s.runs.Finish(fctx, run, nil); ferr != nil {
+				s.log.Warn("finish refused", "job", j.Name, "fire", run.FireTime, "attempt", run.Attempt, "err", ferr)
+			}
+			return
+		}
+		f, ferr := s.runs.Fail(fctx, run, err, j.Retry)
+		if ferr != nil {
+			s.log.Warn("recording the failure refused", "job", j.Name, "fire", run.FireTime, "attempt", run.Attempt, "err", ferr)
+			return
+		}
+		if j.Retry.on() {
+			outcome = f.Status
+		}
+		switch f.Status {
+		case Retrying:
+			s.scanAt(j, f.RetryAt)
+			s.log.Warn("run failed; will retry", "job", j.Name, "fire", run.FireTime, "shard", run.Shard, "failures", f.Failures, "retry_at", f.RetryAt, "err", err)
+		case Dead:
+			s.log.Error("run dead", "job", j.Name, "fire", run.FireTime, "shard", run.Shard, "failures", f.Failures, "err", err)
+		}
+		s.onFailure(fctx, j, f)
+	}()
+}
+
+// onFailure calls the job's OnFailure hook; a panic in it is logged.
+func (s *Scheduler) onFailure(ctx context.Context, j *Job, f Failure) {
+	if j.OnFailure == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("OnFailure panicked", "job", j.Name, "panic", p)
 		}
 	}()
+	j.OnFailure(ctx, f)
 }
 
 // runOutcome names how a run ended, for metrics.
@@ -457,5 +613,5 @@ func safeRun(ctx context.Context, runs *Runs, j *Job, run Run) (err error) {
 			err = fmt.Errorf("jobs: %s panicked: %v", j.Name, p)
 		}
 	}()
-	return j.Run(ctx, Info{Job: run.Job, FireTime: run.FireTime, Shard: run.Shard, ShardTotal: run.ShardTotal, Attempt: run.Attempt, runs: runs})
+	return j.Run(ctx, Info{Job: run.Job, FireTime: run.FireTime, Shard: run.Shard, ShardTotal: run.ShardTotal, Attempt: run.Attempt, Failures: run.Failures, runs: runs})
 }

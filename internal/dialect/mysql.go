@@ -98,6 +98,17 @@ WHERE worker_id = ? AND owner = ? AND NOT released AND expires_at > UTC_TIMESTAM
 WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running'`,
 		JobFinish: `UPDATE coord_job_runs SET status = ?, error = ?, finished_at = UTC_TIMESTAMP(6)
 WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running'`,
+		// Args: error, permanent, max attempts, backoff µs, permanent, max
+		// attempts, job, fire, shard, attempt. MySQL assigns left to right:
+		// retry_at and reason read the new status; failures is bumped last.
+		JobFail: `UPDATE coord_job_runs SET error = ?, finished_at = UTC_TIMESTAMP(6),
+  status = IF(? OR failures + 1 >= ?, 'dead', 'retry'),
+  retry_at = IF(status = 'retry', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULL),
+  reason = IF(status = 'retry', NULL, IF(?, CONCAT('permanent error (attempt ', failures + 1, ')'),
+    CONCAT('attempt ', failures + 1, ' of ', ?, ' failed'))),
+  failures = failures + 1
+WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running'`,
+		JobOutcome: `SELECT status, failures, retry_at FROM coord_job_runs WHERE job = ? AND fire_time = ? AND shard = ?`,
 		JobFence: `SELECT attempt FROM coord_job_runs
 WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running' FOR UPDATE`,
 		JobGet: `SELECT status, attempt FROM coord_job_runs WHERE job = ? AND fire_time = ? AND shard = ?`,
@@ -105,16 +116,21 @@ WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'runn
 ON DUPLICATE KEY UPDATE schedule = VALUES(schedule), tz = VALUES(tz), shards = VALUES(shards), updated_at = VALUES(updated_at)`,
 		JobDef:   `SELECT schedule, tz, shards, updated_at FROM coord_jobs WHERE name = ?`,
 		JobNames: `SELECT name, schedule, tz, shards, updated_at FROM coord_jobs ORDER BY name`,
-		JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
-WHERE job = ? AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))
+		JobStale: `SELECT fire_time, shard, shard_total, attempt, status, failures FROM coord_job_runs r
+WHERE job = ? AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)
+  OR (status = 'retry' AND retry_at <= UTC_TIMESTAMP(6))
+  OR (status = 'queued' AND NOT EXISTS (SELECT 1 FROM coord_job_runs p WHERE p.job = r.job AND p.fire_time < r.fire_time
+    AND p.status IN ('running', 'retry', 'queued'))))
 ORDER BY fire_time, shard LIMIT 100`,
-		JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun' WHERE job = ? AND fire_time = ? AND status IN ('succeeded', 'failed', 'skipped')`,
+		JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun', failures = 0, retry_at = NULL, reason = 'rerun by hand' WHERE job = ? AND fire_time = ? AND status IN ('succeeded', 'failed', 'skipped', 'dead')`,
 		JobRerunInsert: `INSERT IGNORE INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt)
 VALUES (?, ?, ?, ?, 'rerun', '', 0)`,
 		JobOverlap: `SELECT count(*) FROM coord_job_runs WHERE job = ? AND fire_time < ? AND status = 'running'
   AND heartbeat_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`,
+		JobQueued:   `SELECT count(*) FROM coord_job_runs WHERE job = ? AND fire_time < ? AND status IN ('running', 'retry', 'queued')`,
 		JobLastFire: `SELECT MAX(fire_time) FROM coord_job_runs WHERE job = ?`,
-		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
+		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, ''),
+  failures, retry_at, COALESCE(reason, '')
 FROM coord_job_runs WHERE job = ? AND fire_time >= ? AND fire_time < ? ORDER BY fire_time, shard`,
 
 		OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, created_at, available_at, msg_id)

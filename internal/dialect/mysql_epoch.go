@@ -78,15 +78,16 @@ ON DUPLICATE KEY UPDATE
 	q.SegmentAdvance = `UPDATE coord_id_segments s JOIN (SELECT ` + epoch + ` AS b) e ON e.b >= ?
 SET s.max_id = GREATEST(s.max_id, e.b) + ?, s.step = ?, s.updated_at = UTC_TIMESTAMP(6) WHERE s.biz_tag = ?`
 	q.SegmentRead = `SELECT max_id, COALESCE(` + epoch + `, 0) FROM coord_id_segments WHERE biz_tag = ?`
-	// Args: job, fire, shard, total, status, owner, high-water mark.
-	q.JobClaim = `INSERT IGNORE INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
-SELECT ?, ?, ?, ?, ?, ?, e.b + 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM (SELECT ` + epoch + ` AS b) e WHERE e.b >= ?`
+	// Args: job, fire, shard, total, status, owner, reason, high-water mark.
+	q.JobClaim = `INSERT IGNORE INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, reason)
+SELECT ?, ?, ?, ?, ?, ?, e.b + 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), NULLIF(?, '') FROM (SELECT ` + epoch + ` AS b) e WHERE e.b >= ?`
 	// Args: high-water mark, owner, job, fire, shard, attempt, grace µs.
 	q.JobTakeover = `UPDATE coord_job_runs r JOIN (SELECT ` + epoch + ` AS b) e ON e.b >= ?
 SET r.attempt = GREATEST(r.attempt + 1, e.b + 1), r.owner = ?, r.status = 'running', r.started_at = UTC_TIMESTAMP(6),
-  r.heartbeat_at = UTC_TIMESTAMP(6), r.finished_at = NULL, r.error = NULL
+  r.heartbeat_at = UTC_TIMESTAMP(6), r.finished_at = NULL
 WHERE r.job = ? AND r.fire_time = ? AND r.shard = ? AND r.attempt = ?
-  AND (r.status = 'rerun' OR (r.status = 'running' AND r.heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))`
+  AND (r.status IN ('rerun', 'queued') OR (r.status = 'running' AND r.heartbeat_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)
+    OR (r.status = 'retry' AND r.retry_at <= UTC_TIMESTAMP(6)))`
 	// The attempt a claim or takeover just wrote. Args: job, fire, shard.
 	q.JobAttempt = `SELECT attempt, COALESCE(` + epoch + `, 0) FROM coord_job_runs WHERE job = ? AND fire_time = ? AND shard = ?`
 	q.JobFenceChecked = `SELECT attempt FROM coord_job_runs

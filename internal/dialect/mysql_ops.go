@@ -214,7 +214,7 @@ func (o mysqlOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm in
 	for i := 0; ; i++ {
 		var r Issued
 		if o.q.JobClaimReturning != "" { // MariaDB: one round trip
-			err := pool.QueryRow(ctx, o.q.JobClaimReturning, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, hwm).Scan(&r.Value)
+			err := pool.QueryRow(ctx, o.q.JobClaimReturning, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, j.Reason, hwm).Scan(&r.Value)
 			if err == nil {
 				r.Epoch = max(r.Value-1, 0)
 				return r, true, nil
@@ -223,7 +223,7 @@ func (o mysqlOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm in
 				return r, false, err
 			}
 		} else {
-			n, err := pool.Exec(ctx, o.q.JobClaim, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, hwm)
+			n, err := pool.Exec(ctx, o.q.JobClaim, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, j.Reason, hwm)
 			if err != nil {
 				return r, false, err
 			}
@@ -356,3 +356,8 @@ func (o mysqlOps) uuidValue(u [16]byte) any {
 	return b
 }
 func (o mysqlOps) uuidColumnType() string { return "BINARY(16)" }
+
+func (o mysqlOps) jobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error) {
+	return pool.Exec(ctx, o.q.JobFail, f.Error, f.Permanent, f.MaxAttempts, f.BackoffMicros, f.Permanent, f.MaxAttempts,
+		f.Slot.Job, f.Slot.Fire, f.Slot.Shard, f.Attempt)
+}

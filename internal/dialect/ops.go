@@ -25,6 +25,7 @@ type operations interface {
 	segmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error)
 	jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error)
 	jobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, graceMicros, hwm int64) (Issued, bool, error)
+	jobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error)
 	workerEpochReady(ctx context.Context, pool Executor, waitMicros, hwm int64) (EpochGrace, error)
 	outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error
 	endSession(ctx context.Context, pool Executor, id, start int64) error
@@ -66,8 +67,9 @@ type JobSlot struct {
 	Fire   time.Time
 	Shard  int
 	Total  int    // shards in the slot (claim)
-	Status string // status a claim records ("running", or "skipped")
+	Status string // status a claim records ("running", "skipped" or "queued")
 	Owner  string
+	Reason string // why a claim records a slot skipped or queued ("": none)
 }
 
 // LockTry locks the coord_locks row of name for the rest of tx, creating
@@ -194,6 +196,23 @@ func (d *Dialect) JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm in
 // epoch's first attempt); ok false when someone else was first.
 func (d *Dialect) JobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, graceMicros, hwm int64) (newAttempt Issued, ok bool, err error) {
 	return d.ops.jobTakeover(ctx, pool, j, attempt, graceMicros, hwm)
+}
+
+// JobFailure is a failed attempt recorded under a retry policy.
+type JobFailure struct {
+	Slot          JobSlot // job, fire, shard
+	Attempt       int64
+	Error         string
+	Permanent     bool  // dead now, whatever the count
+	MaxAttempts   int   // dead when failures + 1 reaches it
+	BackoffMicros int64 // retry_at = now + this
+}
+
+// JobFail records f in the run's row when attempt f.Attempt is still the
+// running one: 'retry' with retry_at, or 'dead'; failures + 1 is counted
+// by the row. It returns the rows updated (0: superseded or finished).
+func (d *Dialect) JobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error) {
+	return d.ops.jobFail(ctx, pool, f)
 }
 
 // SegmentAdvance moves a tag's max_id forward by step (above the failover

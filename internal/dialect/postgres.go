@@ -226,14 +226,22 @@ WHERE worker_id = $3 AND owner = $4 AND NOT released AND expires_at > clock_time
 			WorkerRelease: `UPDATE coord_id_workers SET last_ms = GREATEST(last_ms, $1), released = true, expires_at = clock_timestamp()
 WHERE worker_id = $2 AND owner = $3 AND NOT released AND expires_at > clock_timestamp()`,
 
-			// Args: job, fire, shard, total, status, owner, high-water mark.
-			JobClaim: pgEpochCTE("$7") + `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at)
-SELECT $1, $2, $3, $4, $5, $6, e.b + 1, clock_timestamp(), clock_timestamp() FROM e ON CONFLICT DO NOTHING
+			// Args: job, fire, shard, total, status, owner, high-water mark, reason.
+			JobClaim: pgEpochCTE("$7") + `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, reason)
+SELECT $1, $2, $3, $4, $5, $6, e.b + 1, clock_timestamp(), clock_timestamp(), NULLIF($8::text, '') FROM e ON CONFLICT DO NOTHING
 RETURNING attempt, (SELECT b FROM e)`,
 			JobHeartbeat: `UPDATE coord_job_runs SET heartbeat_at = clock_timestamp()
 WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = 'running'`,
 			JobFinish: `UPDATE coord_job_runs SET status = $1, error = $2, finished_at = clock_timestamp()
 WHERE job = $3 AND fire_time = $4 AND shard = $5 AND attempt = $6 AND status = 'running'`,
+			// Args: error, permanent, max attempts, backoff µs, job, fire, shard, attempt.
+			JobFail: `UPDATE coord_job_runs SET error = $1, finished_at = clock_timestamp(), failures = failures + 1,
+  status = CASE WHEN $2::boolean OR failures + 1 >= $3::int THEN 'dead' ELSE 'retry' END,
+  retry_at = CASE WHEN $2::boolean OR failures + 1 >= $3::int THEN NULL ELSE clock_timestamp() + $4::bigint * interval '1 microsecond' END,
+  reason = CASE WHEN $2::boolean THEN 'permanent error (attempt ' || (failures + 1) || ')'
+    WHEN failures + 1 >= $3::int THEN 'attempt ' || (failures + 1) || ' of ' || $3::int || ' failed' END
+WHERE job = $5 AND fire_time = $6 AND shard = $7 AND attempt = $8 AND status = 'running'`,
+			JobOutcome: `SELECT status, failures, retry_at FROM coord_job_runs WHERE job = $1 AND fire_time = $2 AND shard = $3`,
 			JobFinishChecked: `UPDATE coord_job_runs SET status = $1, error = $2, finished_at = clock_timestamp()
 WHERE job = $3 AND fire_time = $4 AND shard = $5 AND attempt = $6 AND status = 'running' AND ` + pgEpochCheck("$7"),
 			JobFence: `SELECT attempt FROM coord_job_runs
@@ -246,22 +254,28 @@ WHERE job = $1 AND fire_time = $2 AND shard = $3 AND attempt = $4 AND status = '
 ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule, tz = EXCLUDED.tz, shards = EXCLUDED.shards, updated_at = EXCLUDED.updated_at`,
 			JobDef:   `SELECT schedule, tz, shards, updated_at FROM coord_jobs WHERE name = $1`,
 			JobNames: `SELECT name, schedule, tz, shards, updated_at FROM coord_jobs ORDER BY name`,
-			JobStale: `SELECT fire_time, shard, shard_total, attempt, status FROM coord_job_runs
-WHERE job = $1 AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 microsecond'))
+			JobStale: `SELECT fire_time, shard, shard_total, attempt, status, failures FROM coord_job_runs r
+WHERE job = $1 AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 microsecond')
+  OR (status = 'retry' AND retry_at <= clock_timestamp())
+  OR (status = 'queued' AND NOT EXISTS (SELECT 1 FROM coord_job_runs p WHERE p.job = r.job AND p.fire_time < r.fire_time
+    AND p.status IN ('running', 'retry', 'queued'))))
 ORDER BY fire_time, shard LIMIT 100`,
 			// Args: owner, job, fire, shard, attempt, grace µs, high-water mark.
 			JobTakeover: pgEpochCTE("$7") + `UPDATE coord_job_runs SET attempt = GREATEST(attempt + 1, e.b + 1), owner = $1, status = 'running', started_at = clock_timestamp(),
-  heartbeat_at = clock_timestamp(), finished_at = NULL, error = NULL
+  heartbeat_at = clock_timestamp(), finished_at = NULL
 FROM e WHERE job = $2 AND fire_time = $3 AND shard = $4 AND attempt = $5
-  AND (status = 'rerun' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $6 * interval '1 microsecond'))
+  AND (status IN ('rerun', 'queued') OR (status = 'running' AND heartbeat_at < clock_timestamp() - $6 * interval '1 microsecond')
+    OR (status = 'retry' AND retry_at <= clock_timestamp()))
 RETURNING attempt, e.b`,
-			JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun' WHERE job = $1 AND fire_time = $2 AND status IN ('succeeded', 'failed', 'skipped')`,
+			JobRerunMark: `UPDATE coord_job_runs SET status = 'rerun', failures = 0, retry_at = NULL, reason = 'rerun by hand' WHERE job = $1 AND fire_time = $2 AND status IN ('succeeded', 'failed', 'skipped', 'dead')`,
 			JobRerunInsert: `INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt)
 VALUES ($1, $2, $3, $4, 'rerun', '', 0) ON CONFLICT DO NOTHING`,
 			JobOverlap: `SELECT count(*) FROM coord_job_runs WHERE job = $1 AND fire_time < $2 AND status = 'running'
   AND heartbeat_at >= clock_timestamp() - $3 * interval '1 microsecond'`,
+			JobQueued:   `SELECT count(*) FROM coord_job_runs WHERE job = $1 AND fire_time < $2 AND status IN ('running', 'retry', 'queued')`,
 			JobLastFire: `SELECT MAX(fire_time) FROM coord_job_runs WHERE job = $1`,
-			JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, '')
+			JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, ''),
+  failures, retry_at, COALESCE(reason, '')
 FROM coord_job_runs WHERE job = $1 AND fire_time >= $2 AND fire_time < $3 ORDER BY fire_time, shard`,
 
 			OutboxInsert: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at, msg_id)

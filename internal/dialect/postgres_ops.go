@@ -270,7 +270,7 @@ func (o pgOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step
 
 func (o pgOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error) {
 	var r Issued
-	err := pool.QueryRow(ctx, o.q.JobClaim, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, hwm).Scan(&r.Value, &r.Epoch)
+	err := pool.QueryRow(ctx, o.q.JobClaim, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, hwm, j.Reason).Scan(&r.Value, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, false, nil
 	}
@@ -318,3 +318,8 @@ func (o pgOps) epochCheck(context.Context, Executor, int64) (bool, error) { retu
 
 func (o pgOps) uuidValue(u [16]byte) any { return uuid.UUID(u).String() }
 func (o pgOps) uuidColumnType() string   { return "uuid" }
+
+func (o pgOps) jobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error) {
+	return pool.Exec(ctx, o.q.JobFail, f.Error, f.Permanent, f.MaxAttempts, f.BackoffMicros,
+		f.Slot.Job, f.Slot.Fire, f.Slot.Shard, f.Attempt)
+}

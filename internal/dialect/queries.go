@@ -268,13 +268,24 @@ type Queries struct {
 	// --- jobs (coord_job_runs) ---
 
 	// JobClaim inserts a slot's run, 0 rows affected when it exists.
-	// Args: job, fire, shard, total, status, owner.
+	// Args: see the dialect's file (job, fire, shard, total, status, owner,
+	// reason and the epoch high-water mark).
 	JobClaim string
 	// JobHeartbeat refreshes a running attempt. Args: job, fire, shard, attempt.
 	JobHeartbeat string
 	// JobFinish records the result of a running attempt. Args: status,
 	// error, job, fire, shard, attempt.
 	JobFinish string
+	// JobFail records a failed attempt under a retry policy: 'retry' with
+	// retry_at, or 'dead' after the last attempt or a permanent error
+	// (failures + 1 counted in the row). Args: see Dialect.JobFail.
+	JobFail string
+	// JobOutcome reads a run's status, failures and retry_at. Args: job,
+	// fire, shard.
+	JobOutcome string
+	// JobQueued counts runs of a job planned before a fire time that are
+	// running, waiting to retry or queued. Args: job, fire.
+	JobQueued string
 	// JobFence locks a running attempt's row for the rest of the caller's
 	// transaction; no row when the attempt is no longer current. Args: job,
 	// fire, shard, attempt.
@@ -292,7 +303,7 @@ type Queries struct {
 	JobNames string
 	// JobStale lists runs of a job that may be taken over: running with a
 	// heartbeat older than the grace, or marked for rerun. Args: job, grace
-	// µs. Columns: fire_time, shard, shard_total, attempt, status.
+	// µs. Columns: fire_time, shard, shard_total, attempt, status, failures.
 	JobStale string
 	// JobTakeover bumps the attempt of a stale or rerun run seen at attempt.
 	// Args: owner, job, fire, shard, attempt, grace µs.

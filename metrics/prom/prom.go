@@ -8,7 +8,7 @@
 //	sqlcoord_txn_commit_unknown_total{dialect,resolved}  counter (committed, not_committed, unknown)
 //	sqlcoord_lease_renew_failures_total{dialect}         counter, keep-alive renewals that failed
 //	sqlcoord_lease_lost_total{dialect}                   counter, leases a keeper lost
-//	sqlcoord_job_runs_total{job,outcome}                 counter (succeeded, failed, superseded, canceled)
+//	sqlcoord_job_runs_total{job,outcome}                 counter (succeeded, failed, retry, dead, superseded, canceled); alert on dead
 //	sqlcoord_job_failures_total{job}                     counter
 //	sqlcoord_job_takeovers_total{job}                    counter
 //	sqlcoord_job_fire_to_start_seconds{job}              histogram, planned fire time → claim
