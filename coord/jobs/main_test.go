@@ -20,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	h := map[string]dbtest.HelperFunc{}
-	for _, name := range []string{"effects", "slow", "shard", "fenced", "retry"} {
+	for _, name := range []string{"effects", "slow", "shard", "fenced", "retry", "spread"} {
 		h[name] = func(ctx context.Context, db *sqlcoord.DB) error { return runScheduler(ctx, db, name) }
 	}
 	dbtest.MainWithHelpers(m, h)
@@ -74,6 +74,13 @@ func jobForHelper(db *sqlcoord.DB, name string) jobs.Job {
 		}
 	case "fenced":
 		j.Run = fencedJob(db)
+	case "spread": // 6 shards of 300 ms each, one at a time per process
+		j.Shards = 6
+		j.Run = func(ctx context.Context, in jobs.Info) error {
+			time.Sleep(300 * time.Millisecond)
+			_, err := db.ExecContext(ctx, `INSERT INTO spread (fire_time, shard, owner) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, in.FireTime, in.Shard, owner)
+			return err
+		}
 	case "retry": // logs every attempt (autocommit), then fails: dead after 4
 		j.Retry = jobs.Retry{MaxAttempts: 4, BaseBackoff: 400 * time.Millisecond, MaxBackoff: 400 * time.Millisecond}
 		j.Run = func(ctx context.Context, in jobs.Info) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -84,6 +85,15 @@ type Job struct {
 	Run func(ctx context.Context, info Info) error
 	// Shards splits each slot into independently claimed parts (default 1).
 	Shards int
+	// ShardConcurrency is how many shards of the job one instance runs at
+	// once (default 1). An instance claims a slot's shards one by one,
+	// from a random shard on, only when it has room to run one, so the
+	// shards spread over every instance running the job: with n instances
+	// a slot takes about 1/n of the time one instance takes. Shards left
+	// unclaimed (every instance stopped mid-slot) are claimed by the next
+	// instance's scan, up to a day later. Jobs with a ShardGroup and
+	// Options.MemberID claim their own shard first instead.
+	ShardConcurrency int
 	// ShardGroup, if set, replaces Shards: each slot has as many shards as
 	// the membership group (package membership) has live members at the
 	// slot's fire time — XXL-JOB's shard broadcast. The total is recorded
@@ -108,6 +118,14 @@ type Job struct {
 	OnFailure func(ctx context.Context, f Failure)
 
 	sched *Schedule
+	st    *jobState
+}
+
+// jobState is a registered job's state in one scheduler.
+type jobState struct {
+	room     chan struct{} // ShardConcurrency tokens
+	mu       sync.Mutex
+	sweeping map[time.Time]bool // slots this instance is claiming shards of
 }
 
 // Options tune a Scheduler.
@@ -213,7 +231,11 @@ func (s *Scheduler) Register(j Job) error {
 	if j.Overlap < AllowOverlap || j.Overlap > Queue || j.Missed < SkipMissed || j.Missed > CatchUp {
 		return errs.Errorf("%w: job %q: unknown overlap or missed policy", ErrInvalid, j.Name)
 	}
+	if j.ShardConcurrency < 0 {
+		return errs.Errorf("%w: job %q: negative ShardConcurrency", ErrInvalid, j.Name)
+	}
 	j.sched = sc
+	j.st = &jobState{room: make(chan struct{}, max(j.ShardConcurrency, 1)), sweeping: map[time.Time]bool{}}
 	s.jobs = append(s.jobs, &j)
 	return nil
 }
@@ -278,6 +300,9 @@ func (s *Scheduler) loop(ctx context.Context) error {
 		for _, j := range s.jobs {
 			if all || s.scanDue(j, lastScan) {
 				s.takeOver(ctx, j)
+			}
+			if all {
+				s.sweepPartial(ctx, j)
 			}
 		}
 		select {
@@ -412,8 +437,84 @@ func (s *Scheduler) fire(ctx context.Context, j *Job, fire time.Time) {
 		}()
 		return
 	}
-	for shard := 0; shard < total; shard++ {
-		s.claim(ctx, j, fire, shard, total, status, reason)
+	if status != Running || total == 1 {
+		for shard := 0; shard < total; shard++ {
+			s.claim(ctx, j, fire, shard, total, status, reason)
+		}
+		return
+	}
+	s.sweep(ctx, j, fire, total)
+}
+
+// sweep claims the unclaimed shards of a slot one by one, from a random
+// shard on, each only when this instance has room to run it
+// (ShardConcurrency), so that instances share the slot's shards.
+func (s *Scheduler) sweep(ctx context.Context, j *Job, fire time.Time, total int) {
+	fire = norm(fire)
+	j.st.mu.Lock()
+	if j.st.sweeping[fire] {
+		j.st.mu.Unlock()
+		return
+	}
+	j.st.sweeping[fire] = true
+	j.st.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() { j.st.mu.Lock(); delete(j.st.sweeping, fire); j.st.mu.Unlock() }()
+		off := rand.IntN(total)
+		for i := 0; i < total; i++ {
+			select {
+			case j.st.room <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			shard := (off + i) % total
+			run, err := s.runs.claimAs(ctx, j.Name, fire, shard, total, s.opt.Owner, Running, "")
+			if err != nil {
+				<-j.st.room
+				if !errors.Is(err, ErrAlreadyClaimed) {
+					s.log.Warn("claim", "job", j.Name, "fire", fire, "shard", shard, "err", err)
+					s.fatal(err)
+				}
+				continue
+			}
+			s.startThen(ctx, j, run, func() { <-j.st.room })
+		}
+	}()
+}
+
+// sweepPartial starts a sweep of the job's slots of the last day that
+// have fewer shard runs than shards (their instances stopped mid-slot),
+// planned at least SpreadDelay + Grace ago.
+func (s *Scheduler) sweepPartial(ctx context.Context, j *Job) {
+	if j.Shards <= 1 && j.ShardGroup == "" {
+		return
+	}
+	// Old enough that the slot's members had their turn (SpreadDelay) and
+	// a claim in flight has landed.
+	age := s.opt.SpreadDelay + j.Grace
+	rows, err := s.runs.db.Executor().Query(ctx, s.runs.db.Dialect().Q.JobPartial, j.Name, age.Microseconds())
+	if err != nil {
+		s.log.Warn("partly claimed slots", "job", j.Name, "err", err)
+		s.fatal(err)
+		return
+	}
+	type slot struct {
+		fire  time.Time
+		total int
+	}
+	var todo []slot
+	for rows.Next() {
+		var sl slot
+		if err := rows.Scan(&sl.fire, &sl.total); err != nil {
+			break
+		}
+		todo = append(todo, sl)
+	}
+	rows.Close()
+	for _, sl := range todo {
+		s.sweep(ctx, j, sl.fire, sl.total)
 	}
 }
 
@@ -496,10 +597,16 @@ func (s *Scheduler) takeOver(ctx context.Context, j *Job) {
 }
 
 // start runs the job with heartbeats; a refused heartbeat cancels it.
-func (s *Scheduler) start(ctx context.Context, j *Job, run Run) {
+func (s *Scheduler) start(ctx context.Context, j *Job, run Run) { s.startThen(ctx, j, run, nil) }
+
+// startThen is start calling done (if set) when the run has ended.
+func (s *Scheduler) startThen(ctx context.Context, j *Job, run Run, done func()) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		if done != nil {
+			defer done()
+		}
 		// One keep-alive (internal/keepalive): heartbeats every Grace/3;
 		// the run's context ends when one is refused (taken over) or when
 		// none has succeeded for Grace counted from the send time of the

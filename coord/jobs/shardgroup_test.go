@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -191,6 +192,44 @@ func TestShardsSpreadAcrossMembers(t *testing.T) {
 		}
 		if complete < 2 {
 			t.Fatalf("only %d complete slots of 4 shards: %v", complete, owner)
+		}
+	})
+}
+
+// Three processes run a 6-shard job without MemberID (ShardConcurrency
+// default 1): the slot's shards spread over the processes, each shard
+// once. (Before ShardConcurrency, the first process to reach the slot
+// claimed all six.)
+func TestShardsSpreadWithoutMembership(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		dbtest.Exec(t, env.DB, `CREATE TABLE spread (fire_time `+timeCol(env)+` NOT NULL, shard INT NOT NULL, owner VARCHAR(40) NOT NULL)`)
+		fire := time.Now().UTC().Add(3 * time.Second).Truncate(time.Second)
+		var ps []*dbtest.Proc
+		for i := 0; i < 3; i++ {
+			p := dbtest.Spawn(t, "spread", "DSN="+env.DSN, "SPEC="+fmt.Sprintf("%d %d %d * * *", fire.Second(), fire.Minute(), fire.Hour()),
+				"RUN_FOR=8s", "GRACE=5s", fmt.Sprintf("OWNER=p%d", i))
+			go func() {
+				for range p.Lines {
+				}
+			}()
+			ps = append(ps, p)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for dbtest.Count(t, env.DB, `SELECT count(*) FROM spread`) < 6 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := dbtest.Count(t, env.DB, `SELECT count(*) FROM spread`); n != 6 {
+			t.Fatalf("%d shard runs, want 6", n)
+		}
+		if n := dbtest.Count(t, env.DB, `SELECT count(DISTINCT shard) FROM spread`); n != 6 {
+			t.Fatalf("%d distinct shards ran, want 6 (a shard ran twice)", n)
+		}
+		owners := dbtest.Count(t, env.DB, `SELECT count(DISTINCT owner) FROM spread`)
+		most := dbtest.Count(t, env.DB, `SELECT MAX(n) FROM (SELECT count(*) AS n FROM spread GROUP BY owner) x`)
+		t.Logf("6 shards ran on %d processes, at most %d on one", owners, most)
+		if owners < 2 || most > 4 {
+			t.Fatalf("6 shards ran on %d processes, %d on one: not spread", owners, most)
 		}
 	})
 }

@@ -127,7 +127,10 @@ ORDER BY fire_time, shard LIMIT 100`,
 VALUES (?, ?, ?, ?, 'rerun', '', 0)`,
 		JobOverlap: `SELECT count(*) FROM coord_job_runs WHERE job = ? AND fire_time < ? AND status = 'running'
   AND heartbeat_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND`,
-		JobQueued:   `SELECT count(*) FROM coord_job_runs WHERE job = ? AND fire_time < ? AND status IN ('running', 'retry', 'queued')`,
+		JobQueued: `SELECT count(*) FROM coord_job_runs WHERE job = ? AND fire_time < ? AND status IN ('running', 'retry', 'queued')`,
+		JobPartial: `SELECT fire_time, MAX(shard_total) FROM coord_job_runs
+WHERE job = ? AND fire_time > UTC_TIMESTAMP(6) - INTERVAL 1 DAY AND fire_time < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+GROUP BY fire_time HAVING count(*) < MAX(shard_total) ORDER BY fire_time LIMIT 100`,
 		JobLastFire: `SELECT MAX(fire_time) FROM coord_job_runs WHERE job = ?`,
 		JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, ''),
   failures, retry_at, COALESCE(reason, '')

@@ -272,7 +272,10 @@ RETURNING attempt, e.b`,
 VALUES ($1, $2, $3, $4, 'rerun', '', 0) ON CONFLICT DO NOTHING`,
 			JobOverlap: `SELECT count(*) FROM coord_job_runs WHERE job = $1 AND fire_time < $2 AND status = 'running'
   AND heartbeat_at >= clock_timestamp() - $3 * interval '1 microsecond'`,
-			JobQueued:   `SELECT count(*) FROM coord_job_runs WHERE job = $1 AND fire_time < $2 AND status IN ('running', 'retry', 'queued')`,
+			JobQueued: `SELECT count(*) FROM coord_job_runs WHERE job = $1 AND fire_time < $2 AND status IN ('running', 'retry', 'queued')`,
+			JobPartial: `SELECT fire_time, MAX(shard_total) FROM coord_job_runs
+WHERE job = $1 AND fire_time > clock_timestamp() - interval '1 day' AND fire_time < clock_timestamp() - $2 * interval '1 microsecond'
+GROUP BY fire_time HAVING count(*) < MAX(shard_total) ORDER BY fire_time LIMIT 100`,
 			JobLastFire: `SELECT MAX(fire_time) FROM coord_job_runs WHERE job = $1`,
 			JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, ''),
   failures, retry_at, COALESCE(reason, '')

@@ -316,6 +316,10 @@ type Queries struct {
 	// JobOverlap counts live runs of a job planned before a fire time.
 	// Args: job, fire, grace µs.
 	JobOverlap string
+	// JobPartial lists a job's slots of the last day, planned before
+	// now - age, with fewer shard runs than shards. Args: job, age µs.
+	// Columns: fire_time, shard_total.
+	JobPartial string
 	// JobLastFire is the newest recorded fire time of a job. Args: job.
 	JobLastFire string
 	// JobList lists runs of a job in [from, to). Args: job, from, to.
