@@ -205,7 +205,6 @@ func TestShardsSpreadWithoutMembership(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		dbtest.Exec(t, env.DB, `CREATE TABLE spread (fire_time `+timeCol(env)+` NOT NULL, shard INT NOT NULL, owner VARCHAR(40) NOT NULL)`)
 		fire := time.Now().UTC().Add(3 * time.Second).Truncate(time.Second)
-		var ps []*dbtest.Proc
 		for i := 0; i < 3; i++ {
 			p := dbtest.Spawn(t, "spread", "DSN="+env.DSN, "SPEC="+fmt.Sprintf("%d %d %d * * *", fire.Second(), fire.Minute(), fire.Hour()),
 				"RUN_FOR=8s", "GRACE=5s", fmt.Sprintf("OWNER=p%d", i))
@@ -213,7 +212,6 @@ func TestShardsSpreadWithoutMembership(t *testing.T) {
 				for range p.Lines {
 				}
 			}()
-			ps = append(ps, p)
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for dbtest.Count(t, env.DB, `SELECT count(*) FROM spread`) < 6 && time.Now().Before(deadline) {
