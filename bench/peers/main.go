@@ -43,7 +43,7 @@ import (
 
 var (
 	rounds  = flag.Int("rounds", 3, "interleaved rounds per comparison")
-	msgs    = flag.Int("msgs", 20000, "messages per drain")
+	msgs    = flag.Int("msgs", 200000, "messages per drain (≥ 200,000 so that start-up does not dominate)")
 	dur     = flag.Duration("duration", 2*time.Second, "measuring time of a throughput case")
 	outPath = flag.String("out", "", "also write the markdown table here")
 	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, snowflake); default all")
@@ -54,7 +54,49 @@ type row struct {
 	name, unit   string
 	ours, theirs []float64 // per round
 	peer         string
+	dups         [2]int64 // deliveries beyond the first of a message, ours and the peer's, all rounds
 }
+
+// unique counts deliveries by message id: a drain ends when every message
+// was delivered once; deliveries of a message already delivered (a batch
+// rolled back after publishing) are counted apart, never as throughput.
+type unique struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+	want int
+	dups int64
+	all  chan struct{}
+}
+
+func newUnique(want int) *unique {
+	return &unique{seen: make(map[string]struct{}, want), want: want, all: make(chan struct{})}
+}
+
+func (u *unique) add(id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.seen[id]; ok {
+		u.dups++
+		return
+	}
+	u.seen[id] = struct{}{}
+	if len(u.seen) == u.want {
+		close(u.all)
+	}
+}
+
+func (u *unique) count() (int, int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.seen), u.dups
+}
+
+// lastDups is the duplicates of the last drain of each side (set by the
+// drain functions, read by compareDrain).
+var lastDups atomic.Int64
+
+// settings lists each server's durability settings, for the table.
+var settings []string
 
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
@@ -81,13 +123,26 @@ func compare(name, unit, peer string, ours, theirs func() (float64, error)) row 
 	for i := 0; i < *rounds; i++ {
 		var a, b float64
 		var err error
+		var roundDups [2]int64
+		runOurs := func() (float64, error) {
+			lastDups.Store(0)
+			v, err := ours()
+			roundDups[0] = lastDups.Load()
+			return v, err
+		}
+		runTheirs := func() (float64, error) {
+			lastDups.Store(0)
+			v, err := theirs()
+			roundDups[1] = lastDups.Load()
+			return v, err
+		}
 		if i%2 == 0 {
-			if a, err = ours(); err == nil {
-				b, err = theirs()
+			if a, err = runOurs(); err == nil {
+				b, err = runTheirs()
 			}
 		} else {
-			if b, err = theirs(); err == nil {
-				a, err = ours()
+			if b, err = runTheirs(); err == nil {
+				a, err = runOurs()
 			}
 		}
 		if err != nil {
@@ -95,6 +150,7 @@ func compare(name, unit, peer string, ours, theirs func() (float64, error)) row 
 			continue
 		}
 		r.ours, r.theirs = append(r.ours, a), append(r.theirs, b)
+		r.dups[0], r.dups[1] = r.dups[0]+roundDups[0], r.dups[1]+roundDups[1]
 		fmt.Printf("  %-58s round %d: sqlcoord %10s  %s %10s  (%s)\n", name, i+1, num(a), peer, num(b), unit)
 	}
 	return r
@@ -183,6 +239,15 @@ func open(ctx context.Context, dsn string) *sqlcoord.DB {
 	if err != nil {
 		fail(err)
 	}
+	if db.Dialect().Family() == "postgres" {
+		var fs, sc, fpw string
+		db.QueryRowContext(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'), current_setting('full_page_writes')`).Scan(&fs, &sc, &fpw)
+		settings = append(settings, fmt.Sprintf("PostgreSQL fsync=%s, synchronous_commit=%s, full_page_writes=%s", fs, sc, fpw))
+	} else {
+		var flush, binlog, sync string
+		db.QueryRowContext(ctx, `SELECT @@innodb_flush_log_at_trx_commit, @@log_bin, @@sync_binlog`).Scan(&flush, &binlog, &sync)
+		settings = append(settings, fmt.Sprintf("MariaDB innodb_flush_log_at_trx_commit=%s, log_bin=%s, sync_binlog=%s", flush, binlog, sync))
+	}
 	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
 		fail(err)
 	}
@@ -201,14 +266,15 @@ func pgxDSN(dsn string) string {
 
 func table(rows []row) string {
 	var b strings.Builder
-	b.WriteString("| comparison | sqlcoord (median) | peer | peer (median) | ratio per round | median ratio |\n|---|---:|---|---:|---|---:|\n")
+	fmt.Fprintf(&b, "Durability: %s. Drains count unique deliveries (by message id); duplicates are listed apart.\n\n", strings.Join(settings, "; "))
+	b.WriteString("| comparison | sqlcoord (median) | peer | peer (median) | ratio per round | median ratio | duplicates (sqlcoord / peer) |\n|---|---:|---|---:|---|---:|---:|\n")
 	for _, r := range rows {
 		var rs []string
 		for _, x := range r.ratios() {
 			rs = append(rs, fmt.Sprintf("%.2f", x))
 		}
-		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | **%.2f** |\n", r.name, r.unit, num(median(r.ours)), r.peer, num(median(r.theirs)),
-			strings.Join(rs, " / "), median(r.ratios()))
+		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | **%.2f** | %d / %d |\n", r.name, r.unit, num(median(r.ours)), r.peer, num(median(r.theirs)),
+			strings.Join(rs, " / "), median(r.ratios()), r.dups[0], r.dups[1])
 	}
 	return b.String()
 }
@@ -221,11 +287,11 @@ func (noopArgs) Kind() string { return "noop" }
 
 type noopWorker struct {
 	river.WorkerDefaults[noopArgs]
-	done *atomic.Int64
+	done *unique
 }
 
-func (w *noopWorker) Work(context.Context, *river.Job[noopArgs]) error {
-	w.done.Add(1)
+func (w *noopWorker) Work(_ context.Context, j *river.Job[noopArgs]) error {
+	w.done.add(fmt.Sprint(j.ID))
 	return nil
 }
 
@@ -239,8 +305,13 @@ func drainPG(ctx context.Context, db *sqlcoord.DB, pool *pgxpool.Pool) []row {
 	}
 	var rows []row
 	for _, n := range []int{1, 3} {
-		rows = append(rows, compare(fmt.Sprintf("outbox drain PG, %d relay(s) vs %d River client(s), %d msgs", n, n, *msgs), "msgs/s", "River",
-			func() (float64, error) { return relayDrain(ctx, db, n) },
+		rows = append(rows, compare(fmt.Sprintf("outbox drain PG, %d relay(s) vs %d River client(s), %d msgs, rows kept on both sides", n, n, *msgs), "msgs/s", "River",
+			func() (float64, error) { return relayDrain(ctx, db, n, false) },
+			func() (float64, error) { return riverDrain(ctx, pool, n) }))
+	}
+	for _, n := range []int{1, 3} {
+		rows = append(rows, compare(fmt.Sprintf("not equal work: PG, %d relay(s) with DeleteOnPublish vs %d River client(s) keeping rows", n, n), "msgs/s", "River",
+			func() (float64, error) { return relayDrain(ctx, db, n, true) },
 			func() (float64, error) { return riverDrain(ctx, pool, n) }))
 	}
 	return rows
@@ -248,15 +319,15 @@ func drainPG(ctx context.Context, db *sqlcoord.DB, pool *pgxpool.Pool) []row {
 
 // prefill enqueues total outbox messages in transactions of 500.
 func prefill(ctx context.Context, db *sqlcoord.DB, total int) error {
-	ob := outbox.NewOutbox(db)
+	ob := outbox.New(db)
 	for i := 0; i < total; i += 500 {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		ms := make([]outbox.New, min(500, total-i))
+		ms := make([]outbox.Msg, min(500, total-i))
 		for j := range ms {
-			ms[j] = outbox.New{Topic: "orders.created", Payload: []byte(`{"order":1}`)}
+			ms[j] = outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)}
 		}
 		if err := ob.Enqueue(ctx, tx, ms...); err != nil {
 			tx.Rollback()
@@ -270,27 +341,22 @@ func prefill(ctx context.Context, db *sqlcoord.DB, total int) error {
 }
 
 // relayDrain prefills the outbox and times n relays (batch 1000, a no-op
-// publisher, rows deleted on publish) until every message is published.
-func relayDrain(ctx context.Context, db *sqlcoord.DB, n int) (float64, error) {
+// publisher) until every message was delivered once; rows are marked
+// published (kept, as River and watermill-sql keep theirs) or, with del,
+// deleted on publish.
+func relayDrain(ctx context.Context, db *sqlcoord.DB, n int, del bool) (float64, error) {
 	if err := prefill(ctx, db, *msgs); err != nil {
 		return 0, err
 	}
-	var done atomic.Int64
-	all := make(chan struct{})
-	var once sync.Once
-	pub := outbox.PublisherFunc(func(context.Context, outbox.Message) error {
-		if done.Add(1) >= int64(*msgs) {
-			once.Do(func() { close(all) })
-		}
-		return nil
-	})
+	u := newUnique(*msgs)
+	pub := outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error { u.add(m.UUID); return nil })
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		r, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: 1000, DeleteOnPublish: true, Logger: quiet})
+		r, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: 1000, DeleteOnPublish: del, Logger: quiet})
 		if err != nil {
 			return 0, err
 		}
@@ -298,13 +364,16 @@ func relayDrain(ctx context.Context, db *sqlcoord.DB, n int) (float64, error) {
 		go func() { defer wg.Done(); r.Run(rctx) }()
 	}
 	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		return 0, fmt.Errorf("relay drain: %d of %d after 5 min", done.Load(), *msgs)
+	case <-u.all:
+	case <-time.After(10 * time.Minute):
+		got, _ := u.count()
+		return 0, fmt.Errorf("relay drain: %d of %d after 10 min", got, *msgs)
 	}
 	el := time.Since(start)
 	cancel()
 	wg.Wait()
+	_, d := u.count()
+	lastDups.Store(d)
 	_, err := db.ExecContext(ctx, `DELETE FROM coord_outbox`)
 	return float64(*msgs) / el.Seconds(), err
 }
@@ -312,9 +381,9 @@ func relayDrain(ctx context.Context, db *sqlcoord.DB, n int) (float64, error) {
 // riverDrain inserts the same number of no-op jobs and times n River
 // clients (MaxWorkers 1000, FetchCooldown 1 ms) until every job ran.
 func riverDrain(ctx context.Context, pool *pgxpool.Pool, n int) (float64, error) {
-	var done atomic.Int64
+	done := newUnique(*msgs)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &noopWorker{done: &done})
+	river.AddWorker(workers, &noopWorker{done: done})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: quiet, Workers: workers})
 	if err != nil {
@@ -343,14 +412,15 @@ func riverDrain(ctx context.Context, pool *pgxpool.Pool, n int) (float64, error)
 		}
 		clients = append(clients, c)
 	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for done.Load() < int64(*msgs) {
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("river drain: %d of %d after 5 min", done.Load(), *msgs)
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-done.all:
+	case <-time.After(10 * time.Minute):
+		got, _ := done.count()
+		return 0, fmt.Errorf("river drain: %d of %d after 10 min", got, *msgs)
 	}
 	el := time.Since(start)
+	_, d := done.count()
+	lastDups.Store(d)
 	for _, c := range clients {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		c.Stop(sctx)
@@ -365,8 +435,13 @@ func riverDrain(ctx context.Context, pool *pgxpool.Pool, n int) (float64, error)
 func drainMariaDB(ctx context.Context, db *sqlcoord.DB) []row {
 	var rows []row
 	for _, n := range []int{1, 3} {
-		rows = append(rows, compare(fmt.Sprintf("outbox drain MariaDB, %d relay(s) vs %d watermill-sql subscriber(s), %d msgs", n, n, *msgs), "msgs/s", "watermill-sql",
-			func() (float64, error) { return relayDrain(ctx, db, n) },
+		rows = append(rows, compare(fmt.Sprintf("outbox drain MariaDB, %d relay(s) vs %d watermill-sql subscriber(s), %d msgs, rows kept on both sides", n, n, *msgs), "msgs/s", "watermill-sql",
+			func() (float64, error) { return relayDrain(ctx, db, n, false) },
+			func() (float64, error) { return watermillDrain(ctx, db, n) }))
+	}
+	for _, n := range []int{1, 3} {
+		rows = append(rows, compare(fmt.Sprintf("not equal work: MariaDB, %d relay(s) with DeleteOnPublish vs %d watermill-sql subscriber(s) keeping rows", n, n), "msgs/s", "watermill-sql",
+			func() (float64, error) { return relayDrain(ctx, db, n, true) },
 			func() (float64, error) { return watermillDrain(ctx, db, n) }))
 	}
 	return rows
@@ -408,12 +483,12 @@ func watermillDrain(ctx context.Context, db *sqlcoord.DB, n int) (float64, error
 			return 0, err
 		}
 	}
-	var done atomic.Int64
+	done := newUnique(*msgs + 1) // + initTopic's message
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		s, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db.DB.DB), wsql.SubscriberConfig{ConsumerGroup: "bench",
+		s, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db.DB), wsql.SubscriberConfig{ConsumerGroup: "bench",
 			SchemaAdapter: wsql.DefaultMySQLSchema{}, OffsetsAdapter: wsql.DefaultMySQLOffsetsAdapter{}, InitializeSchema: true,
 			PollInterval: 50 * time.Millisecond}, logger)
 		if err != nil {
@@ -426,25 +501,27 @@ func watermillDrain(ctx context.Context, db *sqlcoord.DB, n int) (float64, error
 		}
 		go func() {
 			for m := range ch {
-				done.Add(1)
+				done.add(m.UUID)
 				m.Ack()
 			}
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for done.Load() < int64(*msgs) {
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("watermill drain: %d of %d after 5 min", done.Load(), *msgs)
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-done.all:
+	case <-time.After(10 * time.Minute):
+		got, _ := done.count()
+		return 0, fmt.Errorf("watermill drain: %d of %d after 10 min", got, *msgs)
 	}
-	return float64(*msgs) / time.Since(start).Seconds(), nil
+	el := time.Since(start)
+	_, d := done.count()
+	lastDups.Store(d)
+	return float64(*msgs) / el.Seconds(), nil
 }
 
 // initTopic creates watermill's table of a topic (its publisher refuses to
 // do so inside a transaction).
 func initTopic(db *sqlcoord.DB, schema wsql.SchemaAdapter, topic string) error {
-	p, err := wsql.NewPublisher(wsql.BeginnerFromStdSQL(db.DB.DB), wsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, watermill.NopLogger{})
+	p, err := wsql.NewPublisher(wsql.BeginnerFromStdSQL(db.DB), wsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, watermill.NopLogger{})
 	if err != nil {
 		return err
 	}
@@ -463,7 +540,7 @@ func enqueue(ctx context.Context, db *sqlcoord.DB, schema wsql.SchemaAdapter) []
 	if _, err := db.ExecContext(ctx, create); err != nil {
 		fail(err)
 	}
-	ob := outbox.NewOutbox(db)
+	ob := outbox.New(db)
 	logger := watermill.NopLogger{}
 	// initialise watermill's topic table once (outside a transaction)
 	if err := initTopic(db, schema, "orders_tx"); err != nil {
@@ -496,7 +573,7 @@ func enqueue(ctx context.Context, db *sqlcoord.DB, schema wsql.SchemaAdapter) []
 				b := bare(producers)
 				e := rate(ctx, producers, func(ctx context.Context) error {
 					return business(ctx, func(tx *sql.Tx) error {
-						return ob.Enqueue(ctx, tx, outbox.New{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
+						return ob.Enqueue(ctx, tx, outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
 					})
 				})
 				return e / b, nil
