@@ -174,6 +174,41 @@ func newBenchCmd() *cobra.Command {
 	leaseWait.Flags().IntVar(&handoffs, "handoffs", 200, "hand-offs measured per case")
 	leaseWait.Flags().DurationVar(&poll, "poll", 10*time.Millisecond, "the polling baseline's interval")
 	leaseWait.Flags().DurationVar(&hold, "hold", 2*time.Millisecond, "how long each holder keeps the lease")
+	var relays, rounds int
+	notify := &cobra.Command{
+		Use:   "notify",
+		Short: "What running relays cost producers: Enqueue throughput without and with listening relays (throwaway servers with fsync on)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := parseInts(clients)
+			if err != nil || relays <= 0 || rounds <= 0 {
+				return usageError{fmt.Errorf("--clients, --relays and --rounds must be positive")}
+			}
+			// The cost is the commit's: measure it with fsync on.
+			if os.Getenv("SQLCOORD_PG_ARGS") == "" {
+				os.Setenv("SQLCOORD_PG_ARGS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on")
+			}
+			if os.Getenv("SQLCOORD_MYSQL_ARGS") == "" {
+				os.Setenv("SQLCOORD_MYSQL_ARGS", "--innodb-flush-log-at-trx-commit=1")
+			}
+			var all []bench.Result
+			var settings []string
+			err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
+				settings = append(settings, serverSettings(ctx, db))
+				rs, err := bench.NotifyCost(ctx, db, bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout()}, relays, rounds)
+				all = append(all, rs...)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			md := fmt.Sprintf("# sqlcoord bench notify\n\n%s, %s; %d rounds per client count, alternating which case goes first\n\nServer settings:\n\n- %s\n\n%s",
+				time.Now().UTC().Format(time.RFC3339), hostInfo(), rounds, strings.Join(settings, "\n- "), bench.Markdown(all))
+			return writeFile(cmd, outDir, "notify", all, md)
+		},
+	}
+	notify.Flags().IntVar(&relays, "relays", 3, "relays running in the second case")
+	notify.Flags().IntVar(&rounds, "rounds", 3, "rounds per client count")
 	all := &cobra.Command{
 		Use:   "all",
 		Short: "inserts, then primitives, with defaults",
@@ -186,7 +221,7 @@ func newBenchCmd() *cobra.Command {
 			return runPrimitives(cmd)
 		},
 	}
-	cmd.AddCommand(prim, ins, lockNames, leaseWait, all)
+	cmd.AddCommand(prim, ins, lockNames, leaseWait, notify, all)
 	cmd.PersistentFlags().String("dialect", "", "with no --dsn: only this throwaway server (postgres or mysql)")
 	cmd.PersistentFlags().DurationVar(&dur, "duration", 2*time.Second, "measuring time per case")
 	cmd.PersistentFlags().StringVar(&clients, "clients", "1,8,32", "concurrent clients, comma-separated")

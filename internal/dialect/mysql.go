@@ -141,10 +141,13 @@ VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
 		OutboxInsertWake: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, created_at, available_at, msg_id)
 VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`,
 		// SKIP LOCKED needs MariaDB 10.6+ / MySQL 8.0+.
-		OutboxClaim: `SELECT id, msg_id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
+		// FORCE INDEX: every relay walks the pending rows in id order through
+		// one index and stops at its batch, locking the same records the same
+		// way (migration 18: two plans deadlocked against each other).
+		OutboxClaim: `SELECT id, msg_id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox FORCE INDEX (coord_outbox_pending)
 WHERE state = 'pending' AND available_at <= UTC_TIMESTAMP(6)
 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
-		OutboxClaimOrdered: `SELECT id, msg_id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o
+		OutboxClaimOrdered: `SELECT id, msg_id, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox o FORCE INDEX (coord_outbox_pending)
 WHERE state = 'pending' AND available_at <= UTC_TIMESTAMP(6)
   AND (msg_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
@@ -288,7 +291,7 @@ func classifyMySQL(err error) error {
 			kind = ErrLockTimeout
 		case 1213: // ER_LOCK_DEADLOCK
 			kind = ErrDeadlock
-		case 1146: // ER_NO_SUCH_TABLE
+		case 1146, 1176: // ER_NO_SUCH_TABLE, ER_KEY_DOES_NOT_EXITS (a schema older than this sqlcoord)
 			if strings.Contains(message, "coord_") {
 				kind = ErrNoSchema
 			}

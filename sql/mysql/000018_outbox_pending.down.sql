@@ -1,0 +1,1 @@
+ALTER TABLE coord_outbox DROP KEY coord_outbox_pending;

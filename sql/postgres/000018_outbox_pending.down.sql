@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS coord_outbox_pending;
