@@ -2,6 +2,8 @@ package outbox_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,9 +15,10 @@ import (
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
-// Issue 14: a NOTIFY serialises the commits of every notifying
-// transaction, so Enqueue sends it only while a relay listens (a live
-// member of dialect.OutboxListeners), and a listening relay is one.
+// Issue 14 and 27: a NOTIFY serialises the commits of every notifying
+// transaction, so Enqueue sends it only while a listening relay sleeps
+// (holds the sleep lock, after its polls found nothing); a listening relay
+// is also a member of dialect.OutboxListeners (for operators).
 func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 	t.Parallel()
 	env := dbtest.New(t, "postgres")
@@ -40,7 +43,7 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 			t.Fatalf("%d notifications with no listening relay", n)
 		}
 	})
-	t.Run("a listening relay registers; then Enqueue notifies", func(t *testing.T) {
+	t.Run("a listening relay registers and sleeps; then Enqueue notifies", func(t *testing.T) {
 		r, err := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil }),
 			outbox.RelayOptions{Listen: outbox.ListenOn, PollMax: time.Hour, PollMin: time.Hour, PollBusy: time.Hour})
 		if err != nil {
@@ -63,6 +66,13 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		// asleep: the relay holds its sleep lock (LISTEN in effect, polls empty)
+		for dbtest.Count(t, env.DB, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'`) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the listening relay never fell asleep")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		if n := enqueueAndWait(); n < 1 {
 			t.Fatalf("no notification while a relay listens")
 		}
@@ -76,4 +86,69 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 			t.Fatalf("%d notifications after the relay stopped", n)
 		}
 	})
+}
+
+// A relay that sleeps until a NOTIFY is woken by every message committed
+// after its polls found nothing, whoever commits when: producers enqueue
+// one message at a time with random pauses (so the relay falls asleep and
+// wakes all the time) from 8 goroutines, and each message's commit →
+// delivery time is far below PollMax (10 s here: a message whose producer
+// did not notify while the relay went to sleep would wait that long).
+func TestSleepingRelayMissesNoWakeUp(t *testing.T) {
+	t.Parallel()
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	ob := outbox.New(env.DB)
+	var mu sync.Mutex
+	var worst time.Duration
+	delivered := map[string]bool{}
+	r, err := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if d := time.Since(m.CreatedAt); d > worst {
+			worst = d
+		}
+		delivered[m.UUID] = true
+		return nil
+	}), outbox.RelayOptions{Listen: outbox.ListenOn, PollMin: 20 * time.Millisecond, PollMax: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	time.Sleep(300 * time.Millisecond)
+	var wg sync.WaitGroup
+	const per = 40
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				time.Sleep(time.Duration(rand.IntN(120)) * time.Millisecond)
+				if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("x")}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		mu.Lock()
+		n := len(delivered)
+		mu.Unlock()
+		if n == 8*per || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d messages, worst commit → delivery %v (PollMax 10 s)", len(delivered), worst)
+	if len(delivered) != 8*per || worst > 3*time.Second {
+		t.Fatalf("delivered %d of %d, worst commit → delivery %v: a wake-up was lost", len(delivered), 8*per, worst)
+	}
 }

@@ -121,6 +121,9 @@ type Relay struct {
 	log       *slog.Logger
 	rec       metrics.Recorder
 	listening atomic.Bool // notifications wake the relay
+	// beforeSleep, in tests, runs between the relay's last empty poll and
+	// its taking the sleep lock.
+	beforeSleep func()
 	// claimQ/claimOrderedQ: the claims, reading commit times when the
 	// server records them (decided on the first batch).
 	claimOnce             sync.Once
@@ -247,18 +250,30 @@ func (r *Relay) Run(ctx context.Context) error {
 		defer lwg.Wait()   // it leaves the listeners' group before Run returns,
 		defer stopListen() // however Run ends (a fatal error too)
 	}
-	var interval time.Duration // the first empty poll waits PollBusy (or PollMin), then it doubles
-	for {
-		// After a busy batch the next pause is PollMin when a NOTIFY
-		// will wake the relay anyway, PollBusy when only polling finds
-		// new messages.
-		busy := r.opt.PollMin
-		if !r.listening.Load() {
-			busy = min(r.opt.PollBusy, r.opt.PollMin)
+	// The relay is awake (polling; producers do not notify) or, on
+	// PostgreSQL while it listens, asleep: after empty polls have backed
+	// the interval off to PollMin, it takes the sleep lock (producers then
+	// notify), polls once more and waits for a NOTIFY or the interval.
+	// Under load it never sleeps, so producers never pay for a NOTIFY.
+	var sleep sqlcoord.OwnedTx
+	wakeUp := func() {
+		if sleep != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			sleep.Rollback(rctx)
+			cancel()
+			sleep = nil
 		}
+	}
+	defer wakeUp()
+	busy := min(r.opt.PollBusy, r.opt.PollMin) // the pause after a batch that found messages
+	var interval time.Duration                 // the first empty poll waits busy, then it doubles
+	for {
 		n, err := r.Once(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if n > 0 || err != nil {
+			wakeUp()
 		}
 		switch {
 		case err != nil && sqlcoord.Fatal(err):
@@ -277,6 +292,20 @@ func (r *Relay) Run(ctx context.Context) error {
 		if interval == 0 {
 			continue
 		}
+		if sleep == nil && n == 0 && err == nil && interval >= r.opt.PollMin && r.listening.Load() {
+			if r.beforeSleep != nil {
+				r.beforeSleep()
+			}
+			var other bool
+			if sleep, other = r.fallAsleep(ctx); sleep != nil {
+				continue // poll once more: messages committed by producers that did not notify
+			}
+			if !other {
+				// producers in the middle of a transaction kept the lock:
+				// they will not notify; try again soon
+				interval = min(interval, r.opt.PollMin)
+			}
+		}
 		t := time.NewTimer(interval)
 		select {
 		case <-ctx.Done():
@@ -287,13 +316,50 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		t.Stop()
+		wakeUp()
 	}
+}
+
+// fallAsleep takes the sleep lock (PostgreSQL) in a transaction the relay
+// keeps open while it waits: from then on producers send NOTIFY. It waits
+// up to 50 ms for producers that saw no sleeping relay to commit; nil when
+// it could not, with other true when another relay sleeps (producers
+// notify already) and false when producers' open transactions hold it.
+func (r *Relay) fallAsleep(ctx context.Context) (tx sqlcoord.OwnedTx, other bool) {
+	q := r.db.Dialect().Q
+	if q.OutboxSleep == "" {
+		return nil, false
+	}
+	tx, err := r.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, false
+	}
+	idle := fmt.Sprintf("%dms", (3*r.opt.PollMax + 10*time.Second).Milliseconds())
+	if _, err = tx.Exec(ctx, q.OutboxSleepSettings, "50ms", idle); err == nil {
+		_, err = tx.Exec(ctx, q.OutboxSleep)
+	}
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		tx.Rollback(rctx)
+		cancel()
+		r.db.Executor().QueryRow(ctx, q.OutboxSleeper).Scan(&other)
+		return nil, other
+	}
+	return tx, false
 }
 
 // listen wakes the relay on NOTIFY coord_outbox, reconnecting as needed;
 // it gives up (polling only) where LISTEN is not available.
 func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- struct{}) {
-	opt := sqlcoord.ListenOptions{Probe: r.opt.Listen == ListenAuto}
+	// listening from the moment LISTEN is in effect: only then may the
+	// relay sleep (rely on a NOTIFY)
+	opt := sqlcoord.ListenOptions{Probe: r.opt.Listen == ListenAuto, Ready: func() {
+		r.listening.Store(true)
+		select { // the loop may fall asleep now
+		case wake <- struct{}{}:
+		default:
+		}
+	}}
 	defer r.listening.Store(false)
 	for ctx.Err() == nil {
 		// Producers send NOTIFY only while a listening relay is a live

@@ -285,8 +285,11 @@ FROM coord_job_runs WHERE job = $1 AND fire_time >= $2 AND fire_time < $3 ORDER 
 VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6)`,
 			OutboxInsertWake: `WITH ins AS (INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at, msg_id)
 VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6))
-SELECT pg_notify('coord_outbox', '') WHERE EXISTS (
-  SELECT 1 FROM coord_members WHERE group_name = '` + OutboxListeners + `' AND expires_at > clock_timestamp())`,
+SELECT pg_notify('coord_outbox', '') WHERE NOT pg_try_advisory_xact_lock_shared(` + pgOutboxSleep + `)`,
+			OutboxSleepSettings: `SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`,
+			OutboxSleep:         `SELECT pg_advisory_xact_lock(` + pgOutboxSleep + `)::text`,
+			OutboxSleeper: `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = ` + pgLockSpace + `::oid
+  AND objid = (-1)::oid AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted)`,
 			OutboxClaim: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
 WHERE state = 'pending' AND available_at <= clock_timestamp()
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
@@ -491,6 +494,18 @@ func isConnLost(err error) bool {
 // concurrent producers more than the notification is worth when no relay
 // listens.
 const OutboxListeners = "sqlcoord.outbox.listeners"
+
+// pgOutboxSleep is the advisory lock a relay holds while it sleeps until
+// a NOTIFY wakes it (OutboxSleep). Producers notify only when they cannot
+// take it shared (OutboxInsertWake): a NOTIFY serialises the commits of
+// every notifying transaction (PostgreSQL's notification queue lock, from
+// the commit to its end), so producers do not notify while every relay is
+// awake and polling. A producer that took it shared holds it until it
+// commits, and a relay going to sleep waits for those (lock_timeout) and
+// polls once more: a message committed without a NOTIFY is found by that
+// poll. The second key, -1, is outside the positive lock ids of the
+// legacy lock protocol.
+const pgOutboxSleep = pgLockSpace + `, -1`
 
 // pgLockSpace is the first key of sqlcoord's advisory locks: the
 // two-integer form (objsubid 2 in pg_locks) with this constant ('sqlc')

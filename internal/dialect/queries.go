@@ -330,13 +330,22 @@ type Queries struct {
 	// OutboxInsert enqueues one message. Args: topic, key (NULL ok),
 	// payload, headers, delay µs, msg_id (UUID text).
 	OutboxInsert string
-	// OutboxInsertWake is OutboxInsert that also wakes listening relays
+	// OutboxInsertWake is OutboxInsert that also wakes a sleeping relay
 	// when the transaction commits, in the same round trip (PostgreSQL:
-	// the INSERT in a CTE beside pg_notify, sent only while a relay is
-	// listening — a member of the OutboxListeners group; MySQL:
-	// OutboxInsert, relays poll). Enqueue uses it for the last message of
-	// a call.
+	// the INSERT in a CTE beside pg_notify, sent only while a relay holds
+	// the sleep lock — see pgOutboxSleep; MySQL: OutboxInsert, relays
+	// poll). Enqueue uses it for the last message of a call.
 	OutboxInsertWake string
+	// OutboxSleepSettings sets the sleeping relay's transaction's
+	// lock_timeout and idle_in_transaction_session_timeout. Args: both as
+	// text ("50ms"). "" when the dialect has no sleep lock.
+	OutboxSleepSettings string
+	// OutboxSleep takes the sleep lock for the rest of the transaction,
+	// waiting (up to lock_timeout) for producers that saw no sleeping
+	// relay to commit.
+	OutboxSleep string
+	// OutboxSleeper reports whether a relay holds the sleep lock.
+	OutboxSleeper string
 	// OutboxClaim locks up to N due pending rows, oldest first, skipping
 	// rows other relays hold. Args: N. Columns: id, msg_id, topic,
 	// msg_key, payload, headers, created_at, attempts.
