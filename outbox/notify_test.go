@@ -67,7 +67,8 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		// asleep: the relay holds its sleep lock (LISTEN in effect, polls empty)
-		for dbtest.Count(t, env.DB, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'`) == 0 {
+		for dbtest.Count(t, env.DB, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) == 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("the listening relay never fell asleep")
 			}

@@ -209,6 +209,43 @@ func newBenchCmd() *cobra.Command {
 	}
 	notify.Flags().IntVar(&relays, "relays", 3, "relays running in the second case")
 	notify.Flags().IntVar(&rounds, "rounds", 3, "rounds per client count")
+	var sizesS string
+	growth := &cobra.Command{
+		Use:   "growth",
+		Short: "The outbox as its table grows: enqueue, drain and claim with 0 and 1 M rows already there (throwaway servers with fsync on)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var sizes []int
+			for i, f := range strings.Split(sizesS, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n < 0 || n > 100_000_000 || (i == 0) != (n == 0) || (i > 0 && n <= sizes[i-1]) {
+					return usageError{fmt.Errorf("--sizes %q: growing row counts from 0 (at most 100000000)", sizesS)}
+				}
+				sizes = append(sizes, n)
+			}
+			if os.Getenv("SQLCOORD_PG_ARGS") == "" {
+				os.Setenv("SQLCOORD_PG_ARGS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on")
+			}
+			if os.Getenv("SQLCOORD_MYSQL_ARGS") == "" {
+				os.Setenv("SQLCOORD_MYSQL_ARGS", "--innodb-flush-log-at-trx-commit=1")
+			}
+			var all []bench.Result
+			var settings []string
+			err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
+				settings = append(settings, serverSettings(ctx, db))
+				rs, err := bench.OutboxGrowth(ctx, db, bench.Config{Duration: dur}, sizes, func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) })
+				all = append(all, rs...)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			md := fmt.Sprintf("# sqlcoord bench growth\n\n%s, %s\n\nServer settings:\n\n- %s\n\n%s",
+				time.Now().UTC().Format(time.RFC3339), hostInfo(), strings.Join(settings, "\n- "), bench.Markdown(all))
+			return writeFile(cmd, outDir, "growth", all, md)
+		},
+	}
+	growth.Flags().StringVar(&sizesS, "sizes", "0,1000000", "published rows already in coord_outbox, per step (from 0)")
 	all := &cobra.Command{
 		Use:   "all",
 		Short: "inserts, then primitives, with defaults",
@@ -221,7 +258,7 @@ func newBenchCmd() *cobra.Command {
 			return runPrimitives(cmd)
 		},
 	}
-	cmd.AddCommand(prim, ins, lockNames, leaseWait, notify, all)
+	cmd.AddCommand(prim, ins, lockNames, leaseWait, notify, growth, all)
 	cmd.PersistentFlags().String("dialect", "", "with no --dsn: only this throwaway server (postgres or mysql)")
 	cmd.PersistentFlags().DurationVar(&dur, "duration", 2*time.Second, "measuring time per case")
 	cmd.PersistentFlags().StringVar(&clients, "clients", "1,8,32", "concurrent clients, comma-separated")

@@ -289,7 +289,8 @@ SELECT pg_notify('coord_outbox', '') WHERE NOT pg_try_advisory_xact_lock_shared(
 			OutboxSleepSettings: `SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`,
 			OutboxSleep:         `SELECT pg_advisory_xact_lock(` + pgOutboxSleep + `)::text`,
 			OutboxSleeper: `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = ` + pgLockSpace + `::oid
-  AND objid = (-1)::oid AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted)`,
+  AND objid = (-1)::oid AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`,
 			OutboxClaim: `SELECT id, msg_id::text, topic, msg_key, payload, headers, created_at, attempts FROM coord_outbox
 WHERE state = 'pending' AND available_at <= clock_timestamp()
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
