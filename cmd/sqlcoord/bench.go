@@ -184,13 +184,7 @@ func newBenchCmd() *cobra.Command {
 			if err != nil || relays <= 0 || rounds <= 0 {
 				return usageError{fmt.Errorf("--clients, --relays and --rounds must be positive")}
 			}
-			// The cost is the commit's: measure it with fsync on.
-			if os.Getenv("SQLCOORD_PG_ARGS") == "" {
-				os.Setenv("SQLCOORD_PG_ARGS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on")
-			}
-			if os.Getenv("SQLCOORD_MYSQL_ARGS") == "" {
-				os.Setenv("SQLCOORD_MYSQL_ARGS", "--innodb-flush-log-at-trx-commit=1")
-			}
+			durableThrowaways() // the cost is the commit's: measure it with fsync on
 			var all []bench.Result
 			var settings []string
 			err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
@@ -223,12 +217,7 @@ func newBenchCmd() *cobra.Command {
 				}
 				sizes = append(sizes, n)
 			}
-			if os.Getenv("SQLCOORD_PG_ARGS") == "" {
-				os.Setenv("SQLCOORD_PG_ARGS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on")
-			}
-			if os.Getenv("SQLCOORD_MYSQL_ARGS") == "" {
-				os.Setenv("SQLCOORD_MYSQL_ARGS", "--innodb-flush-log-at-trx-commit=1")
-			}
+			durableThrowaways()
 			var all []bench.Result
 			var settings []string
 			err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
@@ -264,6 +253,18 @@ func newBenchCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&clients, "clients", "1,8,32", "concurrent clients, comma-separated")
 	cmd.PersistentFlags().StringVar(&outDir, "out", "bench/out", "folder for report.md and results.json")
 	return cmd
+}
+
+// durableThrowaways makes the throwaway servers of this run flush every
+// commit (fsync on; they are tuned for tests otherwise), unless the
+// environment already says how to start them.
+func durableThrowaways() {
+	if os.Getenv("SQLCOORD_PG_ARGS") == "" {
+		os.Setenv("SQLCOORD_PG_ARGS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on")
+	}
+	if os.Getenv("SQLCOORD_MYSQL_ARGS") == "" {
+		os.Setenv("SQLCOORD_MYSQL_ARGS", "--innodb-flush-log-at-trx-commit=1")
+	}
 }
 
 func parseInts(s string) ([]int, error) {
