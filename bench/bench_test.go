@@ -93,7 +93,8 @@ func TestMeasure(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		return nil
 	})
-	if r.Ops < 40 || r.P50 < time.Millisecond || r.P99 < r.P50 || r.OpsPerS <= 0 {
+	// no bound on Ops: a loaded machine decides how many fit in 100 ms
+	if r.Ops < 1 || r.P50 < time.Millisecond || r.P99 < r.P50 || r.OpsPerS <= 0 {
 		t.Fatalf("%+v", r)
 	}
 }

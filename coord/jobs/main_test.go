@@ -20,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	h := map[string]dbtest.HelperFunc{}
-	for _, name := range []string{"effects", "slow", "shard", "fenced", "retry", "spread"} {
+	for _, name := range []string{"effects", "slow", "shard", "fenced", "retry", "spread", "queue"} {
 		h[name] = func(ctx context.Context, db *sqlcoord.DB) error { return runScheduler(ctx, db, name) }
 	}
 	dbtest.MainWithHelpers(m, h)
@@ -74,6 +74,17 @@ func jobForHelper(db *sqlcoord.DB, name string) jobs.Job {
 		}
 	case "fenced":
 		j.Run = fencedJob(db)
+	case "queue": // Overlap Queue, each run 1.5 s (slots queue up); start and end by the database clock
+		j.Overlap = jobs.Queue
+		now := map[string]string{"postgres": "clock_timestamp()", "mysql": "UTC_TIMESTAMP(6)", "mariadb": "UTC_TIMESTAMP(6)"}[db.Dialect().Name()]
+		j.Run = func(ctx context.Context, in jobs.Info) error {
+			if _, err := db.ExecContext(ctx, `INSERT INTO spans (fire_time, owner, started_at) VALUES (`+ph(1)+`, `+ph(2)+`, `+now+`)`, in.FireTime, owner); err != nil {
+				return err
+			}
+			time.Sleep(1500 * time.Millisecond)
+			_, err := db.ExecContext(ctx, `UPDATE spans SET ended_at = `+now+` WHERE fire_time = `+ph(1), in.FireTime)
+			return err
+		}
 	case "spread": // 6 shards of 300 ms each, one at a time per process
 		j.Shards = 6
 		j.Run = func(ctx context.Context, in jobs.Info) error {

@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -207,5 +208,62 @@ func TestOverlapQueue(t *testing.T) {
 			t.Fatalf("no slot waiting as queued at the end: %+v", recs)
 		}
 		t.Logf("%d runs one after another (instances %v), %d slots still queued", len(spans), owners, queued)
+	})
+}
+
+// Overlap Queue across two scheduler processes (a job every second, each
+// run 1.5 s, so slots queue up; timed by the database clock): no run starts before the
+// previous one ended, whichever process runs them, and in fire order.
+func TestOverlapQueueAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		dbtest.Exec(t, env.DB, `CREATE TABLE spans (fire_time `+timeCol(env)+` NOT NULL, owner VARCHAR(40) NOT NULL, started_at `+timeCol(env)+` NOT NULL, ended_at `+timeCol(env)+` NULL)`)
+		var ps []*dbtest.Proc
+		for i := 0; i < 2; i++ {
+			p := dbtest.Spawn(t, "queue", "DSN="+env.DSN, "SPEC=*/1 * * * * *", "RUN_FOR=8s", "GRACE=3s", fmt.Sprintf("OWNER=q%d", i))
+			go func() {
+				for range p.Lines {
+				}
+			}()
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			p.Wait(30 * time.Second)
+		}
+		rows, err := env.DB.QueryContext(ctx, `SELECT fire_time, owner, started_at, ended_at FROM spans WHERE ended_at IS NOT NULL ORDER BY started_at`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		type span struct {
+			fire, start, end time.Time
+			owner            string
+		}
+		var spans []span
+		for rows.Next() {
+			var sp span
+			if err := rows.Scan(&sp.fire, &sp.owner, &sp.start, &sp.end); err != nil {
+				t.Fatal(err)
+			}
+			spans = append(spans, sp)
+		}
+		owners := map[string]bool{}
+		for i, sp := range spans {
+			owners[sp.owner] = true
+			if i == 0 {
+				continue
+			}
+			if sp.start.Before(spans[i-1].end) {
+				t.Fatalf("slot %v (%s) started at %v, before slot %v (%s) ended at %v", sp.fire, sp.owner, sp.start, spans[i-1].fire, spans[i-1].owner, spans[i-1].end)
+			}
+			if !sp.fire.After(spans[i-1].fire) {
+				t.Fatalf("slot %v ran after slot %v: not in fire order", sp.fire, spans[i-1].fire)
+			}
+		}
+		if len(spans) < 3 {
+			t.Fatalf("only %d runs ended", len(spans))
+		}
+		t.Logf("%d runs one after another, by %d process(es)", len(spans), len(owners))
 	})
 }
