@@ -58,7 +58,7 @@ func OutboxGrowth(ctx context.Context, db *sqlcoord.DB, cfg Config, sizes []int,
 			return ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
 		})
 		add(r, "enqueue (8 clients)", size)
-		if err := drainAll(ctx, db, nop); err != nil { // what enqueue left
+		if err := drainAll(ctx, db, nop, false); err != nil { // what enqueue left
 			return s.out, err
 		}
 		for i := 0; i < 20000; i += 500 {
@@ -71,7 +71,7 @@ func OutboxGrowth(ctx context.Context, db *sqlcoord.DB, cfg Config, sizes []int,
 			}
 		}
 		start := time.Now()
-		if err := drainAll(ctx, db, nop); err != nil {
+		if err := drainAll(ctx, db, nop, false); err != nil {
 			return s.out, err
 		}
 		el := time.Since(start)
@@ -126,9 +126,10 @@ func count(n int) string {
 	return fmt.Sprint(n)
 }
 
-// drainAll publishes every pending message with one relay.
-func drainAll(ctx context.Context, db *sqlcoord.DB, pub outbox.Publisher) error {
-	r, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: 1000})
+// drainAll publishes every pending message with one relay (batches of
+// 1,000), deleting the rows or marking them published.
+func drainAll(ctx context.Context, db *sqlcoord.DB, pub outbox.Publisher, del bool) error {
+	r, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: 1000, DeleteOnPublish: del})
 	if err != nil {
 		return err
 	}

@@ -51,15 +51,8 @@ func Outbox(ctx context.Context, db *sqlcoord.DB, cfg Config, pub outbox.Publish
 	if pub == nil {
 		pub = outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil })
 	}
-	drain, _ := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: 1000, DeleteOnPublish: true})
-	for {
-		n, err := drain.Once(ctx)
-		if err != nil {
-			return s.out, err
-		}
-		if n == 0 {
-			break
-		}
+	if err := drainAll(ctx, db, pub, true); err != nil {
+		return s.out, err
 	}
 	const msgs = 5000
 	for _, relays := range []int{1, 3} {

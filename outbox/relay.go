@@ -258,9 +258,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	var sleep sqlcoord.OwnedTx
 	wakeUp := func() {
 		if sleep != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			sleep.Rollback(rctx)
-			cancel()
+			releaseSleep(ctx, sleep)
 			sleep = nil
 		}
 	}
@@ -339,13 +337,19 @@ func (r *Relay) fallAsleep(ctx context.Context) (tx sqlcoord.OwnedTx, other bool
 		_, err = tx.Exec(ctx, q.OutboxSleep)
 	}
 	if err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		tx.Rollback(rctx)
-		cancel()
+		releaseSleep(ctx, tx)
 		r.db.Executor().QueryRow(ctx, q.OutboxSleeper).Scan(&other)
 		return nil, other
 	}
 	return tx, false
+}
+
+// releaseSleep ends a sleep transaction (releasing the sleep lock), even
+// after ctx ended.
+func releaseSleep(ctx context.Context, tx sqlcoord.OwnedTx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	tx.Rollback(rctx)
 }
 
 // listen wakes the relay on NOTIFY coord_outbox, reconnecting as needed;

@@ -91,6 +91,24 @@ func (u *unique) count() (int, int64) {
 	return len(u.seen), u.dups
 }
 
+// recordDups makes the duplicates delivered so far the drain's (lastDups).
+func (u *unique) recordDups() {
+	_, d := u.count()
+	lastDups.Store(d)
+}
+
+// wait returns when every message was delivered, or an error naming what
+// after timeout.
+func (u *unique) wait(what string, timeout time.Duration) error {
+	select {
+	case <-u.all:
+		return nil
+	case <-time.After(timeout):
+		got, _ := u.count()
+		return fmt.Errorf("%s: %d of %d after %v", what, got, u.want, timeout)
+	}
+}
+
 // lastDups is the duplicates of the last drain of each side (set by the
 // drain functions, read by compareDrain).
 var lastDups atomic.Int64
@@ -363,17 +381,13 @@ func relayDrain(ctx context.Context, db *sqlcoord.DB, n int, del bool) (float64,
 		wg.Add(1)
 		go func() { defer wg.Done(); r.Run(rctx) }()
 	}
-	select {
-	case <-u.all:
-	case <-time.After(10 * time.Minute):
-		got, _ := u.count()
-		return 0, fmt.Errorf("relay drain: %d of %d after 10 min", got, *msgs)
+	if err := u.wait("relay drain", 10*time.Minute); err != nil {
+		return 0, err
 	}
 	el := time.Since(start)
 	cancel()
 	wg.Wait()
-	_, d := u.count()
-	lastDups.Store(d)
+	u.recordDups() // what the relays published until they stopped
 	_, err := db.ExecContext(ctx, `DELETE FROM coord_outbox`)
 	return float64(*msgs) / el.Seconds(), err
 }
@@ -412,15 +426,11 @@ func riverDrain(ctx context.Context, pool *pgxpool.Pool, n int) (float64, error)
 		}
 		clients = append(clients, c)
 	}
-	select {
-	case <-done.all:
-	case <-time.After(10 * time.Minute):
-		got, _ := done.count()
-		return 0, fmt.Errorf("river drain: %d of %d after 10 min", got, *msgs)
+	if err := done.wait("river drain", 10*time.Minute); err != nil {
+		return 0, err
 	}
 	el := time.Since(start)
-	_, d := done.count()
-	lastDups.Store(d)
+	done.recordDups()
 	for _, c := range clients {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		c.Stop(sctx)
@@ -506,15 +516,11 @@ func watermillDrain(ctx context.Context, db *sqlcoord.DB, n int) (float64, error
 			}
 		}()
 	}
-	select {
-	case <-done.all:
-	case <-time.After(10 * time.Minute):
-		got, _ := done.count()
-		return 0, fmt.Errorf("watermill drain: %d of %d after 10 min", got, *msgs)
+	if err := done.wait("watermill drain", 10*time.Minute); err != nil {
+		return 0, err
 	}
 	el := time.Since(start)
-	_, d := done.count()
-	lastDups.Store(d)
+	done.recordDups()
 	return float64(*msgs) / el.Seconds(), nil
 }
 

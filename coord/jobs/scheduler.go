@@ -469,17 +469,9 @@ func (s *Scheduler) sweep(ctx context.Context, j *Job, fire time.Time, total int
 			case <-ctx.Done():
 				return
 			}
-			shard := (off + i) % total
-			run, err := s.runs.claimAs(ctx, j.Name, fire, shard, total, s.opt.Owner, Running, "")
-			if err != nil {
-				<-j.st.room
-				if !errors.Is(err, ErrAlreadyClaimed) {
-					s.log.Warn("claim", "job", j.Name, "fire", fire, "shard", shard, "err", err)
-					s.fatal(err)
-				}
-				continue
+			if !s.claimThen(ctx, j, fire, (off+i)%total, total, Running, "", func() { <-j.st.room }) {
+				<-j.st.room // not ours to run
 			}
-			s.startThen(ctx, j, run, func() { <-j.st.room })
 		}
 	}()
 }
@@ -555,19 +547,26 @@ func (s *Scheduler) rank(ctx context.Context, group string) int {
 
 // claim claims one shard of a slot and runs it when this instance won.
 func (s *Scheduler) claim(ctx context.Context, j *Job, fire time.Time, shard, total int, status, reason string) {
+	s.claimThen(ctx, j, fire, shard, total, status, reason, nil)
+}
+
+// claimThen is claim calling done (if set) when the run it started has
+// ended; it reports whether it started one (done is not called otherwise).
+func (s *Scheduler) claimThen(ctx context.Context, j *Job, fire time.Time, shard, total int, status, reason string, done func()) bool {
 	run, err := s.runs.claimAs(ctx, j.Name, fire, shard, total, s.opt.Owner, status, reason)
 	if errors.Is(err, ErrAlreadyClaimed) {
-		return
+		return false
 	}
 	if err != nil {
-		s.log.Warn("claim", "job", j.Name, "fire", fire, "err", err)
+		s.log.Warn("claim", "job", j.Name, "fire", fire, "shard", shard, "err", err)
 		s.fatal(err)
-		return
+		return false
 	}
 	if status != Running {
-		return // skipped, or queued: a takeover scan starts it
+		return false // skipped, or queued: a takeover scan starts it
 	}
-	s.start(ctx, j, run)
+	s.startThen(ctx, j, run, done)
+	return true
 }
 
 func (s *Scheduler) takeOver(ctx context.Context, j *Job) {
