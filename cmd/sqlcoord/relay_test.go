@@ -26,22 +26,8 @@ func TestRelayMetricsEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, "relay", "--dsn", env.DSN, "--publisher", "stdout", "--listen", "127.0.0.1:0")
-		stderr, _ := cmd.StderrPipe()
 		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer cmd.Process.Kill()
-		addr := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-				var l struct{ Msg, Addr string }
-				if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "health and metrics" {
-					addr <- l.Addr
-				}
-			}
-		}()
+		a := startRelayCLI(t, cmd)
 		published := make(chan string, 1)
 		go func() {
 			sc := bufio.NewScanner(stdout)
@@ -51,12 +37,6 @@ func TestRelayMetricsEndpoint(t *testing.T) {
 				}
 			}
 		}()
-		var a string
-		select {
-		case a = <-addr:
-		case <-time.After(20 * time.Second):
-			t.Fatal("no metrics address logged")
-		}
 		select {
 		case <-published:
 		case <-time.After(20 * time.Second):
@@ -87,28 +67,8 @@ func TestRelayHealthzFailsWhileBatchesFail(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		cmd := exec.Command(bin, "relay", "--dsn", env.DSN, "--publisher", "stdout", "--listen", "127.0.0.1:0", "--listen-notify", "off")
-		stderr, _ := cmd.StderrPipe()
 		cmd.Stdout = io.Discard
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer cmd.Process.Kill()
-		addr := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-				var l struct{ Msg, Addr string }
-				if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "health and metrics" {
-					addr <- l.Addr
-				}
-			}
-		}()
-		var a string
-		select {
-		case a = <-addr:
-		case <-time.After(20 * time.Second):
-			t.Fatal("no health address logged")
-		}
+		a := startRelayCLI(t, cmd)
 		health := func() int {
 			resp, err := http.Get("http://" + a + "/healthz")
 			if err != nil {
@@ -138,4 +98,33 @@ func TestRelayHealthzFailsWhileBatchesFail(t *testing.T) {
 		until(http.StatusOK)
 		sigtermAndWait(t, cmd, 15*time.Second)
 	})
+}
+
+// startRelayCLI starts cmd (`sqlcoord relay … --listen 127.0.0.1:0`, its
+// stdout already arranged) and returns the address it logs for /healthz
+// and /metrics; the process is killed when the test ends.
+func startRelayCLI(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var l struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "health and metrics" {
+				addr <- l.Addr
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return a
+	case <-time.After(20 * time.Second):
+		t.Fatal("no health and metrics address logged")
+	}
+	return ""
 }
