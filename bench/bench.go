@@ -29,6 +29,11 @@ type Result struct {
 	P99      time.Duration `json:"p99_ns"`
 	Baseline string        `json:"baseline,omitempty"` // case this one is compared with
 	Ratio    float64       `json:"ratio,omitempty"`    // OpsPerS / baseline's OpsPerS
+	// Over several rounds (Median): the rounds, and the lowest and highest
+	// of the ratios measured within each round.
+	Rounds             int     `json:"rounds,omitempty"`
+	RatioMin float64 `json:"ratio_min,omitempty"`
+	RatioMax float64 `json:"ratio_max,omitempty"`
 	// PostgreSQL only (pg_stat_wal, server-wide: run on a server of its
 	// own): WAL records, bytes and syncs (fsync calls; 0 with fsync=off)
 	// per operation.
@@ -168,6 +173,9 @@ func Markdown(rs []Result) string {
 		ratio := ""
 		if r.Baseline != "" && r.Ratio > 0 {
 			ratio = fmt.Sprintf("%.2f× %s", r.Ratio, r.Baseline)
+			if r.Rounds > 1 {
+				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f in %d rounds) %s", r.Ratio, r.RatioMin, r.RatioMax, r.Rounds, r.Baseline)
+			}
 		}
 		walB, walS := "", ""
 		if r.Dialect == "postgres" {
@@ -181,4 +189,45 @@ func Markdown(rs []Result) string {
 			r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), ratio, stmts, walB, walS, r.Errors)
 	}
 	return b.String()
+}
+
+// Median folds the results of several rounds of the same cases into one
+// row per case: the round with the median throughput, and as its ratio the
+// median of the ratios measured within each round (a case and its
+// baseline ran seconds apart, so a noisy neighbour moves both), with their
+// range.
+func Median(rounds [][]Result) []Result {
+	if len(rounds) == 0 {
+		return nil
+	}
+	type key struct {
+		d, g, c string
+		n       int
+	}
+	byKey := map[key][]Result{}
+	for _, rs := range rounds {
+		for _, r := range rs {
+			k := key{r.Dialect, r.Group, r.Case, r.Clients}
+			byKey[k] = append(byKey[k], r)
+		}
+	}
+	var out []Result
+	for _, r := range rounds[0] {
+		all := byKey[key{r.Dialect, r.Group, r.Case, r.Clients}]
+		sort.Slice(all, func(i, j int) bool { return all[i].OpsPerS < all[j].OpsPerS })
+		m := all[len(all)/2]
+		var ratios []float64
+		for _, x := range all {
+			if x.Ratio > 0 {
+				ratios = append(ratios, x.Ratio)
+			}
+		}
+		m.Rounds, m.Ratio = len(all), 0
+		if len(ratios) > 0 {
+			sort.Float64s(ratios)
+			m.Ratio, m.RatioMin, m.RatioMax = ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1]
+		}
+		out = append(out, m)
+	}
+	return out
 }

@@ -9,57 +9,85 @@ import (
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
-// OutboxGrowth measures the outbox as its table grows (issue 27, the
-// outbox's part): for each size, the table first holds size published
-// rows that no cleanup removed, then
+// Growth measures each primitive's hot path and cleanup as its table grows
+// (issue 27): for each size, the table first holds that many rows a
+// production table accumulates (published messages no cleanup removed yet,
+// done idempotency keys 30 days old, a job's past runs, sessions of which
+// one in ten expired), then each case runs for cfg.Duration. A case's ratio
+// is against the same case on the empty table; a hot path measured while
+// the table's cleanup runs is against the same hot path at that size
+// without it. Table and index sizes are recorded at every size.
+func Growth(ctx context.Context, db *sqlcoord.DB, cfg GrowthConfig) (GrowthReport, error) {
+	if cfg.Duration <= 0 {
+		cfg.Duration = 2 * time.Second
+	}
+	if cfg.Cleanup <= 0 {
+		cfg.Cleanup = 10 * time.Second
+	}
+	if cfg.JobsMax <= 0 {
+		cfg.JobsMax = 1_000_000
+	}
+	if len(cfg.Sizes) == 0 {
+		cfg.Sizes = []int{0, 1_000_000}
+	}
+	if len(cfg.Groups) == 0 {
+		cfg.Groups = []string{"outbox", "keys", "jobs", "sessions"}
+	}
+	var rep GrowthReport
+	g := &growth{db: db, cfg: cfg, rep: &rep}
+	for _, grp := range cfg.Groups {
+		g.base = cfg.Sizes[0]
+		var err error
+		switch grp {
+		case "outbox":
+			err = g.outbox(ctx)
+		case "keys":
+			err = g.keys(ctx)
+		case "jobs":
+			err = g.jobs(ctx)
+		case "sessions":
+			err = g.sessions(ctx)
+		default:
+			err = fmt.Errorf("bench: growth: unknown group %q (have outbox, keys, jobs, sessions)", grp)
+		}
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// outbox: for each size, coord_outbox first holds size published rows,
+// then
 //   - enqueue: one message per transaction from 8 clients (ops/s);
 //   - drain: 20,000 pending messages by one relay, batches of 1,000, rows
 //     marked published (msgs/s);
 //   - a backlog: max(size, 20,000) pending messages; one relay claims,
-//     publishes (no-op) and marks batches of 1,000 (batches/s over 20).
-//
-// Each case's ratio is against the same case at the first size (0).
-func OutboxGrowth(ctx context.Context, db *sqlcoord.DB, cfg Config, sizes []int, progress func(string)) ([]Result, error) {
-	cfg.defaults()
-	s := &suite{db: db, cfg: cfg, group: "outbox-growth"}
+//     publishes (no-op) and marks batches of 1,000 (batches/s over 20);
+//   - Outbox.Cleanup of the published rows while producers enqueue.
+func (g *growth) outbox(ctx context.Context) error {
+	g.group, g.noun = "outbox-growth", "published rows"
+	db := g.db
 	if _, err := db.ExecContext(ctx, `DELETE FROM coord_outbox`); err != nil {
-		return nil, err
+		return err
 	}
 	ob := outbox.New(db)
 	nop := outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil })
 	have := 0 // published rows in the table
-	name := func(c string, n int) string { return fmt.Sprintf("%s, %s published rows", c, count(n)) }
-	add := func(r Result, c string, n int) {
-		r.Dialect, r.Group, r.Case = db.Dialect().Name(), s.group, name(c, n)
-		if n != sizes[0] {
-			r.Baseline = name(c, sizes[0])
-			for _, b := range s.out {
-				if b.Case == r.Baseline && b.OpsPerS > 0 {
-					r.Ratio = r.OpsPerS / b.OpsPerS
-				}
-			}
-		}
-		s.out = append(s.out, r)
-		if progress != nil {
-			progress(fmt.Sprintf("  %-8s %-52s %9.0f /s  %s", r.Dialect, r.Case, r.OpsPerS, ratioText(r)))
-		}
-	}
-	for _, size := range sizes {
+	for _, size := range g.cfg.Sizes {
 		if size > have {
-			if progress != nil {
-				progress(fmt.Sprintf("  filling coord_outbox to %s published rows…", count(size)))
-			}
+			g.say(fmt.Sprintf("  filling coord_outbox to %s published rows…", count(size)))
 			if err := fill(ctx, db, size-have, "published"); err != nil {
-				return s.out, err
+				return err
 			}
 			have = size
 		}
-		r := Measure(ctx, 8, cfg.Duration, func(ctx context.Context, _ int) error {
+		enqueue := func(ctx context.Context, _ int) error {
 			return ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
-		})
-		add(r, "enqueue (8 clients)", size)
+		}
+		g.add(g.measure(ctx, "enqueue", enqueue), "enqueue (8 clients)", size, "")
 		if err := drainAll(ctx, db, nop, false); err != nil { // what enqueue left
-			return s.out, err
+			return err
 		}
 		for i := 0; i < 20000; i += 500 {
 			ms := make([]outbox.Msg, 500)
@@ -67,46 +95,57 @@ func OutboxGrowth(ctx context.Context, db *sqlcoord.DB, cfg Config, sizes []int,
 				ms[j] = outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)}
 			}
 			if err := ob.EnqueueNow(ctx, ms...); err != nil {
-				return s.out, err
+				return err
 			}
 		}
 		start := time.Now()
 		if err := drainAll(ctx, db, nop, false); err != nil {
-			return s.out, err
+			return err
 		}
 		el := time.Since(start)
-		add(Result{Clients: 1, Ops: 20000, Elapsed: el, OpsPerS: 20000 / el.Seconds()}, "drain 20,000 (1 relay)", size)
+		g.add(Result{Clients: 1, Ops: 20000, Elapsed: el, OpsPerS: 20000 / el.Seconds()}, "drain 20,000 (1 relay)", size, "")
 		if err := fill(ctx, db, max(size, 20000), "pending"); err != nil {
-			return s.out, err
+			return err
 		}
 		relay, err := outbox.NewRelay(db, nop, outbox.RelayOptions{BatchSize: 1000})
 		if err != nil {
-			return s.out, err
+			return err
 		}
 		start = time.Now()
 		batches := 0
 		for ; batches < 20; batches++ {
 			if n, err := relay.Once(ctx); err != nil {
-				return s.out, err
+				return err
 			} else if n == 0 {
 				break
 			}
 		}
 		el = time.Since(start)
 		if batches > 0 {
-			add(Result{Clients: 1, Ops: int64(batches), Elapsed: el, OpsPerS: float64(batches) / el.Seconds()}, "batch of 1,000 claimed and marked, backlog max(size, 20 k)", size)
+			g.add(Result{Clients: 1, Ops: int64(batches), Elapsed: el, OpsPerS: float64(batches) / el.Seconds()}, "batch of 1,000 claimed and marked, backlog max(size, 20 k)", size, "")
 		}
 		// the backlog left is removed; published rows stay
 		if _, err := db.ExecContext(ctx, `DELETE FROM coord_outbox WHERE state = 'pending'`); err != nil {
-			return s.out, err
+			return err
+		}
+		if size > 0 {
+			if err := g.size(ctx, "coord_outbox"); err != nil {
+				return err
+			}
+			if err := g.outboxCleanup(ctx, ob, size); err != nil {
+				return err
+			}
+			if err := drainAll(ctx, db, nop, false); err != nil { // what enqueue left
+				return err
+			}
 		}
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM coord_outbox`).Scan(&n); err != nil {
-			return s.out, err
+			return err
 		}
 		have = n
 	}
-	return s.out, nil
+	return nil
 }
 
 func ratioText(r Result) string {

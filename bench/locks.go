@@ -9,32 +9,60 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 )
 
-// Locks measures acquire+release of sqlcoord's row lock, lease and fenced
-// write beside the database's own advisory lock (PostgreSQL
-// pg_advisory_xact_lock in a transaction; MySQL/MariaDB GET_LOCK +
-// RELEASE_LOCK), with each client using its own name (uncontended: the
-// cost of the primitive itself, not of waiting).
+// Locks measures sqlcoord's lock, lease and fenced write beside the same
+// work done by hand, each client using its own name (uncontended: the cost
+// of the primitive itself, not of waiting): TryLock+commit beside the
+// database's advisory lock around an empty transaction (PostgreSQL
+// pg_advisory_xact_lock in it; MySQL/MariaDB GET_LOCK before it and
+// RELEASE_LOCK after it); Acquire+Release beside a hand-written lease (an
+// upsert that takes a free or expired row and bumps its token, an UPDATE
+// that ends it); Fence+commit beside one upsert in a transaction.
 func Locks(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 	cfg.defaults()
 	c := coord.New(db)
 	s := &suite{db: db, cfg: cfg, group: "locks"}
 	pg := db.Dialect().Family() == "postgres"
 	name := func(kind string, w int) string { return fmt.Sprintf("bench-%s-%d", kind, w) }
-	// The cheapest durable write, for leases and fences: a single-row
-	// upsert (what Acquire, Renew, Release and Fence each are at best).
+	// The cheapest durable write, for fences: a single-row upsert.
 	upsert := `INSERT INTO bench_upsert (k, v) VALUES ($1, 1) ON CONFLICT (k) DO UPDATE SET v = bench_upsert.v + 1`
 	create := `CREATE TABLE IF NOT EXISTS bench_upsert (k text PRIMARY KEY, v bigint NOT NULL)`
+	// A hand-written lease with the same guarantee as Acquire+Release
+	// (equal work): one upsert that takes the row when it is free or
+	// expired and bumps the token, then one UPDATE that ends it; both
+	// autocommit, by the database's clock.
+	handAcquire := `INSERT INTO bench_lease AS l (k, owner, token, expires_at) VALUES ($1, $2, 1, clock_timestamp() + interval '10 seconds')
+ON CONFLICT (k) DO UPDATE SET owner = EXCLUDED.owner, token = l.token + 1, expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= clock_timestamp() RETURNING token`
+	handRelease := `UPDATE bench_lease SET expires_at = clock_timestamp() WHERE k = $1 AND owner = $2 AND token = $3`
+	createLease := `CREATE TABLE IF NOT EXISTS bench_lease (k text PRIMARY KEY, owner text NOT NULL, token bigint NOT NULL, expires_at timestamptz NOT NULL)`
 	if !pg {
 		upsert = `INSERT INTO bench_upsert (k, v) VALUES (?, 1) ON DUPLICATE KEY UPDATE v = v + 1`
 		create = `CREATE TABLE IF NOT EXISTS bench_upsert (k VARCHAR(255) PRIMARY KEY, v BIGINT NOT NULL)`
+		// MariaDB: RETURNING on an upsert returns the row as written.
+		handAcquire = `INSERT INTO bench_lease (k, owner, token, expires_at) VALUES (?, ?, 1, UTC_TIMESTAMP(6) + INTERVAL 10 SECOND)
+ON DUPLICATE KEY UPDATE
+  token = IF(expires_at <= UTC_TIMESTAMP(6), token + 1, token),
+  owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
+  expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
+RETURNING token`
+		handRelease = `UPDATE bench_lease SET expires_at = UTC_TIMESTAMP(6) WHERE k = ? AND owner = ? AND token = ?`
+		createLease = `CREATE TABLE IF NOT EXISTS bench_lease (k VARCHAR(255) PRIMARY KEY, owner VARCHAR(255) NOT NULL, token BIGINT NOT NULL, expires_at DATETIME(6) NOT NULL)`
 	}
-	if _, err := db.ExecContext(ctx, create); err != nil {
-		return nil, err
+	for _, q := range []string{create, createLease} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return nil, err
+		}
 	}
 	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_upsert`)
+	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_lease`)
+	nativeLock := "native advisory lock (pg_advisory_xact_lock in a transaction)"
+	if !pg {
+		nativeLock = "native advisory lock (GET_LOCK, transaction, RELEASE_LOCK)"
+	}
+	owners := fmt.Sprintf("bench-owner-%d", time.Now().UnixNano())
 	for _, n := range cfg.Clients {
 		db.SetMaxOpenConns(n + 4)
-		s.run(ctx, "native advisory lock", "", n, func(ctx context.Context, w int) error {
+		s.run(ctx, nativeLock, "", n, func(ctx context.Context, w int) error {
 			if pg {
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
@@ -46,6 +74,8 @@ func Locks(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 				}
 				return tx.Commit()
 			}
+			// GET_LOCK is the session's, not the transaction's: taken
+			// before the transaction it protects, released after it.
 			conn, err := db.Conn(ctx)
 			if err != nil {
 				return err
@@ -55,9 +85,16 @@ func Locks(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 			if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 5)`, name("adv", w)).Scan(&ok); err != nil || ok != 1 {
 				return fmt.Errorf("GET_LOCK: %v %d", err, ok)
 			}
-			return conn.QueryRowContext(ctx, `SELECT RELEASE_LOCK(?)`, name("adv", w)).Scan(&ok)
+			tx, err := conn.BeginTx(ctx, nil)
+			if err == nil {
+				err = tx.Commit()
+			}
+			if rerr := conn.QueryRowContext(ctx, `SELECT RELEASE_LOCK(?)`, name("adv", w)).Scan(&ok); err == nil {
+				err = rerr
+			}
+			return err
 		})
-		s.run(ctx, "row lock (TryLock+commit)", "native advisory lock", n, func(ctx context.Context, w int) error {
+		s.run(ctx, "row lock (TryLock+commit)", nativeLock, n, func(ctx context.Context, w int) error {
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
@@ -68,14 +105,15 @@ func Locks(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 			}
 			return tx.Commit()
 		})
-		s.run(ctx, "two upserts (autocommit)", "", n, func(ctx context.Context, w int) error {
-			if _, err := db.ExecContext(ctx, upsert, name("up", w)); err != nil {
+		s.run(ctx, "hand-written lease (upsert+update, autocommit)", "", n, func(ctx context.Context, w int) error {
+			var token int64
+			if err := db.QueryRowContext(ctx, handAcquire, name("hand", w), owners).Scan(&token); err != nil {
 				return err
 			}
-			_, err := db.ExecContext(ctx, upsert, name("up", w))
+			_, err := db.ExecContext(ctx, handRelease, name("hand", w), owners, token)
 			return err
 		})
-		s.run(ctx, "lease (Acquire+Release)", "two upserts (autocommit)", n, func(ctx context.Context, w int) error {
+		s.run(ctx, "lease (Acquire+Release)", "hand-written lease (upsert+update, autocommit)", n, func(ctx context.Context, w int) error {
 			l, err := c.Acquire(ctx, name("lease", w), "", 10*time.Second)
 			if err != nil {
 				return err

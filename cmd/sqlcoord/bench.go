@@ -30,11 +30,15 @@ func newBenchCmd() *cobra.Command {
 	cmd := groupCmd("bench", "Benchmark the primitives beside the database's own mechanisms")
 	var rows, batch, insClients int
 	var groups, strategies string
-	var keep bool
+	var keep, durable bool
+	primRounds := 1
 	runPrimitives := func(cmd *cobra.Command) error {
 		cl, err := parseInts(clients)
 		if err != nil {
 			return usageError{err}
+		}
+		if primRounds < 1 {
+			return usageError{fmt.Errorf("--rounds must be at least 1")}
 		}
 		cfg := bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout()}
 		var all []bench.Result
@@ -56,20 +60,32 @@ func newBenchCmd() *cobra.Command {
 			}
 			selected = append(selected, fn)
 		}
+		if durable {
+			durableThrowaways()
+		}
+		var settings []string
 		err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
+			settings = append(settings, serverSettings(ctx, db))
 			for _, group := range selected {
-				rs, err := group(ctx, db, cfg)
-				all = append(all, rs...)
-				if err != nil {
-					return err
+				var rounds [][]bench.Result
+				for i := 0; i < primRounds; i++ {
+					rs, err := group(ctx, db, cfg)
+					if err != nil {
+						all = append(all, rs...)
+						return err
+					}
+					rounds = append(rounds, rs)
 				}
+				all = append(all, bench.Median(rounds)...)
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		return writeReport(cmd, outDir, "primitives", all)
+		md := fmt.Sprintf("# sqlcoord bench primitives\n\n%s, %s\n\nServer settings:\n\n- %s\n\n%s",
+			time.Now().UTC().Format(time.RFC3339), hostInfo(), strings.Join(settings, "\n- "), bench.Markdown(all))
+		return writeFile(cmd, outDir, "primitives", all, md)
 	}
 	runInserts := func(cmd *cobra.Command) error {
 		if rows <= 0 || batch <= 0 || insClients <= 0 {
@@ -101,6 +117,8 @@ func newBenchCmd() *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runPrimitives(cmd) },
 	}
 	prim.Flags().StringVar(&groups, "groups", "locks,idempotency,ids,jobs,outbox", "benchmark groups to run")
+	prim.Flags().IntVar(&primRounds, "rounds", 1, "run each group this many times; report the median round and the range of the ratios")
+	prim.Flags().BoolVar(&durable, "durable", true, "throwaway servers flush every commit (fsync on, as in production); --durable=false: tuned for tests")
 	ins := &cobra.Command{
 		Use:   "inserts",
 		Short: "Insert time and on-disk size per primary-key strategy (auto-increment, UUIDv4/v1/v7, snowflake, segment)",
@@ -203,10 +221,12 @@ func newBenchCmd() *cobra.Command {
 	}
 	notify.Flags().IntVar(&relays, "relays", 3, "relays running in the second case")
 	notify.Flags().IntVar(&rounds, "rounds", 3, "rounds per client count")
-	var sizesS string
+	var sizesS, growthGroups string
+	var jobsMax int
+	var cleanupFor time.Duration
 	growth := &cobra.Command{
 		Use:   "growth",
-		Short: "The outbox as its table grows: enqueue, drain and claim with 0 and 1 M rows already there (throwaway servers with fsync on)",
+		Short: "Each primitive as its table grows: outbox, idempotency keys, job runs and sessions with 0, 1 M… rows already there, and their cleanups (throwaway servers with fsync on)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var sizes []int
@@ -217,30 +237,54 @@ func newBenchCmd() *cobra.Command {
 				}
 				sizes = append(sizes, n)
 			}
+			var groups []string
+			for _, g := range strings.Split(growthGroups, ",") {
+				switch g = strings.TrimSpace(g); g {
+				case "outbox", "keys", "jobs", "sessions":
+					groups = append(groups, g)
+				default:
+					return usageError{fmt.Errorf("--groups: unknown group %q (have outbox, keys, jobs, sessions)", g)}
+				}
+			}
+			if jobsMax <= 0 || cleanupFor <= 0 {
+				return usageError{fmt.Errorf("--jobs-max and --cleanup must be positive")}
+			}
 			durableThrowaways()
-			var all []bench.Result
+			var rep bench.GrowthReport
 			var settings []string
 			err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				settings = append(settings, serverSettings(ctx, db))
-				rs, err := bench.OutboxGrowth(ctx, db, bench.Config{Duration: dur}, sizes, func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) })
-				all = append(all, rs...)
+				r, err := bench.Growth(ctx, db, bench.GrowthConfig{Sizes: sizes, JobsMax: jobsMax, Groups: groups, Duration: dur, Cleanup: cleanupFor,
+					Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
+				rep.Results = append(rep.Results, r.Results...)
+				rep.Sizes = append(rep.Sizes, r.Sizes...)
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			md := fmt.Sprintf("# sqlcoord bench growth\n\n%s, %s\n\nServer settings:\n\n- %s\n\n%s",
-				time.Now().UTC().Format(time.RFC3339), hostInfo(), strings.Join(settings, "\n- "), bench.Markdown(all))
-			return writeFile(cmd, outDir, "growth", all, md)
+			if err := os.MkdirAll(outDir, 0o755); err != nil {
+				return err
+			}
+			chart := filepath.Join(outDir, "growth.png")
+			if err := bench.GrowthChart(rep.Results, chart); err != nil {
+				return err
+			}
+			md := fmt.Sprintf("# sqlcoord bench growth\n\n%s, %s; each case %v, each cleanup %v\n\nServer settings:\n\n- %s\n\n%s\n## Table and index sizes\n\n%s\n![throughput against rows in the table](growth.png)\n",
+				time.Now().UTC().Format(time.RFC3339), hostInfo(), dur, cleanupFor, strings.Join(settings, "\n- "), bench.Markdown(rep.Results), bench.SizesMarkdown(rep.Sizes))
+			return writeFile(cmd, outDir, "growth", rep, md)
 		},
 	}
-	growth.Flags().StringVar(&sizesS, "sizes", "0,1000000", "published rows already in coord_outbox, per step (from 0)")
+	growth.Flags().StringVar(&sizesS, "sizes", "0,1000000", "rows already in each table, per step (from 0; --sizes 0,1000000,10000000 for the issue's figure)")
+	growth.Flags().StringVar(&growthGroups, "groups", "outbox,keys,jobs,sessions", "tables to grow")
+	growth.Flags().IntVar(&jobsMax, "jobs-max", 1_000_000, "job runs and sessions stop at this size")
+	growth.Flags().DurationVar(&cleanupFor, "cleanup", 10*time.Second, "how long each cleanup case runs (a time box)")
 	all := &cobra.Command{
 		Use:   "all",
 		Short: "inserts, then primitives, with defaults",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rows, batch, insClients, groups = 200_000, 500, 4, "locks,idempotency,ids,jobs,outbox"
+			rows, batch, insClients, groups, durable, primRounds = 200_000, 500, 4, "locks,idempotency,ids,jobs,outbox", true, 1
 			if err := runInserts(cmd); err != nil {
 				return err
 			}
@@ -342,22 +386,6 @@ func openMigrated(ctx context.Context, dsn string, o sqlcoord.Options, fn func(c
 		db.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`)
 	}
 	return fn(ctx, db)
-}
-
-func writeReport(cmd *cobra.Command, dir, name string, rs []bench.Result) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	js, _ := json.MarshalIndent(rs, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, name+".json"), js, 0o644); err != nil {
-		return err
-	}
-	md := fmt.Sprintf("# sqlcoord bench %s\n\n%s, %s\n\n%s", name, time.Now().UTC().Format(time.RFC3339), hostInfo(), bench.Markdown(rs))
-	if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(md), 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "\n%s\nwrote %s and %s\n", bench.Markdown(rs), filepath.Join(dir, name+".md"), filepath.Join(dir, name+".json"))
-	return nil
 }
 
 // writeFile writes name.json (v) and name.md (md) into dir and prints md.

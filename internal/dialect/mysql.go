@@ -173,8 +173,12 @@ WHERE state = 'dead' ORDER BY id LIMIT ?`,
 		OutboxStats: `SELECT COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(state = 'published'), 0), COALESCE(SUM(state = 'dead'), 0),
   COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(state = 'pending', created_at, NULL)), UTC_TIMESTAMP(6)) / 1e6, 0)
 FROM coord_outbox`,
+		// Oldest ids first, through the (state, id, …) index (migration
+		// 18): the scan stops after its batch and locks only the rows it
+		// read there — not, as ORDER BY published_at (no index) did, every
+		// row of the table and the gap where producers insert.
 		OutboxCleanup: `DELETE FROM coord_outbox WHERE state = 'published' AND published_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-ORDER BY published_at LIMIT ?`,
+ORDER BY id LIMIT ?`,
 		InboxInsert:  `INSERT IGNORE INTO coord_inbox (consumer, message_id, received_at) VALUES (?, ?, UTC_TIMESTAMP(6))`,
 		InboxCleanup: `DELETE FROM coord_inbox WHERE received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY received_at LIMIT ?`,
 

@@ -152,10 +152,22 @@ RETURNING owner, token, expires_at, (SELECT b FROM e)`,
 FROM e WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp() AND token > e.b
 RETURNING expires_at, e.b`,
 			// LeaseRelease also wakes AcquireWait's listening waiter (the
-			// NOTIFY is delivered at commit; autocommit here).
+			// NOTIFY is delivered at commit; autocommit here) — only when
+			// one waits: the head of the lease's queue holds the queue's
+			// lock (coord.AcquireWait names it "sqlcoord.lease-queue:" and
+			// the first 16 bytes of the name's SHA-256 in hex), so a shared
+			// try fails. A NOTIFY takes a database-wide lock at commit and
+			// serialised every Release behind it. When the try succeeds it
+			// holds the lock shared until this commit, so a waiter becoming
+			// the head meanwhile queues behind the release and then finds
+			// the lease free. During a rolling upgrade from row locks
+			// (legacy protocol) the queue is a row: always notify.
 			LeaseRelease: `WITH r AS (UPDATE coord_leases SET expires_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() RETURNING name)
-SELECT pg_notify('coord_lease_' || left(md5(name), 16), '') FROM r`,
+SELECT CASE WHEN p.row_locks OR p.id_locks OR NOT pg_try_advisory_xact_lock_shared(hashtextextended(
+    'sqlcoord.lease-queue:' || encode(substring(sha256(convert_to(r.name, 'UTF8')) FROM 1 FOR 16), 'hex'), ` + pgLockSpace + `))
+  THEN pg_notify('coord_lease_' || left(md5(r.name), 16), '') END
+FROM r CROSS JOIN coord_lock_protocol p`,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
 			FenceAdvance: `INSERT INTO coord_fences AS f (resource, fence, updated_at) VALUES ($1, $2, clock_timestamp())
