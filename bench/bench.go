@@ -31,7 +31,7 @@ type Result struct {
 	Ratio    float64       `json:"ratio,omitempty"`    // OpsPerS / baseline's OpsPerS
 	// Over several rounds (Median): the rounds, and the lowest and highest
 	// of the ratios measured within each round.
-	Rounds             int     `json:"rounds,omitempty"`
+	Rounds   int     `json:"rounds,omitempty"`
 	RatioMin float64 `json:"ratio_min,omitempty"`
 	RatioMax float64 `json:"ratio_max,omitempty"`
 	// PostgreSQL only (pg_stat_wal, server-wide: run on a server of its

@@ -59,13 +59,13 @@ type GrowthReport struct {
 // the first size (or, for "during cleanup" cases, against the hot path
 // at the same size).
 type growth struct {
-	db       *sqlcoord.DB
-	cfg      GrowthConfig
-	group    string
-	noun     string // what the table holds: "published rows", "keys"…
-	base     int    // the size ratios are against (the first)
-	rep      *GrowthReport
-	warmed   map[string]bool
+	db     *sqlcoord.DB
+	cfg    GrowthConfig
+	group  string
+	noun   string // what the table holds: "published rows", "keys"…
+	base   int    // the size ratios are against (the first)
+	rep    *GrowthReport
+	warmed map[string]bool
 }
 
 func (g *growth) name(c string, n int) string { return fmt.Sprintf("%s, %s %s", c, count(n), g.noun) }
