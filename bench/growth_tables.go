@@ -401,6 +401,15 @@ SELECT '%s', t, 0, 1, 'succeeded', 'fill', 1, t, t, t FROM (SELECT TIMESTAMP '20
 			if err := g.size(ctx, "coord_job_runs"); err != nil {
 				return err
 			}
+			// the past runs are years old: Cleanup may delete them all
+			scan := func(ctx context.Context, w int) error {
+				_, err := runs.TakeOver(ctx, job, time.Minute, "scanner")
+				return err
+			}
+			if err := g.cleanupCase(ctx, size, "Runs.Cleanup", "takeover scan (TakeOver, 8 instances)",
+				func(ctx context.Context) (int64, error) { return runs.Cleanup(ctx, job, 24*time.Hour, 1000) }, scan); err != nil {
+				return err
+			}
 		}
 		n, err := g.rows(ctx, "coord_job_runs", "job = '"+job+"' AND owner = 'fill'")
 		if err != nil {

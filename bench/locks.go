@@ -138,7 +138,7 @@ RETURNING token`
 			if err != nil {
 				return err
 			}
-			if err := c.Fence(ctx, tx, name(fmt.Sprintf("fence-c%d", n), w), tokens[w]); err != nil {
+			if err := c.Fence(ctx, tx, name(fmt.Sprintf("fence-c%d-%s", n, owners), w), tokens[w]); err != nil {
 				tx.Rollback()
 				return err
 			}

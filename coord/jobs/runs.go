@@ -35,6 +35,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -604,4 +605,46 @@ func (r *Runs) LastFire(ctx context.Context, job string) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return t.Time.UTC(), nil
+}
+
+// Cleanup deletes job's ended runs (succeeded, failed, skipped, dead) fired
+// more than age ago, and the shard totals recorded for those slots, batch
+// rows per statement (default 1,000), oldest first, and returns how many
+// runs it deleted. Nothing else deletes them: call it from a job of its own
+// (or a cron) with an age above the longest window anything reads — the
+// missed-slot scan looks back CatchUpMax slots, `jobs list` and the console
+// show what is left. A run still running, retrying, queued or marked for a
+// rerun is never deleted, whatever its age.
+//
+// Each statement walks the primary key (job, fire_time, shard) from the
+// oldest slot and stops after its batch, so it locks the old rows it
+// deletes and not the job's recent runs (on PostgreSQL it skips rows
+// someone holds).
+func (r *Runs) Cleanup(ctx context.Context, job string, age time.Duration, batch int) (int64, error) {
+	if err := validJob(job); err != nil {
+		return 0, err
+	}
+	if age < 0 {
+		return 0, errs.Errorf("jobs: cleanup: %w", sqlutil.ErrNegativeAge)
+	}
+	if batch <= 0 {
+		batch = 1000
+	}
+	q := r.db.Dialect().Q
+	var total int64
+	for _, stmt := range []string{q.JobCleanup, q.JobSlotCleanup} {
+		for {
+			n, err := r.db.Executor().Exec(ctx, stmt, job, age.Microseconds(), batch)
+			if err != nil {
+				return total, errs.Errorf("jobs: cleanup %s: %w", job, r.db.Dialect().Classify(err))
+			}
+			if stmt == q.JobCleanup {
+				total += n
+			}
+			if n < int64(batch) {
+				break
+			}
+		}
+	}
+	return total, nil
 }

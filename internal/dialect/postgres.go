@@ -289,6 +289,13 @@ VALUES ($1, $2, $3, $4, 'rerun', '', 0) ON CONFLICT DO NOTHING`,
 WHERE job = $1 AND fire_time > clock_timestamp() - interval '1 day' AND fire_time < clock_timestamp() - $2 * interval '1 microsecond'
 GROUP BY fire_time HAVING count(*) < MAX(shard_total) ORDER BY fire_time LIMIT 100`,
 			JobLastFire: `SELECT MAX(fire_time) FROM coord_job_runs WHERE job = $1`,
+			JobCleanup: `DELETE FROM coord_job_runs WHERE (job, fire_time, shard) IN (
+  SELECT job, fire_time, shard FROM coord_job_runs
+  WHERE job = $1 AND fire_time < clock_timestamp() - $2 * interval '1 microsecond' AND status IN ('succeeded', 'failed', 'skipped', 'dead')
+  ORDER BY fire_time LIMIT $3 FOR UPDATE SKIP LOCKED)`,
+			JobSlotCleanup: `DELETE FROM coord_job_slots WHERE (job, fire_time) IN (
+  SELECT job, fire_time FROM coord_job_slots WHERE job = $1 AND fire_time < clock_timestamp() - $2 * interval '1 microsecond'
+  ORDER BY fire_time LIMIT $3 FOR UPDATE SKIP LOCKED)`,
 			JobList: `SELECT fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at, COALESCE(error, ''),
   failures, retry_at, COALESCE(reason, '')
 FROM coord_job_runs WHERE job = $1 AND fire_time >= $2 AND fire_time < $3 ORDER BY fire_time, shard`,

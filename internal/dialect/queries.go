@@ -68,6 +68,11 @@ type Queries struct {
 	// members of a group (at least 1) unless the slot has one. Args: job,
 	// fire time, group. JobSlotRead reads it. Args: job, fire time.
 	JobSlotTotal, JobSlotRead string
+	// JobCleanup deletes up to N ended runs (succeeded, failed, skipped,
+	// dead) of one job fired more than an age ago, oldest first, through
+	// the primary key (job, fire_time, …); JobSlotCleanup the job's
+	// recorded shard totals of those slots. Args: job, age µs, N.
+	JobCleanup, JobSlotCleanup string
 
 	// --- membership (coord_members) ---
 
