@@ -10,7 +10,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 MODULES := . bench cmd/sqlcoord outbox/natspub outbox/kafkapub console/browsertest containers
 # bench/peers (River, watermill-sql, snowflake) builds only for `make bench-peers`.
 
-.PHONY: setup test test-short test-ha lint vet demo bench bench-peers build clean
+.PHONY: setup test test-short test-ha lint vet demo bench bench-peers soak build clean
 
 # Idempotent: installs the database servers when missing, downloads modules.
 setup:
@@ -56,6 +56,14 @@ bench: setup build
 # (bench/peers) so the library's go.mod does not carry the peers.
 bench-peers: setup
 	cd bench/peers && $(GO) run . -rounds 3 -out ../out-peers.md $(ARGS)
+
+# Every primitive together for 30 minutes (ARGS="-duration 4h" for hours)
+# on throwaway PostgreSQL and MariaDB servers, with relays and schedulers
+# SIGKILLed and SIGSTOPped and the servers restarted every 10 minutes;
+# fails when anything is lost or doubled or a series keeps growing.
+# Writes bench/out/soak.{md,json,png}. Not part of `make test`.
+soak: setup
+	cd bench && $(GO) run ./soak -out out $(ARGS)
 
 clean:
 	rm -rf bin

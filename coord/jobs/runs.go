@@ -631,20 +631,19 @@ func (r *Runs) Cleanup(ctx context.Context, job string, age time.Duration, batch
 		batch = 1000
 	}
 	q := r.db.Dialect().Q
-	var total int64
-	for _, stmt := range []string{q.JobCleanup, q.JobSlotCleanup} {
-		for {
-			n, err := r.db.Executor().Exec(ctx, stmt, job, age.Microseconds(), batch)
-			if err != nil {
-				return total, errs.Errorf("jobs: cleanup %s: %w", job, r.db.Dialect().Classify(err))
-			}
-			if stmt == q.JobCleanup {
-				total += n
-			}
-			if n < int64(batch) {
-				break
-			}
+	del := func(stmt string) (int64, error) {
+		n, err := sqlutil.InBatches(ctx, r.db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+			return x.Exec(ctx, stmt, job, age.Microseconds(), batch)
+		})
+		if err != nil {
+			return n, errs.Errorf("jobs: cleanup %s: %w", job, err)
 		}
+		return n, nil
 	}
-	return total, nil
+	n, err := del(q.JobCleanup)
+	if err != nil {
+		return n, err
+	}
+	_, err = del(q.JobSlotCleanup)
+	return n, err
 }

@@ -173,12 +173,11 @@ WHERE state = 'dead' ORDER BY id LIMIT ?`,
 		OutboxStats: `SELECT COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(state = 'published'), 0), COALESCE(SUM(state = 'dead'), 0),
   COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(state = 'pending', created_at, NULL)), UTC_TIMESTAMP(6)) / 1e6, 0)
 FROM coord_outbox`,
-		// Oldest ids first, through the (state, id, …) index (migration
-		// 18): the scan stops after its batch and locks only the rows it
-		// read there — not, as ORDER BY published_at (no index) did, every
-		// row of the table and the gap where producers insert.
-		OutboxCleanup: `DELETE FROM coord_outbox WHERE state = 'published' AND published_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-ORDER BY id LIMIT ?`,
+		// The batch to delete (see mysqlOps.outboxCleanup): oldest ids
+		// first, through the (state, id, …) index of migration 18, a
+		// non-locking read. Args: age µs, batch.
+		OutboxCleanup: `SELECT id FROM coord_outbox FORCE INDEX (coord_outbox_pending)
+WHERE state = 'published' AND published_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY id LIMIT ?`,
 		InboxInsert:  `INSERT IGNORE INTO coord_inbox (consumer, message_id, received_at) VALUES (?, ?, UTC_TIMESTAMP(6))`,
 		InboxCleanup: `DELETE FROM coord_inbox WHERE received_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY received_at LIMIT ?`,
 

@@ -64,6 +64,40 @@ func (o mysqlOps) lockCleanup(ctx context.Context, tx Executor, age time.Duratio
 	return tx.Exec(ctx, "DELETE FROM coord_locks WHERE name IN ("+strings.TrimSuffix(strings.Repeat("?,", len(names)), ",")+")", names...)
 }
 
+// outboxCleanup picks the batch with a non-locking read through the
+// (state, id, …) index, then deletes those rows by primary key, checking
+// they are still published. One DELETE … ORDER BY … LIMIT could not be
+// told which index to walk (MariaDB takes no index hint on a one-table
+// DELETE); when it walked the primary key under REPEATABLE READ it locked
+// every row it passed — pending ones too — and the gap at the table's end
+// where producers insert, for as long as it ran.
+func (o mysqlOps) outboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+	rows, err := x.Query(ctx, o.q.OutboxCleanup, age.Microseconds(), batch)
+	if err != nil {
+		return 0, err
+	}
+	var ids []any
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	n, err := x.Exec(ctx, "DELETE FROM coord_outbox WHERE id IN ("+strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+") AND state = 'published'", ids...)
+	if err == nil && n < int64(len(ids)) && len(ids) == batch {
+		n = int64(len(ids)) // another cleanup took some: the caller's loop goes on while batches are full
+	}
+	return n, err
+}
+
 func (o mysqlOps) txIdleTimeout(context.Context, Executor, int64) (bool, error) { return false, nil }
 
 func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error {

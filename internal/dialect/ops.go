@@ -15,6 +15,7 @@ type operations interface {
 	lockTry(ctx context.Context, tx Executor, name string) error
 	lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error
 	lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error)
+	outboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error)
 	setIdleTimeout(ctx context.Context, tx Executor, ms int64) error
 	txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error)
 	leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros, hwm int64) (LeaseRow, error)
@@ -93,6 +94,12 @@ func (d *Dialect) LockWait(ctx context.Context, tx Executor, name string, wait t
 // again.
 func (d *Dialect) LockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
 	return d.ops.lockCleanup(ctx, tx, age, batch)
+}
+
+// OutboxCleanup deletes up to batch published messages older than age,
+// oldest ids first, locking only the rows it deletes (autocommit on x).
+func (d *Dialect) OutboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+	return d.ops.outboxCleanup(ctx, x, age, batch)
 }
 
 // SetIdleTimeout bounds how long the server lets tx's session sit idle in

@@ -193,6 +193,11 @@ func (o pgOps) lockBoth(ctx context.Context, tx Executor, name string, id int64,
 	return classifyPostgres(err)
 }
 
+// outboxCleanup: one DELETE of the batch it picks with SKIP LOCKED.
+func (o pgOps) outboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+	return x.Exec(ctx, o.q.OutboxCleanup, age.Microseconds(), batch)
+}
+
 // lockCleanup deletes the rows of names created longer ago than age, at
 // most batch, in tx (READ COMMITTED). The hash lock needs no row; the
 // database refuses while an older protocol (which needs them) is on.

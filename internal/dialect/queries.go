@@ -383,7 +383,9 @@ type Queries struct {
 	// OutboxStats counts rows per state and the age of the oldest pending
 	// row in seconds. Columns: pending, published, dead, lag_s.
 	OutboxStats string
-	// OutboxCleanup deletes up to N published rows older than an age.
+	// OutboxCleanup deletes (PostgreSQL) or picks for deletion (MySQL
+	// family) up to N published rows older than an age; see
+	// Dialect.OutboxCleanup.
 	// Args: age µs, N.
 	OutboxCleanup string
 	// InboxInsert records (consumer, message id), 0 rows when seen before.

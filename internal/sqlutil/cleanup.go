@@ -3,6 +3,7 @@ package sqlutil
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -14,8 +15,8 @@ import (
 var ErrNegativeAge = errors.New("sqlcoord: cleanup age is negative")
 
 // DeleteInBatches runs q (a DELETE taking an age in µs and a row limit)
-// until it deletes fewer than batch rows, so that no statement holds many
-// row locks or blocks concurrent inserts. It returns the rows deleted.
+// until it deletes fewer than batch rows (default 1,000), through InBatches.
+// It returns the rows deleted.
 func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.Duration, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
@@ -23,9 +24,30 @@ func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.D
 	if age < 0 {
 		return 0, ErrNegativeAge
 	}
+	return InBatches(ctx, db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+		return x.Exec(ctx, q, age.Microseconds(), batch)
+	})
+}
+
+// InBatches runs one batch of a cleanup per READ COMMITTED transaction
+// until a batch deletes fewer than batch rows, so that no statement holds
+// many row locks or blocks concurrent inserts: on the MySQL family,
+// REPEATABLE READ would keep every row a DELETE read locked, and the gaps
+// between them (the end of the table, where new rows go, among them). It
+// returns the rows deleted.
+func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(context.Context, sqlcoord.Executor) (int64, error)) (int64, error) {
 	var total int64
 	for {
-		n, err := db.Executor().Exec(ctx, q, age.Microseconds(), batch)
+		tx, err := db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return total, fmt.Errorf("sqlcoord: cleanup: %w", db.Dialect().Classify(err))
+		}
+		n, err := one(ctx, tx)
+		if err == nil {
+			err = tx.Commit(ctx)
+		} else {
+			tx.Rollback(ctx)
+		}
 		if err != nil {
 			return total, fmt.Errorf("sqlcoord: cleanup: %w", db.Dialect().Classify(err))
 		}
