@@ -810,4 +810,3 @@ func child(ctx context.Context, role string) error {
 	}
 	return fmt.Errorf("unknown role %q", role)
 }
-
