@@ -119,7 +119,8 @@ type sample struct {
 	DeadTuples      int64              `json:"dead_tuples,omitempty"`
 	Autovacuums     int64              `json:"autovacuums,omitempty"`
 	HistoryLength   int64              `json:"history_list_length,omitempty"`
-	Errors          int64              `json:"errors"` // producer errors in the window (a restart's)
+	Errors          int64              `json:"errors"`      // producer errors in the window (a restart's)
+	ServerDown      bool               `json:"server_down"` // the server did not answer: its series repeat the last sample
 }
 
 type report struct {
@@ -580,14 +581,28 @@ func (s *soakRun) sampler(ctx context.Context) {
 		s.mu.Unlock()
 		sm.PoolConns = s.db.Stats().OpenConnections
 		pg := s.db.Dialect().Family() == "postgres"
+		connQ := `SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE()`
 		if pg {
-			s.db.QueryRowContext(sctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&sm.ServerConns)
+			connQ = `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`
+		}
+		if err := s.db.QueryRowContext(sctx, connQ).Scan(&sm.ServerConns); err != nil {
+			// the server is restarting: its series keep their last values
+			s.mu.Lock()
+			if n := len(s.rep.Samples); n > 0 {
+				p := s.rep.Samples[n-1]
+				sm.ServerConns, sm.TableMB, sm.DeadTuples, sm.Autovacuums, sm.HistoryLength = p.ServerConns, p.TableMB, p.DeadTuples, p.Autovacuums, p.HistoryLength
+			}
+			s.mu.Unlock()
+			sm.ServerDown = true
+		} else if pg {
 			s.db.QueryRowContext(sctx, `SELECT COALESCE(SUM(n_dead_tup), 0), COALESCE(SUM(autovacuum_count), 0) FROM pg_stat_user_tables WHERE relname LIKE 'coord\_%'`).Scan(&sm.DeadTuples, &sm.Autovacuums)
 		} else {
-			s.db.QueryRowContext(sctx, `SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE()`).Scan(&sm.ServerConns)
 			s.db.QueryRowContext(sctx, `SELECT count FROM information_schema.INNODB_METRICS WHERE name = 'trx_rseg_history_len'`).Scan(&sm.HistoryLength)
 		}
 		for _, t := range tables {
+			if sm.ServerDown {
+				break
+			}
 			var b float64
 			q := `SELECT (pg_table_size('` + t + `') + pg_indexes_size('` + t + `'))::float8`
 			if !pg {
