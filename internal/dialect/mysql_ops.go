@@ -42,26 +42,11 @@ func (o mysqlOps) lockWait(ctx context.Context, tx Executor, name string, wait t
 }
 
 func (o mysqlOps) lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
-	rows, err := tx.Query(ctx, o.q.LockCleanup, age.Microseconds(), batch)
-	if err != nil {
+	names, err := pick[string](ctx, tx, o.q.LockCleanup, age.Microseconds(), batch)
+	if err != nil || len(names) == 0 {
 		return 0, err
 	}
-	var names []any
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		names = append(names, n)
-	}
-	if err := rows.Close(); err != nil {
-		return 0, err
-	}
-	if len(names) == 0 {
-		return 0, nil
-	}
-	return tx.Exec(ctx, "DELETE FROM coord_locks WHERE name IN ("+strings.TrimSuffix(strings.Repeat("?,", len(names)), ",")+")", names...)
+	return tx.Exec(ctx, "DELETE FROM coord_locks WHERE name IN ("+marks(len(names))+")", names...)
 }
 
 // outboxCleanup picks the batch with a non-locking read through the
@@ -72,31 +57,37 @@ func (o mysqlOps) lockCleanup(ctx context.Context, tx Executor, age time.Duratio
 // every row it passed — pending ones too — and the gap at the table's end
 // where producers insert, for as long as it ran.
 func (o mysqlOps) outboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
-	rows, err := x.Query(ctx, o.q.OutboxCleanup, age.Microseconds(), batch)
-	if err != nil {
+	ids, err := pick[int64](ctx, x, o.q.OutboxCleanup, age.Microseconds(), batch)
+	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	var ids []any
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Close(); err != nil {
-		return 0, err
-	}
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	n, err := x.Exec(ctx, "DELETE FROM coord_outbox WHERE id IN ("+strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")+") AND state = 'published'", ids...)
+	n, err := x.Exec(ctx, "DELETE FROM coord_outbox WHERE id IN ("+marks(len(ids))+") AND state = 'published'", ids...)
 	if err == nil && n < int64(len(ids)) && len(ids) == batch {
 		n = int64(len(ids)) // another cleanup took some: the caller's loop goes on while batches are full
 	}
 	return n, err
 }
+
+// pick reads the one-column keys q returns, as arguments for a DELETE.
+func pick[T any](ctx context.Context, x Executor, q string, args ...any) ([]any, error) {
+	rows, err := x.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	var keys []any
+	for rows.Next() {
+		var k T
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Close()
+}
+
+// marks is n placeholders, comma-separated.
+func marks(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
 
 func (o mysqlOps) txIdleTimeout(context.Context, Executor, int64) (bool, error) { return false, nil }
 
