@@ -238,10 +238,10 @@ func (g *growth) keys(ctx context.Context) error {
 			return keys.Complete(ctx, tx, "bench", k, []byte("ok"))
 		})
 	}
-	have := 0
+	have, next := 0, 0 // fill keys in the table; the next key number (a cleanup deletes some)
 	for _, size := range g.cfg.Sizes {
 		if size > have {
-			err := g.fillRows(ctx, "coord_idempotency", have, size-have, func(off, k int) (string, string) {
+			err := g.fillRows(ctx, "coord_idempotency", next, size-have, func(off, k int) (string, string) {
 				return fmt.Sprintf(`INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
 SELECT 'fill', 'req-' || (g + %d), sha256(int8send(g + %d)), 'done', '\x6f6b', clock_timestamp() - interval '30 days', clock_timestamp() - interval '30 days', clock_timestamp() - interval '30 days'
 FROM generate_series(1, %d) g`, off, off, k),
@@ -252,6 +252,7 @@ FROM seq_1_to_%d`, off, off, k)
 			if err != nil {
 				return err
 			}
+			next += size - have
 			have = size
 		}
 		g.add(g.measure(ctx, "record", record), "insert+Record (8 clients)", size, "")
@@ -355,13 +356,13 @@ func (g *growth) jobs(ctx context.Context) error {
 		return err
 	}
 	runs := jobs.NewRuns(db)
-	have := 0
+	have, next := 0, 0 // past runs in the table; the next fire second (a cleanup deletes some)
 	for si, size := range g.cfg.Sizes {
 		if size > g.cfg.JobsMax {
 			break
 		}
 		if size > have {
-			err := g.fillRows(ctx, "coord_job_runs", have, size-have, func(off, k int) (string, string) {
+			err := g.fillRows(ctx, "coord_job_runs", next, size-have, func(off, k int) (string, string) {
 				return fmt.Sprintf(`INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at)
 SELECT '%s', t, 0, 1, 'succeeded', 'fill', 1, t, t, t FROM (SELECT timestamptz '2020-01-01 00:00:00+00' + (g + %d) * interval '1 second' AS t FROM generate_series(1, %d) g) s`, job, off, k),
 					fmt.Sprintf(`INSERT INTO coord_job_runs (job, fire_time, shard, shard_total, status, owner, attempt, started_at, heartbeat_at, finished_at)
@@ -370,6 +371,7 @@ SELECT '%s', t, 0, 1, 'succeeded', 'fill', 1, t, t, t FROM (SELECT TIMESTAMP '20
 			if err != nil {
 				return err
 			}
+			next += size - have
 			have = size
 		}
 		// new slots after every past one, a fresh range per size

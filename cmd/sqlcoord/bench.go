@@ -221,7 +221,7 @@ func newBenchCmd() *cobra.Command {
 	}
 	notify.Flags().IntVar(&relays, "relays", 3, "relays running in the second case")
 	notify.Flags().IntVar(&rounds, "rounds", 3, "rounds per client count")
-	var sizesS, growthGroups string
+	var sizesS, growthGroups, mergeFrom string
 	var jobsMax int
 	var cleanupFor time.Duration
 	growth := &cobra.Command{
@@ -252,6 +252,20 @@ func newBenchCmd() *cobra.Command {
 			durableThrowaways()
 			var rep bench.GrowthReport
 			var settings []string
+			if mergeFrom != "" { // an earlier run's results first (one dialect's, say)
+				b, err := os.ReadFile(mergeFrom)
+				if err != nil {
+					return err
+				}
+				var prev struct {
+					bench.GrowthReport
+					Settings []string `json:"settings"`
+				}
+				if err := json.Unmarshal(b, &prev); err != nil {
+					return fmt.Errorf("--merge %s: %w", mergeFrom, err)
+				}
+				rep, settings = prev.GrowthReport, prev.Settings
+			}
 			err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				settings = append(settings, serverSettings(ctx, db))
 				r, err := bench.Growth(ctx, db, bench.GrowthConfig{Sizes: sizes, JobsMax: jobsMax, Groups: groups, Duration: dur, Cleanup: cleanupFor,
@@ -272,13 +286,17 @@ func newBenchCmd() *cobra.Command {
 			}
 			md := fmt.Sprintf("# sqlcoord bench growth\n\n%s, %s; each case %v, each cleanup %v\n\nServer settings:\n\n- %s\n\n%s\n## Table and index sizes\n\n%s\n![throughput against rows in the table](growth.png)\n",
 				time.Now().UTC().Format(time.RFC3339), hostInfo(), dur, cleanupFor, strings.Join(settings, "\n- "), bench.Markdown(rep.Results), bench.SizesMarkdown(rep.Sizes))
-			return writeFile(cmd, outDir, "growth", rep, md)
+			return writeFile(cmd, outDir, "growth", struct {
+				bench.GrowthReport
+				Settings []string `json:"settings"`
+			}{rep, settings}, md)
 		},
 	}
 	growth.Flags().StringVar(&sizesS, "sizes", "0,1000000", "rows already in each table, per step (from 0; --sizes 0,1000000,10000000 for the issue's figure)")
 	growth.Flags().StringVar(&growthGroups, "groups", "outbox,keys,jobs,sessions", "tables to grow")
 	growth.Flags().IntVar(&jobsMax, "jobs-max", 1_000_000, "job runs and sessions stop at this size")
 	growth.Flags().DurationVar(&cleanupFor, "cleanup", 10*time.Second, "how long each cleanup case runs (a time box)")
+	growth.Flags().StringVar(&mergeFrom, "merge", "", "growth.json of an earlier run whose results come first in this report")
 	all := &cobra.Command{
 		Use:   "all",
 		Short: "inserts, then primitives, with defaults",
