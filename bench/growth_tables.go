@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
@@ -119,7 +120,7 @@ func (g *growth) exec(ctx context.Context, pgQ, myQ string) error {
 // fillRows inserts n rows with stmt(offset, k) (k rows from offset+1),
 // 100,000 per statement, then analyses the table.
 func (g *growth) fillRows(ctx context.Context, table string, from, n int, stmt func(off, k int) (string, string)) error {
-	g.say(fmt.Sprintf("  filling %s to %s rows…", table, count(from+n)))
+	g.say(fmt.Sprintf("  filling %s: %s rows more…", table, count(n)))
 	for done := 0; done < n; {
 		k := min(n-done, 100_000)
 		pq, mq := stmt(from+done, k)
@@ -327,6 +328,19 @@ FROM seq_1_to_%d`, off, off, off, k)
 			return err
 		}
 		g.add(g.measure(ctx, "load", load), "Load (8 clients)", size, "")
+		// the same lookup by hand: one primary-key read of a random
+		// 32-byte key — what any session store keyed by a token hash does
+		q := `SELECT data FROM coord_sessions WHERE id_hash = ` + db.Dialect().Placeholder(1)
+		byHand := func(ctx context.Context, _ int) error {
+			i := rand.IntN(size-1) + 1
+			if i%10 == 0 {
+				i--
+			}
+			h := sha256.Sum256([]byte(fmt.Sprintf("tok-%d", i)))
+			var data []byte
+			return db.QueryRowContext(ctx, q, h[:]).Scan(&data)
+		}
+		g.add(g.measure(ctx, "byhand", byHand), "primary-key read by hand (8 clients)", size, "")
 		if size > g.base {
 			if err := g.size(ctx, "coord_sessions"); err != nil {
 				return err
