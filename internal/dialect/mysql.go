@@ -222,11 +222,14 @@ FROM coord_sessions`,
 SELECT ?, ?, GREATEST(COUNT(*), 1), UTC_TIMESTAMP(6) FROM coord_members
 WHERE group_name = ? AND expires_at > UTC_TIMESTAMP(6)`,
 		JobSlotRead: `SELECT shard_total FROM coord_job_slots WHERE job = ? AND fire_time = ?`,
-		// A range of the primary key (job, fire_time…), oldest first: the
-		// scan locks the old rows it deletes, not the job's recent runs.
+		// A range of the primary key (job, fire_time, shard), oldest first,
+		// ordered exactly as the key so the optimizer walks it and stops
+		// after the batch (ORDER BY fire_time alone let it read the job's
+		// every run through (job, status, …) and sort them: 600 rows/s
+		// with 1 M runs).
 		JobCleanup: `DELETE FROM coord_job_runs WHERE job = ? AND fire_time < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-  AND status IN ('succeeded', 'failed', 'skipped', 'dead') ORDER BY fire_time LIMIT ?`,
-		JobSlotCleanup: `DELETE FROM coord_job_slots WHERE job = ? AND fire_time < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY fire_time LIMIT ?`,
+  AND status IN ('succeeded', 'failed', 'skipped', 'dead') ORDER BY job, fire_time, shard LIMIT ?`,
+		JobSlotCleanup: `DELETE FROM coord_job_slots WHERE job = ? AND fire_time < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY job, fire_time LIMIT ?`,
 		MemberJoin: `INSERT INTO coord_members (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)
 VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE joined_at = IF(expires_at > UTC_TIMESTAMP(6), joined_at, VALUES(joined_at)),
