@@ -7,7 +7,9 @@ import (
 	"math"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -161,24 +163,11 @@ func (c *Client[TTx]) CleanupLocks(ctx context.Context, age time.Duration, batch
 	if batch <= 0 {
 		batch = 1000
 	}
-	var total int64
-	for {
-		tx, err := c.drv.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
-			return total, errs.Errorf("coord: cleanup locks: %w", c.d.Classify(err))
-		}
-		n, err := c.d.LockCleanup(ctx, tx, age, batch)
-		if err == nil {
-			err = tx.Commit(ctx)
-		} else {
-			tx.Rollback(ctx)
-		}
-		if err != nil {
-			return total, errs.Errorf("coord: cleanup locks: %w", c.d.Classify(err))
-		}
-		total += n
-		if n < int64(batch) {
-			return total, nil
-		}
+	n, err := sqlutil.InBatches(ctx, c.drv, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+		return c.d.LockCleanup(ctx, x, age, batch)
+	})
+	if err != nil {
+		return n, errs.Errorf("coord: cleanup locks: %w", err)
 	}
+	return n, nil
 }

@@ -317,9 +317,13 @@ func (o *Outbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int)
 	if age < 0 {
 		return 0, sqlutil.ErrNegativeAge
 	}
-	return sqlutil.InBatches(ctx, o.db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+	n, err := sqlutil.InBatches(ctx, o.db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
 		return o.db.Dialect().OutboxCleanup(ctx, x, age, batch)
 	})
+	if err != nil {
+		return n, errs.Errorf("sqlcoord: cleanup: %w", err)
+	}
+	return n, nil
 }
 
 func cleanup(ctx context.Context, db sqlcoord.Base, q string, age time.Duration, batch int) (int64, error) {

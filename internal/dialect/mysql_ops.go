@@ -61,11 +61,7 @@ func (o mysqlOps) outboxCleanup(ctx context.Context, x Executor, age time.Durati
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	n, err := x.Exec(ctx, "DELETE FROM coord_outbox WHERE id IN ("+marks(len(ids))+") AND state = 'published'", ids...)
-	if err == nil && n < int64(len(ids)) && len(ids) == batch {
-		n = int64(len(ids)) // another cleanup took some: the caller's loop goes on while batches are full
-	}
-	return n, err
+	return x.Exec(ctx, "DELETE FROM coord_outbox WHERE id IN ("+marks(len(ids))+") AND state = 'published'", ids...)
 }
 
 // pick reads the one-column keys q returns, as arguments for a DELETE.

@@ -24,9 +24,13 @@ func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.D
 	if age < 0 {
 		return 0, ErrNegativeAge
 	}
-	return InBatches(ctx, db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+	n, err := InBatches(ctx, db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
 		return x.Exec(ctx, q, age.Microseconds(), batch)
 	})
+	if err != nil {
+		return n, fmt.Errorf("sqlcoord: cleanup: %w", err)
+	}
+	return n, nil
 }
 
 // InBatches runs one batch of a cleanup per READ COMMITTED transaction
@@ -34,13 +38,14 @@ func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.D
 // many row locks or blocks concurrent inserts: on the MySQL family,
 // REPEATABLE READ would keep every row a DELETE read locked, and the gaps
 // between them (the end of the table, where new rows go, among them). It
-// returns the rows deleted.
+// returns the rows deleted, and an error classified by the dialect for the
+// caller to name.
 func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(context.Context, sqlcoord.Executor) (int64, error)) (int64, error) {
 	var total int64
 	for {
 		tx, err := db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
-			return total, fmt.Errorf("sqlcoord: cleanup: %w", db.Dialect().Classify(err))
+			return total, db.Dialect().Classify(err)
 		}
 		n, err := one(ctx, tx)
 		if err == nil {
@@ -49,7 +54,7 @@ func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(contex
 			tx.Rollback(ctx)
 		}
 		if err != nil {
-			return total, fmt.Errorf("sqlcoord: cleanup: %w", db.Dialect().Classify(err))
+			return total, db.Dialect().Classify(err)
 		}
 		total += n
 		if n < int64(batch) {
