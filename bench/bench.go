@@ -231,3 +231,22 @@ func Median(rounds [][]Result) []Result {
 	}
 	return out
 }
+
+// ServerSettings describes what the figures depend on: the server's
+// version and durability settings, prefixed with the dialect's name.
+func ServerSettings(ctx context.Context, db *sqlcoord.DB) string {
+	names := []string{"server_version", "fsync", "synchronous_commit", "full_page_writes", "shared_buffers"}
+	q := func(name string) string { return "SELECT current_setting('" + name + "')" }
+	if db.Dialect().Family() != "postgres" {
+		names = []string{"version", "innodb_flush_log_at_trx_commit", "innodb_buffer_pool_size", "innodb_flush_method", "innodb_change_buffering", "innodb_doublewrite", "sync_binlog"}
+		q = func(name string) string { return "SELECT @@" + name }
+	}
+	var parts []string
+	for _, name := range names {
+		var v string
+		if err := db.QueryRowContext(ctx, q(name)).Scan(&v); err == nil {
+			parts = append(parts, name+"="+v)
+		}
+	}
+	return db.Dialect().Name() + ": " + strings.Join(parts, ", ")
+}

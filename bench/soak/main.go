@@ -39,8 +39,10 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/bench"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
@@ -172,7 +174,7 @@ func soak(ctx context.Context, family string, cfg config) *report {
 	if err := createTables(ctx, db); err != nil {
 		return fail(err)
 	}
-	rep.Settings = settings(ctx, db)
+	rep.Settings = bench.ServerSettings(ctx, db)
 	s := &soakRun{db: db, cfg: cfg, rep: rep, say: say, dsn: dsn, children: map[int]*childProc{}}
 	runCtx, stopLoad := context.WithTimeout(ctx, cfg.dur)
 	defer stopLoad()
@@ -669,8 +671,6 @@ func (s *soakRun) drainAndCheck(ctx context.Context) {
 	check("leases: fenced writes in token order",
 		count(`SELECT count(*) FROM soak_lease_log a JOIN soak_lease_log b ON b.id > a.id AND b.token < a.token`), "writes after a newer token's")
 	var data []byte
-	st, _ := session.NewStore(db, session.Options{IdleTimeout: time.Hour, AbsoluteTimeout: 24 * time.Hour})
-	_ = st
 	db.QueryRowContext(ctx, `SELECT data FROM coord_sessions WHERE user_id = 'soak-user'`).Scan(&data)
 	n, _ := strconv.ParseInt(string(data), 10, 64)
 	ok, amb := s.sessOK.Load(), s.sessAmbig.Load()
@@ -772,37 +772,8 @@ func purgeLag(ctx context.Context, db *sqlcoord.DB) int64 {
 	return counter - done
 }
 
-func settings(ctx context.Context, db *sqlcoord.DB) string {
-	var parts []string
-	if db.Dialect().Family() == "postgres" {
-		for _, n := range []string{"server_version", "fsync", "synchronous_commit", "autovacuum_naptime"} {
-			var v string
-			if db.QueryRowContext(ctx, "SELECT current_setting($1)", n).Scan(&v) == nil {
-				parts = append(parts, n+"="+v)
-			}
-		}
-	} else {
-		for _, n := range []string{"version", "innodb_flush_log_at_trx_commit", "innodb_buffer_pool_size"} {
-			var v string
-			if db.QueryRowContext(ctx, "SELECT @@"+n).Scan(&v) == nil {
-				parts = append(parts, n+"="+v)
-			}
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
 // sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func sleep(ctx context.Context, d time.Duration) bool { return backoff.Sleep(ctx, d) == nil }
 
 // child is a relay or a scheduler process; it reports its goroutines and
 // heap on stdout every second.

@@ -40,7 +40,7 @@ func write(dir string, cfg config, reps []*report) (bool, error) {
 		if r.Failed {
 			verdict, ok = "FAILED", false
 		}
-		fmt.Fprintf(&b, "## %s: %s\n\nServer: %s (throwaway server; fsync as the test harness starts it)\n\n", r.Dialect, verdict, r.Settings)
+		fmt.Fprintf(&b, "## %s: %s\n\nServer: %s (throwaway server; durability as the test harness starts it)\n\n", r.Dialect, verdict, r.Settings)
 		if r.Err != "" {
 			fmt.Fprintf(&b, "Error: %s\n\n", r.Err)
 		}

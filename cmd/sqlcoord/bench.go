@@ -63,9 +63,7 @@ func newBenchCmd() *cobra.Command {
 		if durable {
 			durableThrowaways()
 		}
-		var settings []string
-		err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-			settings = append(settings, serverSettings(ctx, db))
+		settings, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 			for _, group := range selected {
 				var rounds [][]bench.Result
 				for i := 0; i < primRounds; i++ {
@@ -83,8 +81,7 @@ func newBenchCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		md := fmt.Sprintf("# sqlcoord bench primitives\n\n%s, %s\n\nServer settings:\n\n- %s\n\n%s",
-			time.Now().UTC().Format(time.RFC3339), hostInfo(), strings.Join(settings, "\n- "), bench.Markdown(all))
+		md := reportHead("primitives", "", settings) + bench.Markdown(all)
 		return writeFile(cmd, outDir, "primitives", all, md)
 	}
 	runInserts := func(cmd *cobra.Command) error {
@@ -98,9 +95,7 @@ func newBenchCmd() *cobra.Command {
 			}
 		}
 		var all []bench.InsertResult
-		var settings []string
-		err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-			settings = append(settings, serverSettings(ctx, db))
+		settings, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 			rs, err := bench.Inserts(ctx, db, cfg)
 			all = append(all, rs...)
 			return err
@@ -141,9 +136,7 @@ func newBenchCmd() *cobra.Command {
 				return usageError{fmt.Errorf("--names and --lock-clients must be positive, --cleanup not negative")}
 			}
 			var all []bench.LockNamesRow
-			var settings []string
-			err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-				settings = append(settings, serverSettings(ctx, db))
+			settings, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				rs, err := bench.LockNames(ctx, db, bench.LockNamesConfig{Names: names, Clients: nameClients, Cleanup: nameCleanup, Progress: cmd.OutOrStdout()})
 				all = append(all, rs...)
 				return err
@@ -151,8 +144,7 @@ func newBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			md := fmt.Sprintf("# sqlcoord bench locknames\n\n%s, %s; %d names, %d clients\n\nServer settings:\n\n- %s\n\n%s",
-				time.Now().UTC().Format(time.RFC3339), hostInfo(), names, nameClients, strings.Join(settings, "\n- "), bench.LockNamesMarkdown(all))
+			md := reportHead("locknames", fmt.Sprintf("; %d names, %d clients", names, nameClients), settings) + bench.LockNamesMarkdown(all)
 			return writeFile(cmd, outDir, "locknames", all, md)
 		},
 	}
@@ -172,9 +164,7 @@ func newBenchCmd() *cobra.Command {
 				return usageError{fmt.Errorf("--waiters, --handoffs and --poll must be positive, --hold not negative")}
 			}
 			var all []bench.LeaseWaitRow
-			var settings []string
-			err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-				settings = append(settings, serverSettings(ctx, db))
+			settings, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				rs, err := bench.LeaseWait(ctx, db, bench.LeaseWaitConfig{Waiters: ws, Handoffs: handoffs, Hold: hold, Poll: poll})
 				all = append(all, rs...)
 				return err
@@ -182,8 +172,7 @@ func newBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			md := fmt.Sprintf("# sqlcoord bench leasewait\n\n%s, %s; %d hand-offs per case, each holder keeps the lease %v\n\nServer settings:\n\n- %s\n\n%s",
-				time.Now().UTC().Format(time.RFC3339), hostInfo(), handoffs, hold, strings.Join(settings, "\n- "), bench.LeaseWaitMarkdown(all))
+			md := reportHead("leasewait", fmt.Sprintf("; %d hand-offs per case, each holder keeps the lease %v", handoffs, hold), settings) + bench.LeaseWaitMarkdown(all)
 			fmt.Fprint(cmd.OutOrStdout(), bench.LeaseWaitMarkdown(all))
 			return writeFile(cmd, outDir, "leasewait", all, md)
 		},
@@ -204,9 +193,7 @@ func newBenchCmd() *cobra.Command {
 			}
 			durableThrowaways() // the cost is the commit's: measure it with fsync on
 			var all []bench.Result
-			var settings []string
-			err = eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-				settings = append(settings, serverSettings(ctx, db))
+			settings, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				rs, err := bench.NotifyCost(ctx, db, bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout()}, relays, rounds)
 				all = append(all, rs...)
 				return err
@@ -214,8 +201,7 @@ func newBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			md := fmt.Sprintf("# sqlcoord bench notify\n\n%s, %s; %d rounds per client count, alternating which case goes first\n\nServer settings:\n\n- %s\n\n%s",
-				time.Now().UTC().Format(time.RFC3339), hostInfo(), rounds, strings.Join(settings, "\n- "), bench.Markdown(all))
+			md := reportHead("notify", fmt.Sprintf("; %d rounds per client count, alternating which case goes first", rounds), settings) + bench.Markdown(all)
 			return writeFile(cmd, outDir, "notify", all, md)
 		},
 	}
@@ -266,8 +252,7 @@ func newBenchCmd() *cobra.Command {
 				}
 				rep, settings = prev.GrowthReport, prev.Settings
 			}
-			err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-				settings = append(settings, serverSettings(ctx, db))
+			ran, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				r, err := bench.Growth(ctx, db, bench.GrowthConfig{Sizes: sizes, JobsMax: jobsMax, Groups: groups, Duration: dur, Cleanup: cleanupFor,
 					Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
 				rep.Results = append(rep.Results, r.Results...)
@@ -277,6 +262,7 @@ func newBenchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			settings = append(settings, ran...)
 			if err := os.MkdirAll(outDir, 0o755); err != nil {
 				return err
 			}
@@ -284,8 +270,8 @@ func newBenchCmd() *cobra.Command {
 			if err := bench.GrowthChart(rep.Results, chart); err != nil {
 				return err
 			}
-			md := fmt.Sprintf("# sqlcoord bench growth\n\n%s, %s; each case %v, each cleanup %v\n\nServer settings:\n\n- %s\n\n%s\n## Table and index sizes\n\n%s\n![throughput against rows in the table](growth.png)\n",
-				time.Now().UTC().Format(time.RFC3339), hostInfo(), dur, cleanupFor, strings.Join(settings, "\n- "), bench.Markdown(rep.Results), bench.SizesMarkdown(rep.Sizes))
+			md := reportHead("growth", fmt.Sprintf("; each case %v, each cleanup %v", dur, cleanupFor), settings) + bench.Markdown(rep.Results) +
+				"\n## Table and index sizes\n\n" + bench.SizesMarkdown(rep.Sizes) + "\n![throughput against rows in the table](growth.png)\n"
 			return writeFile(cmd, outDir, "growth", struct {
 				bench.GrowthReport
 				Settings []string `json:"settings"`
@@ -342,8 +328,19 @@ func parseInts(s string) ([]int, error) {
 }
 
 // eachBenchDB runs fn on the --dsn database, or on throwaway PostgreSQL and
-// MariaDB servers when no DSN is given.
-func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) error) error {
+// MariaDB servers when no DSN is given, and returns each server's settings
+// (bench.ServerSettings) for the report.
+func eachBenchDB(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) error) ([]string, error) {
+	var settings []string
+	withSettings := func(ctx context.Context, db *sqlcoord.DB) error {
+		settings = append(settings, bench.ServerSettings(ctx, db))
+		return fn(ctx, db)
+	}
+	err := eachBenchDBRun(cmd, withSettings)
+	return settings, err
+}
+
+func eachBenchDBRun(cmd *cobra.Command, fn func(context.Context, *sqlcoord.DB) error) error {
 	ctx := cmd.Context()
 	if dsn := dsnFrom(cmd); dsn != "" {
 		o, err := dbOptions(cmd, writes, sqlcoord.Options{MaxOpenConns: 64, MaxIdleConns: 64})
@@ -441,28 +438,11 @@ func progressBar() func(total int) (func(int), func()) {
 	}
 }
 
-// serverSettings describes what the figures depend on.
-func serverSettings(ctx context.Context, db *sqlcoord.DB) string {
-	var parts []string
-	var q []string
-	if db.Dialect().Family() == "postgres" {
-		q = []string{"server_version", "fsync", "synchronous_commit", "full_page_writes", "shared_buffers"}
-		for _, name := range q {
-			var v string
-			if err := db.QueryRowContext(ctx, "SELECT current_setting($1)", name).Scan(&v); err == nil {
-				parts = append(parts, name+"="+v)
-			}
-		}
-	} else {
-		q = []string{"version", "innodb_flush_log_at_trx_commit", "innodb_buffer_pool_size", "innodb_flush_method", "innodb_change_buffering", "innodb_doublewrite", "sync_binlog"}
-		for _, name := range q {
-			var v string
-			if err := db.QueryRowContext(ctx, "SELECT @@"+name).Scan(&v); err == nil {
-				parts = append(parts, name+"="+v)
-			}
-		}
-	}
-	return db.Dialect().Name() + ": " + strings.Join(parts, ", ")
+// reportHead is the top of a benchmark's report: its name, when and where
+// it ran (detail follows the host), and every server's settings.
+func reportHead(name, detail string, settings []string) string {
+	return fmt.Sprintf("# sqlcoord bench %s\n\n%s, %s%s\n\nServer settings:\n\n- %s\n\n",
+		name, time.Now().UTC().Format(time.RFC3339), hostInfo(), detail, strings.Join(settings, "\n- "))
 }
 
 func writeInsertsReport(cmd *cobra.Command, dir string, rs []bench.InsertResult, settings []string) error {
@@ -477,8 +457,7 @@ func writeInsertsReport(cmd *cobra.Command, dir string, rs []bench.InsertResult,
 	if err := bench.InsertsChart(rs, chart); err != nil {
 		return err
 	}
-	md := fmt.Sprintf("# sqlcoord bench inserts\n\n%s, %s\n\nServer settings:\n\n- %s\n%s\n![insert time and size](inserts.png)\n",
-		time.Now().UTC().Format(time.RFC3339), hostInfo(), strings.Join(settings, "\n- "), bench.InsertsMarkdown(rs))
+	md := reportHead("inserts", "", settings) + bench.InsertsMarkdown(rs) + "\n![insert time and size](inserts.png)\n"
 	if err := os.WriteFile(filepath.Join(dir, "inserts.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
