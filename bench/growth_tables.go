@@ -201,9 +201,8 @@ func (g *growth) cleanupCase(ctx context.Context, n int, what, hotCase string, c
 	if err := <-done; err != nil {
 		return err
 	}
-	deletedN := deleted
 	g.add(r, hotCase+" during "+what, n, g.name(hotCase, n))
-	g.add(Result{Clients: 1, Ops: deletedN, Elapsed: el, OpsPerS: float64(deletedN) / el.Seconds()},
+	g.add(Result{Clients: 1, Ops: deleted, Elapsed: el, OpsPerS: float64(deleted) / el.Seconds()},
 		what+" (rows deleted/s, batches of 1,000)", n, "")
 	return nil
 }

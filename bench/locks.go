@@ -59,7 +59,7 @@ RETURNING token`
 	if !pg {
 		nativeLock = "native advisory lock (GET_LOCK, transaction, RELEASE_LOCK)"
 	}
-	owners := fmt.Sprintf("bench-owner-%d", time.Now().UnixNano())
+	run := fmt.Sprintf("bench-%d", time.Now().UnixNano()) // this round's: owner of the hand-written leases, part of fence names
 	for _, n := range cfg.Clients {
 		db.SetMaxOpenConns(n + 4)
 		s.run(ctx, nativeLock, "", n, func(ctx context.Context, w int) error {
@@ -107,10 +107,10 @@ RETURNING token`
 		})
 		s.run(ctx, "hand-written lease (upsert+update, autocommit)", "", n, func(ctx context.Context, w int) error {
 			var token int64
-			if err := db.QueryRowContext(ctx, handAcquire, name("hand", w), owners).Scan(&token); err != nil {
+			if err := db.QueryRowContext(ctx, handAcquire, name("hand", w), run).Scan(&token); err != nil {
 				return err
 			}
-			_, err := db.ExecContext(ctx, handRelease, name("hand", w), owners, token)
+			_, err := db.ExecContext(ctx, handRelease, name("hand", w), run, token)
 			return err
 		})
 		s.run(ctx, "lease (Acquire+Release)", "hand-written lease (upsert+update, autocommit)", n, func(ctx context.Context, w int) error {
@@ -138,7 +138,7 @@ RETURNING token`
 			if err != nil {
 				return err
 			}
-			if err := c.Fence(ctx, tx, name(fmt.Sprintf("fence-c%d-%s", n, owners), w), tokens[w]); err != nil {
+			if err := c.Fence(ctx, tx, name(fmt.Sprintf("fence-c%d-%s", n, run), w), tokens[w]); err != nil {
 				tx.Rollback()
 				return err
 			}
