@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
@@ -600,17 +598,7 @@ func (r *Relay) publish(ctx, bctx context.Context, m Message) (err error) {
 
 // storedError is a publish error as last_error keeps it: URL userinfo
 // removed, valid UTF-8, at most 2000 bytes.
-func storedError(err error) string {
-	msg := strings.ToValidUTF8(redact.Text(err.Error()), "?")
-	if len(msg) > 2000 {
-		cut := 2000
-		for cut > 0 && !utf8.RuneStart(msg[cut]) {
-			cut--
-		}
-		msg = msg[:cut]
-	}
-	return msg
-}
+func storedError(err error) string { return redact.Stored(err, 2000) }
 
 // claimQueries picks the claim statements: with commit times when the
 // server records them (PostgreSQL's track_commit_timestamp), so that

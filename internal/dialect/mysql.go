@@ -14,6 +14,7 @@ import (
 func mysqlQueries() Queries {
 	return Queries{
 		Console:  mysqlConsole,
+		Saga:     mysqlSaga,
 		Version:  `SELECT VERSION()`,
 		ReadOnly: `SELECT @@global.read_only = 1 OR @@global.innodb_read_only = 1`,
 		Now:      `SELECT UTC_TIMESTAMP(6)`,

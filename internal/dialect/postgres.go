@@ -64,6 +64,7 @@ func newPostgres() *Dialect {
 		epochCheck: pgEpochCheck,
 		Q: withCommitTS(&Queries{
 			Console:  pgConsole,
+			Saga:     pgSaga,
 			Version:  `SELECT version()`,
 			ReadOnly: `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`,
 			Now:      `SELECT clock_timestamp()`,

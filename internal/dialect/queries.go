@@ -9,6 +9,8 @@ type Queries struct {
 	// Console holds the read-only inspection statements of the web
 	// console (package console).
 	Console ConsoleQueries
+	// Saga holds package saga's statements (global transactions).
+	Saga SagaQueries
 	// Version returns the server version string.
 	Version string
 	// WorkerEpochReady records when the server first saw its failover

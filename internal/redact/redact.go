@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Mask replaces a secret in displayed text.
@@ -184,4 +185,20 @@ func Text(s string, dsns ...string) string {
 	}
 	s = kvPassword.ReplaceAllString(s, "${1}="+Mask)
 	return s
+}
+
+// Stored is an error message as a last_error column keeps it: credentials
+// removed (Text), valid UTF-8 without NUL (PostgreSQL's text refuses it),
+// at most max bytes, cut at a rune boundary.
+func Stored(err error, max int) string {
+	msg := strings.ToValidUTF8(Text(err.Error()), "?")
+	msg = strings.ReplaceAll(msg, "\x00", "?")
+	if len(msg) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut]
+	}
+	return msg
 }

@@ -1,0 +1,138 @@
+package dialect
+
+// The global-transaction statements (package saga) per dialect. Times are
+// the database's; durations are µs.
+
+// SagaQueries are package saga's statements.
+type SagaQueries struct {
+	// Now is the database clock as an expression (for branch rows).
+	Now string
+	// Insert writes a global transaction. Args: gid, mode, branches,
+	// timeout µs.
+	Insert string
+	// BranchInsert starts a multi-row insert of branches; each row is
+	// (gid, idx, branch, target, payload, Now).
+	BranchInsert string
+	// Claim (PostgreSQL) claims the oldest due live transaction in one
+	// statement. Args: claim token, owner, lease µs. Columns: gid, mode,
+	// status, step, branches, attempt, tries, µs left before the deadline.
+	Claim string
+	// ClaimPick, ClaimSet, ClaimRead (MySQL family) are Claim in three
+	// statements of one READ COMMITTED transaction: pick a due row (FOR
+	// UPDATE SKIP LOCKED, no args; column gid), set the claim (args: claim
+	// token, owner, lease µs, gid), read it back (arg: gid; Claim's
+	// columns).
+	ClaimPick, ClaimSet, ClaimRead string
+	// Branches reads a transaction's branches in order. Args: gid.
+	// Columns: idx, branch, target, payload, status, tries, last error.
+	Branches string
+	// Update is a driver's fenced change. Args: status, step, tries,
+	// reason ("" keeps it), last error, stuck, due µs, keep the claim,
+	// gid, claim token. 0 rows: the claim was lost.
+	Update string
+	// BranchUpdate records a branch's state. Args: status, tries, last
+	// error, gid, idx.
+	BranchUpdate string
+	// Get reads one transaction. Args: gid. Columns: gid, mode, status,
+	// stuck, step, branches, attempt, owner, tries, reason, last error,
+	// created_at, updated_at, seconds until due, seconds until deadline.
+	Get string
+	// List is Get's columns for up to N transactions, newest first: a
+	// template whose %s is one of ListLive, ListStuck, ListEnded, ListAll.
+	// Args: N.
+	List                                    string
+	ListLive, ListStuck, ListEnded, ListAll string
+	// Retry makes a stuck transaction due again. Args: gid.
+	Retry string
+	// Resolve ends a stuck transaction as resolved. Args: reason, gid.
+	Resolve string
+	// Cleanup (PostgreSQL) deletes up to N ended transactions older than
+	// an age, their branches by the foreign key's cascade. Args: age µs,
+	// N. The MySQL family deletes the branches itself (a table copied with
+	// CREATE TABLE … LIKE has no foreign key): CleanupPick lists up to N
+	// such gids (args: age µs, N); CleanupBranches and CleanupGtx are
+	// templates whose %s is the list of gid placeholders.
+	Cleanup, CleanupPick, CleanupBranches, CleanupGtx string
+	// Counts counts transactions by status and stuck. Columns: status,
+	// stuck, count.
+	Counts string
+}
+
+const sagaCols = `gid, mode, status, stuck, step, branches, attempt, COALESCE(owner, ''), tries, COALESCE(reason, ''), COALESCE(last_error, ''), created_at, updated_at`
+
+var pgSaga = SagaQueries{
+	Now:          `clock_timestamp()`,
+	Insert:       `INSERT INTO coord_gtx (gid, mode, status, branches, deadline) VALUES ($1, $2, 'running', $3, clock_timestamp() + $4 * interval '1 microsecond')`,
+	BranchInsert: `INSERT INTO coord_gtx_branches (gid, idx, branch, target, payload, updated_at) VALUES `,
+	Claim: `UPDATE coord_gtx g SET attempt = g.attempt + 1, claim = $1, owner = $2,
+    due_at = clock_timestamp() + $3 * interval '1 microsecond', updated_at = clock_timestamp()
+FROM (SELECT gid FROM coord_gtx
+  WHERE status IN ('running', 'confirming', 'compensating') AND NOT stuck AND due_at <= clock_timestamp()
+  ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED) c
+WHERE g.gid = c.gid
+RETURNING g.gid, g.mode, g.status, g.step, g.branches, g.attempt, g.tries,
+  (EXTRACT(EPOCH FROM g.deadline - clock_timestamp()) * 1000000)::bigint`,
+	Branches: `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = $1 ORDER BY idx`,
+	Update: `UPDATE coord_gtx SET status = $1, step = $2, tries = $3, reason = COALESCE(NULLIF($4, ''), reason),
+    last_error = NULLIF($5, ''), stuck = $6, due_at = clock_timestamp() + $7 * interval '1 microsecond',
+    claim = CASE WHEN $8::boolean THEN claim END, updated_at = clock_timestamp()
+WHERE gid = $9 AND claim = $10`,
+	BranchUpdate: `UPDATE coord_gtx_branches SET status = $1, tries = $2, last_error = NULLIF($3, ''), updated_at = clock_timestamp() WHERE gid = $4 AND idx = $5`,
+	Get: `SELECT ` + sagaCols + `, EXTRACT(EPOCH FROM due_at - clock_timestamp())::float8, EXTRACT(EPOCH FROM deadline - clock_timestamp())::float8
+FROM coord_gtx WHERE gid = $1`,
+	List: `SELECT ` + sagaCols + `, EXTRACT(EPOCH FROM due_at - clock_timestamp())::float8, EXTRACT(EPOCH FROM deadline - clock_timestamp())::float8
+FROM coord_gtx WHERE %s ORDER BY created_at DESC LIMIT $1`,
+	ListLive:  `status IN ('running', 'confirming', 'compensating')`,
+	ListStuck: `stuck`,
+	ListEnded: `status IN ('succeeded', 'aborted', 'resolved')`,
+	ListAll:   `true`,
+	Retry: `UPDATE coord_gtx SET stuck = false, tries = 0, claim = NULL, due_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE gid = $1 AND stuck`,
+	Resolve: `UPDATE coord_gtx SET status = 'resolved', stuck = false, claim = NULL, reason = $1, updated_at = clock_timestamp()
+WHERE gid = $2 AND stuck`,
+	Cleanup: `DELETE FROM coord_gtx WHERE gid IN (SELECT gid FROM coord_gtx
+  WHERE status IN ('succeeded', 'aborted', 'resolved') AND NOT stuck AND updated_at < clock_timestamp() - $1 * interval '1 microsecond'
+  ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+	Counts: `SELECT status, stuck, count(*) FROM coord_gtx GROUP BY status, stuck ORDER BY status, stuck`,
+}
+
+var mysqlSaga = SagaQueries{
+	Now: `UTC_TIMESTAMP(6)`,
+	Insert: `INSERT INTO coord_gtx (gid, mode, status, branches, due_at, deadline, created_at, updated_at)
+VALUES (?, ?, 'running', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+	BranchInsert: `INSERT INTO coord_gtx_branches (gid, idx, branch, target, payload, updated_at) VALUES `,
+	// No ORDER BY: the index (stuck, status, due_at) is read in its order
+	// (compensations first, each state oldest due first) and the first
+	// unlocked row is taken; sorting the three ranges would read and lock
+	// every due row first.
+	ClaimPick: `SELECT gid FROM coord_gtx FORCE INDEX (coord_gtx_due)
+WHERE stuck = 0 AND status IN ('compensating', 'confirming', 'running') AND due_at <= UTC_TIMESTAMP(6)
+LIMIT 1 FOR UPDATE SKIP LOCKED`,
+	ClaimSet: `UPDATE coord_gtx SET attempt = attempt + 1, claim = ?, owner = ?,
+    due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, updated_at = UTC_TIMESTAMP(6) WHERE gid = ?`,
+	ClaimRead: `SELECT gid, mode, status, step, branches, attempt, tries, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline)
+FROM coord_gtx WHERE gid = ?`,
+	Branches: `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = ? ORDER BY idx`,
+	Update: `UPDATE coord_gtx SET status = ?, step = ?, tries = ?, reason = COALESCE(NULLIF(?, ''), reason),
+    last_error = NULLIF(?, ''), stuck = ?, due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+    claim = IF(?, claim, NULL), updated_at = UTC_TIMESTAMP(6)
+WHERE gid = ? AND claim = ?`,
+	BranchUpdate: `UPDATE coord_gtx_branches SET status = ?, tries = ?, last_error = NULLIF(?, ''), updated_at = UTC_TIMESTAMP(6) WHERE gid = ? AND idx = ?`,
+	Get: `SELECT ` + sagaCols + `, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), due_at) / 1e6, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline) / 1e6
+FROM coord_gtx WHERE gid = ?`,
+	List: `SELECT ` + sagaCols + `, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), due_at) / 1e6, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline) / 1e6
+FROM coord_gtx WHERE %s ORDER BY created_at DESC LIMIT ?`,
+	ListLive:  `status IN ('running', 'confirming', 'compensating')`,
+	ListStuck: `stuck = 1`,
+	ListEnded: `status IN ('succeeded', 'aborted', 'resolved')`,
+	ListAll:   `TRUE`,
+	Retry: `UPDATE coord_gtx SET stuck = 0, tries = 0, claim = NULL, due_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
+WHERE gid = ? AND stuck = 1`,
+	Resolve: `UPDATE coord_gtx SET status = 'resolved', stuck = 0, claim = NULL, reason = ?, updated_at = UTC_TIMESTAMP(6)
+WHERE gid = ? AND stuck = 1`,
+	CleanupPick: `SELECT gid FROM coord_gtx WHERE status IN ('succeeded', 'aborted', 'resolved') AND stuck = 0
+  AND updated_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND LIMIT ?`,
+	CleanupBranches: `DELETE FROM coord_gtx_branches WHERE gid IN (%s)`,
+	CleanupGtx:      `DELETE FROM coord_gtx WHERE gid IN (%s) AND status IN ('succeeded', 'aborted', 'resolved') AND stuck = 0`,
+	Counts:          `SELECT status, stuck, COUNT(*) FROM coord_gtx GROUP BY status, stuck ORDER BY status, stuck`,
+}

@@ -1,0 +1,409 @@
+package saga
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+// maxStoredError bounds last_error.
+const maxStoredError = 2000
+
+// claimed is a global transaction this driver holds.
+type claimed struct {
+	gid      string
+	mode     Mode
+	status   Status
+	step     int
+	branches []branchRow
+	attempt  int64
+	tries    int
+	token    string
+	deadline time.Time // of the forward phase, on this process's monotonic clock
+}
+
+type branchRow struct {
+	idx          int
+	name, target string
+	payload      []byte
+	status       string
+	tries        int
+	lastErr      string
+}
+
+// Run drives global transactions until ctx ends (then it returns nil
+// after releasing what it held, so another driver goes on at once) or
+// the database refuses for good (no schema, read-only, access denied, a
+// stale primary: the error is returned). Run any number of drivers, in
+// any processes.
+func (c *Coordinator[TTx]) Run(ctx context.Context) error {
+	sem := make(chan struct{}, c.opts.Workers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	failures := 0
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		g, err := c.claim(ctx)
+		if err != nil || g == nil {
+			<-sem
+			if ctx.Err() != nil {
+				return nil
+			}
+			wait := c.opts.Poll
+			if err != nil {
+				if sqlcoord.Fatal(err) {
+					c.opts.Logger.Error("saga: driver stopping", "err", err)
+					return err
+				}
+				c.opts.Logger.Warn("saga: claim failed", "err", err)
+				wait = c.retry().Delay(failures)
+				failures++
+			} else {
+				failures = 0
+			}
+			if backoff.Sleep(ctx, wait) != nil {
+				return nil
+			}
+			continue
+		}
+		failures = 0
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c.drive(ctx, g)
+		}()
+	}
+}
+
+// RunDue drives every transaction that is due now, one after the other,
+// and returns how many it claimed: for tests, tools and cron-style
+// drivers. A transaction that must wait for a retry is left for later.
+func (c *Coordinator[TTx]) RunDue(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		g, err := c.claim(ctx)
+		if err != nil {
+			return n, err
+		}
+		if g == nil {
+			return n, nil
+		}
+		n++
+		c.drive(ctx, g)
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+	}
+}
+
+func (c *Coordinator[TTx]) retry() backoff.Policy {
+	return backoff.Policy{Base: c.opts.RetryBase, Max: c.opts.RetryMax, Jitter: backoff.Equal}
+}
+
+// claim takes the oldest due transaction, or returns nil when none is due.
+func (c *Coordinator[TTx]) claim(ctx context.Context) (*claimed, error) {
+	d := c.db.Dialect()
+	q := d.Q.Saga
+	g := &claimed{token: claimToken()}
+	var mode, status string
+	var left int64
+	lease := c.opts.Lease.Microseconds()
+	n := 0
+	cols := []any{&g.gid, &mode, &status, &g.step, &n, &g.attempt, &g.tries, &left}
+	if q.Claim != "" {
+		err := c.db.Executor().QueryRow(ctx, q.Claim, g.token, c.opts.Owner, lease).Scan(cols...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, errs.Errorf("saga: claim: %w", d.Classify(err))
+		}
+	} else {
+		found, err := c.claimInTx(ctx, g.token, lease, cols)
+		if err != nil || !found {
+			return nil, err
+		}
+	}
+	g.mode, g.status = Mode(mode), Status(status)
+	g.deadline = time.Now().Add(time.Duration(left) * time.Microsecond)
+	rows, err := c.db.Executor().Query(ctx, q.Branches, g.gid)
+	if err != nil {
+		return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b branchRow
+		if err := rows.Scan(&b.idx, &b.name, &b.target, &b.payload, &b.status, &b.tries, &b.lastErr); err != nil {
+			return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
+		}
+		g.branches = append(g.branches, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
+	}
+	if len(g.branches) != n {
+		return nil, errs.Errorf("saga: %s: %d branch rows for %d branches", valid.Quote(g.gid), len(g.branches), n)
+	}
+	if g.attempt > 1 {
+		c.opts.Logger.Info("saga: taken over", "gid", g.gid, "attempt", g.attempt, "status", g.status, "step", g.step)
+	}
+	return g, nil
+}
+
+// claimInTx is claim in three statements of one READ COMMITTED
+// transaction (MySQL family: no UPDATE … RETURNING; READ COMMITTED takes
+// no gap locks, so Begin's inserts never wait for a claim).
+func (c *Coordinator[TTx]) claimInTx(ctx context.Context, token string, lease int64, cols []any) (bool, error) {
+	d := c.db.Dialect()
+	q := d.Q.Saga
+	tx, err := c.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return false, errs.Errorf("saga: claim: %w", d.Classify(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var gid string
+	err = tx.QueryRow(ctx, q.ClaimPick).Scan(&gid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err == nil {
+		_, err = tx.Exec(ctx, q.ClaimSet, token, c.opts.Owner, lease, gid)
+	}
+	if err == nil {
+		err = tx.QueryRow(ctx, q.ClaimRead, gid).Scan(cols...)
+	}
+	if err == nil {
+		err = d.ClassifyCommit(tx.Commit(ctx))
+	}
+	if err != nil {
+		return false, errs.Errorf("saga: claim: %w", d.Classify(err))
+	}
+	return true, nil
+}
+
+// change is one recorded step of a driver.
+type change struct {
+	status Status
+	step   int
+	tries  int
+	reason string
+	err    string
+	stuck  bool
+	due    time.Duration // from now; with keep, the renewed lease
+	keep   bool          // keep the claim (else release it)
+	branch *branchRow    // its row to update too
+}
+
+// record writes ch fenced by the claim; errLost when it was taken over.
+func (c *Coordinator[TTx]) record(ctx context.Context, g *claimed, ch change) error {
+	d := c.db.Dialect()
+	q := d.Q.Saga
+	ctx = context.WithoutCancel(ctx) // a step that happened is recorded even while stopping
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	defer cancel()
+	tx, err := c.db.BeginOwned(ctx, nil)
+	if err != nil {
+		return d.Classify(err)
+	}
+	defer tx.Rollback(ctx)
+	n, err := tx.Exec(ctx, q.Update, string(ch.status), ch.step, ch.tries, ch.reason, ch.err, ch.stuck,
+		ch.due.Microseconds(), ch.keep, g.gid, g.token)
+	if err != nil {
+		return d.Classify(err)
+	}
+	if n != 1 {
+		return errLost
+	}
+	if b := ch.branch; b != nil {
+		if _, err := tx.Exec(ctx, q.BranchUpdate, b.status, b.tries, b.lastErr, g.gid, b.idx); err != nil {
+			return d.Classify(err)
+		}
+	}
+	if err := d.ClassifyCommit(tx.Commit(ctx)); err != nil {
+		return err
+	}
+	g.status, g.step, g.tries = ch.status, ch.step, ch.tries
+	return nil
+}
+
+// ops names the operations of a mode: forward, confirm ("" for a saga),
+// undo.
+func ops(m Mode) (fwd, confirm, undo txn.Op) {
+	if m == ModeTCC {
+		return txn.OpTry, txn.OpConfirm, txn.OpCancel
+	}
+	return txn.OpAction, "", txn.OpCompensate
+}
+
+// drive runs g's branches until it ends, must wait for a retry, becomes
+// stuck, is taken over, or ctx ends.
+func (c *Coordinator[TTx]) drive(ctx context.Context, g *claimed) {
+	log := c.opts.Logger.With("gid", g.gid)
+	fwd, confirm, undo := ops(g.mode)
+	for {
+		if ctx.Err() != nil {
+			// Stopping: release at once so another driver goes on.
+			err := c.record(ctx, g, change{status: g.status, step: g.step, tries: g.tries})
+			if err != nil && !errors.Is(err, errLost) {
+				log.Warn("saga: release on stop failed (taken over after the lease)", "err", err)
+			}
+			return
+		}
+		var err error
+		switch g.status {
+		case Running:
+			if time.Now().After(g.deadline) {
+				err = c.record(ctx, g, change{status: Compensating, step: g.step, reason: "timeout: the forward phase passed its deadline",
+					due: c.opts.Lease, keep: true})
+				break
+			}
+			err = c.step(ctx, g, fwd)
+		case Confirming:
+			err = c.step(ctx, g, confirm)
+		case Compensating:
+			err = c.step(ctx, g, undo)
+		default:
+			return
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, errWait):
+			return
+		case errors.Is(err, errLost):
+			log.Info("saga: claim lost; another driver has the transaction")
+			return
+		default:
+			log.Warn("saga: recording a step failed; the transaction is retried after the lease", "err", err)
+			return
+		}
+		if g.status.Ended() {
+			log.Info("saga: ended", "status", g.status)
+			return
+		}
+	}
+}
+
+// errWait: the transaction was released to wait (retry backoff, stuck).
+var errWait = errors.New("saga: waiting")
+
+// step calls op on the current branch and records the outcome.
+func (c *Coordinator[TTx]) step(ctx context.Context, g *claimed, op txn.Op) error {
+	if g.step < 0 || g.step >= len(g.branches) {
+		// Nothing left in this direction (a compensation past the first
+		// branch is caught below; this is a corrupt row).
+		return c.record(ctx, g, change{status: g.status, step: g.step, tries: g.tries, stuck: true,
+			err: fmt.Sprintf("step %d out of range (%d branches)", g.step, len(g.branches))})
+	}
+	b := &g.branches[g.step]
+	callErr := c.call(ctx, g, b, op)
+	if ctx.Err() != nil && callErr != nil {
+		return nil // stopping: the loop releases the claim
+	}
+	b.tries++
+	if callErr == nil {
+		b.lastErr = ""
+		next := change{status: g.status, tries: 0, due: c.opts.Lease, keep: true, branch: b}
+		switch op {
+		case txn.OpAction, txn.OpTry:
+			b.status = "done"
+			next.step = g.step + 1
+			if next.step == len(g.branches) {
+				if g.mode == ModeTCC {
+					next.status, next.step = Confirming, 0
+				} else {
+					next.status, next.keep = Succeeded, false
+				}
+			}
+		case txn.OpConfirm:
+			b.status = "confirmed"
+			next.step = g.step + 1
+			if next.step == len(g.branches) {
+				next.status, next.keep = Succeeded, false
+			}
+		default: // compensate, cancel
+			b.status = "undone"
+			next.step = g.step - 1
+			if next.step < 0 {
+				next.status, next.step, next.keep = Aborted, 0, false
+			}
+		}
+		return c.record(ctx, g, next)
+	}
+	msg := redact.Stored(callErr, maxStoredError)
+	b.lastErr = msg
+	business := errors.Is(callErr, ErrBusiness)
+	tries := g.tries + 1
+	switch {
+	case business && (op == txn.OpAction || op == txn.OpTry):
+		b.status = "failed"
+		reason := fmt.Sprintf("branch %s: %s failed: %s", b.name, op, msg)
+		c.opts.Logger.Info("saga: compensating", "gid", g.gid, "reason", reason)
+		return c.record(ctx, g, change{status: Compensating, step: g.step, reason: trim(reason), err: msg,
+			due: c.opts.Lease, keep: true, branch: b})
+	case business || (op != txn.OpAction && op != txn.OpTry && tries >= c.opts.StuckAfter):
+		reason := fmt.Sprintf("branch %s: %s failed %d times: %s", b.name, op, tries, msg)
+		if business {
+			reason = fmt.Sprintf("branch %s: %s refused: %s", b.name, op, msg)
+		}
+		c.opts.Logger.Error("saga: stuck; a person must retry or resolve it", "gid", g.gid, "reason", reason)
+		if err := c.record(ctx, g, change{status: g.status, step: g.step, tries: tries, reason: trim(reason), err: msg,
+			stuck: true, branch: b}); err != nil {
+			return err
+		}
+		return errWait
+	}
+	wait := c.retry().Delay(tries - 1)
+	if g.status == Running {
+		wait = min(wait, max(time.Until(g.deadline), 0))
+	}
+	if err := c.record(ctx, g, change{status: g.status, step: g.step, tries: tries, err: msg, due: wait, branch: b}); err != nil {
+		return err
+	}
+	return errWait
+}
+
+// trim bounds a reason like last_error.
+func trim(s string) string { return redact.Stored(errors.New(s), maxStoredError) }
+
+// call runs op on branch b within CallTimeout, as a span and a metric
+// ("saga.action", "saga.try", …).
+func (c *Coordinator[TTx]) call(ctx context.Context, g *claimed, b *branchRow, op txn.Op) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	defer cancel()
+	ctx, end := tracing.Start(ctx, c.db, "saga."+string(op), c.db.Dialect(),
+		attribute.String("sqlcoord.gid", g.gid), attribute.String("sqlcoord.branch", b.name),
+		attribute.Int64("sqlcoord.attempt", g.attempt))
+	defer func() { end(err) }()
+	call := Call{GID: g.gid, Branch: b.name, Op: op, Payload: b.payload, Attempt: g.attempt}
+	if isURL(b.target) {
+		return c.callHTTP(ctx, b.target, call)
+	}
+	fn, err := c.funcs.get(b.target)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("saga: branch function %s panicked: %v", valid.Quote(b.target), p)
+		}
+	}()
+	return fn(ctx, call)
+}

@@ -1,0 +1,138 @@
+package saga
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/sqlcoord/sqlcoord/internal/redact"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+// The HTTP protocol between drivers and participants. Every operation of
+// a branch is a POST to the branch's URL with the payload as the body and
+// these headers; the participant answers 2xx for success, 409 Conflict
+// for a business failure (the body says why), anything else (or no
+// answer within CallTimeout) to be called again.
+const (
+	HeaderGID     = "Sqlcoord-Gid"
+	HeaderBranch  = "Sqlcoord-Branch"
+	HeaderOp      = "Sqlcoord-Op"
+	HeaderAttempt = "Sqlcoord-Attempt"
+)
+
+// maxBody bounds what is read of a participant's answer and of a
+// driver's request body.
+const maxAnswer = 512
+
+func (c *Coordinator[TTx]) callHTTP(ctx context.Context, target string, call Call) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(call.Payload))
+	if err != nil {
+		return fmt.Errorf("saga: %s: %w", safeTarget(target), err)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set(HeaderGID, call.GID)
+	req.Header.Set(HeaderBranch, call.Branch)
+	req.Header.Set(HeaderOp, string(call.Op))
+	req.Header.Set(HeaderAttempt, strconv.FormatInt(call.Attempt, 10))
+	// The same key for every call of one operation: a participant can use
+	// a generic idempotency layer instead of the barrier.
+	req.Header.Set("Idempotency-Key", call.GID+"/"+call.Branch+"/"+string(call.Op))
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	resp, err := c.opts.HTTPClient.Do(req)
+	if err != nil {
+		// *url.Error names the URL: say it without its query string.
+		var ue interface{ Unwrap() error }
+		if errors.As(err, &ue) {
+			err = ue.Unwrap()
+		}
+		return fmt.Errorf("saga: POST %s: %w", safeTarget(target), err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	err = fmt.Errorf("saga: POST %s: HTTP %d%s", safeTarget(target), resp.StatusCode, answer(body))
+	if resp.StatusCode == http.StatusConflict {
+		return Fail(err)
+	}
+	return err
+}
+
+// answer is a response body as an error shows it: one line of valid
+// UTF-8 without control characters or credentials.
+func answer(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "?")
+	s = strings.TrimRightFunc(s, func(r rune) bool { return r == utf8.RuneError })
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(redact.Text(s)), " ")
+	if s == "" {
+		return ""
+	}
+	return ": " + strconv.Quote(s)
+}
+
+// Request reads a Call from a driver's request; ErrInvalid when it is not
+// one.
+func Request(r *http.Request) (Call, error) {
+	c := Call{GID: r.Header.Get(HeaderGID), Branch: r.Header.Get(HeaderBranch), Op: txn.Op(r.Header.Get(HeaderOp))}
+	if r.Method != http.MethodPost {
+		return c, fmt.Errorf("%w: method %s (want POST)", ErrInvalid, r.Method)
+	}
+	if c.GID == "" || c.Branch == "" || !validOp(c.Op) {
+		return c, fmt.Errorf("%w: missing or invalid %s, %s or %s header", ErrInvalid, HeaderGID, HeaderBranch, HeaderOp)
+	}
+	c.Attempt, _ = strconv.ParseInt(r.Header.Get(HeaderAttempt), 10, 64)
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxPayload+1))
+	if err != nil {
+		return c, fmt.Errorf("saga: reading the payload: %w", err)
+	}
+	if len(body) > MaxPayload {
+		return c, fmt.Errorf("%w: payload over %d bytes", ErrInvalid, MaxPayload)
+	}
+	c.Payload = body
+	return c, nil
+}
+
+// Handler is a participant's endpoint for one branch service: each call
+// runs fn in its own transaction of the barrier's database together with
+// the barrier row, so a repeated, late or out-of-order call is harmless
+// (see txn.Barrier). fn returning an error made by Fail answers 409 (a
+// business failure); any other error 500 (called again); success, or a
+// call the barrier skips, 200. fn sees Call.Op to tell the operations
+// apart.
+func Handler[TTx any](b *txn.Barrier[TTx], fn func(ctx context.Context, tx TTx, c Call) error) http.Handler {
+	run := BarrierFunc(b, fn)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := Request(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		switch err := run(ctx, c); {
+		case err == nil:
+			w.WriteHeader(http.StatusOK)
+		case errors.Is(err, ErrBusiness):
+			http.Error(w, redact.Text(err.Error()), http.StatusConflict)
+		default:
+			http.Error(w, "branch failed; call again", http.StatusInternalServerError)
+		}
+	})
+}

@@ -1,0 +1,474 @@
+package saga_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/saga"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+// journal records the calls branch functions receive, in order.
+type journal struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (j *journal) add(c saga.Call) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.calls = append(j.calls, c.Branch+"."+string(c.Op))
+}
+
+func (j *journal) String() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return strings.Join(j.calls, " ")
+}
+
+// fast are driver options for tests: short lease, quick retries.
+func fast() saga.Options {
+	return saga.Options{Owner: "test", Lease: 2 * time.Second, CallTimeout: 500 * time.Millisecond, Poll: 10 * time.Millisecond,
+		RetryBase: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond, StuckAfter: 3}
+}
+
+func newCoord(t *testing.T, db *sqlcoord.DB, o saga.Options) *saga.Coordinator[*sql.Tx] {
+	t.Helper()
+	c, err := saga.New(db, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// begin records g in a committed transaction.
+func begin(t *testing.T, db *sqlcoord.DB, c *saga.Coordinator[*sql.Tx], g saga.Global) string {
+	t.Helper()
+	ctx := context.Background()
+	var gid string
+	err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		gid, err = c.Begin(ctx, tx, g)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gid
+}
+
+// runUntilEnded drives due transactions until gid has ended.
+func runUntilEnded(t *testing.T, c *saga.Coordinator[*sql.Tx], gid string) saga.Info {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := c.RunDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		in, err := c.Get(ctx, gid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Status.Ended() || in.Stuck {
+			return in
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not end: %+v", gid, in)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func branches(names ...string) []saga.Branch {
+	var bs []saga.Branch
+	for _, n := range names {
+		bs = append(bs, saga.Branch{Name: n, Target: "fn", Payload: []byte(n)})
+	}
+	return bs
+}
+
+func TestSaga(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		t.Run("every action runs in order", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			var j journal
+			c.Register("fn", func(ctx context.Context, call saga.Call) error { j.add(call); return nil })
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeSaga, Branches: branches("a", "b", "c")})
+			in := runUntilEnded(t, c, gid)
+			if in.Status != saga.Succeeded || j.String() != "a.action b.action c.action" {
+				t.Fatalf("status %s, calls %s", in.Status, j.String())
+			}
+			for _, b := range in.Branches {
+				if b.Status != "done" {
+					t.Fatalf("branch %+v", b)
+				}
+			}
+		})
+		t.Run("a business failure compensates in reverse order", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			var j journal
+			c.Register("fn", func(ctx context.Context, call saga.Call) error {
+				j.add(call)
+				if call.Branch == "c" && call.Op == txn.OpAction {
+					return saga.Fail(errors.New("out of stock"))
+				}
+				return nil
+			})
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeSaga, Branches: branches("a", "b", "c", "d")})
+			in := runUntilEnded(t, c, gid)
+			want := "a.action b.action c.action c.compensate b.compensate a.compensate"
+			if in.Status != saga.Aborted || j.String() != want {
+				t.Fatalf("status %s, calls %s, want %s", in.Status, j.String(), want)
+			}
+			if !strings.Contains(in.Reason, "out of stock") || in.Branches[3].Status != "pending" {
+				t.Fatalf("reason %q, branches %+v", in.Reason, in.Branches)
+			}
+		})
+		t.Run("retryable failures are retried", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			var j journal
+			fails := 2
+			c.Register("fn", func(ctx context.Context, call saga.Call) error {
+				j.add(call)
+				if call.Branch == "b" && fails > 0 {
+					fails--
+					return errors.New("connection refused")
+				}
+				return nil
+			})
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeSaga, Branches: branches("a", "b")})
+			in := runUntilEnded(t, c, gid)
+			if in.Status != saga.Succeeded || j.String() != "a.action b.action b.action b.action" {
+				t.Fatalf("status %s, calls %s", in.Status, j.String())
+			}
+		})
+		t.Run("the timeout compensates a step that keeps failing", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			var j journal
+			c.Register("fn", func(ctx context.Context, call saga.Call) error {
+				j.add(call)
+				if call.Branch == "b" && call.Op == txn.OpAction {
+					return errors.New("service unavailable")
+				}
+				return nil
+			})
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeSaga, Branches: branches("a", "b"), Timeout: 300 * time.Millisecond})
+			in := runUntilEnded(t, c, gid)
+			if in.Status != saga.Aborted || !strings.HasSuffix(j.String(), "b.action b.compensate a.compensate") || !strings.Contains(in.Reason, "timeout") {
+				t.Fatalf("status %s, reason %q, calls %s", in.Status, in.Reason, j.String())
+			}
+		})
+		t.Run("a rolled-back Begin leaves nothing to drive", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			called := false
+			c.Register("fn", func(ctx context.Context, call saga.Call) error { called = true; return nil })
+			tx, err := env.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gid, err := c.Begin(ctx, tx, saga.Global{Mode: saga.ModeSaga, Branches: branches("a")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx.Rollback()
+			if n, err := c.RunDue(ctx); err != nil || n != 0 || called {
+				t.Fatalf("claimed %d (%v), called %v", n, err, called)
+			}
+			if _, err := c.Get(ctx, gid); !errors.Is(err, saga.ErrNotFound) {
+				t.Fatalf("Get of a rolled-back gid: %v", err)
+			}
+		})
+		t.Run("a gid begins once", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			begin(t, env.DB, c, saga.Global{GID: "order-1", Mode: saga.ModeSaga, Branches: branches("a")})
+			err := txn.Do(ctx, env.DB, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := c.Begin(ctx, tx, saga.Global{GID: "order-1", Mode: saga.ModeSaga, Branches: branches("a")})
+				return err
+			})
+			if !errors.Is(err, sqlcoord.ErrDuplicate) {
+				t.Fatalf("second Begin: %v", err)
+			}
+			// Byte for byte: a trailing space is another gid.
+			begin(t, env.DB, c, saga.Global{GID: "order-1 ", Mode: saga.ModeSaga, Branches: branches("a")})
+		})
+	})
+}
+
+func TestTCC(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		t.Run("every try succeeds: confirm all", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			var j journal
+			c.Register("fn", func(ctx context.Context, call saga.Call) error { j.add(call); return nil })
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "b")})
+			in := runUntilEnded(t, c, gid)
+			if in.Status != saga.Succeeded || j.String() != "a.try b.try a.confirm b.confirm" {
+				t.Fatalf("status %s, calls %s", in.Status, j.String())
+			}
+			if in.Branches[0].Status != "confirmed" {
+				t.Fatalf("branches %+v", in.Branches)
+			}
+		})
+		t.Run("a try fails: cancel what was tried, in reverse", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			var j journal
+			c.Register("fn", func(ctx context.Context, call saga.Call) error {
+				j.add(call)
+				if call.Branch == "b" && call.Op == txn.OpTry {
+					return saga.Fail(errors.New("insufficient funds"))
+				}
+				return nil
+			})
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "b", "c")})
+			in := runUntilEnded(t, c, gid)
+			if in.Status != saga.Aborted || j.String() != "a.try b.try b.cancel a.cancel" {
+				t.Fatalf("status %s, calls %s", in.Status, j.String())
+			}
+		})
+		t.Run("a confirm that keeps failing is stuck, then retried", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			var mu sync.Mutex
+			broken := true
+			c.Register("fn", func(ctx context.Context, call saga.Call) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if call.Op == txn.OpConfirm && broken {
+					return errors.New("ledger service down")
+				}
+				return nil
+			})
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeTCC, Branches: branches("a")})
+			in := runUntilEnded(t, c, gid)
+			if !in.Stuck || in.Status != saga.Confirming || !strings.Contains(in.Reason, "3 times") || !strings.Contains(in.LastErr, "ledger service down") {
+				t.Fatalf("%+v", in)
+			}
+			stuck, err := saga.List(context.Background(), env.DB, saga.Stuck, 10)
+			if err != nil || len(stuck) != 1 || stuck[0].GID != gid {
+				t.Fatalf("stuck list %v %v", stuck, err)
+			}
+			if n, _ := c.RunDue(context.Background()); n != 0 {
+				t.Fatalf("a driver claimed a stuck transaction")
+			}
+			mu.Lock()
+			broken = false
+			mu.Unlock()
+			if err := saga.Retry(context.Background(), env.DB, gid); err != nil {
+				t.Fatal(err)
+			}
+			if in := runUntilEnded(t, c, gid); in.Status != saga.Succeeded {
+				t.Fatalf("after retry: %+v", in)
+			}
+			if err := saga.Retry(context.Background(), env.DB, gid); !errors.Is(err, saga.ErrNotStuck) {
+				t.Fatalf("retry of an ended transaction: %v", err)
+			}
+		})
+		t.Run("a refused cancel is stuck until resolved", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			c.Register("fn", func(ctx context.Context, call saga.Call) error {
+				switch {
+				case call.Branch == "b" && call.Op == txn.OpTry:
+					return saga.Fail(errors.New("no"))
+				case call.Op == txn.OpCancel && call.Branch == "a":
+					return saga.Fail(errors.New("cannot unfreeze: account closed"))
+				}
+				return nil
+			})
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "b")})
+			in := runUntilEnded(t, c, gid)
+			if !in.Stuck || in.Status != saga.Compensating || !strings.Contains(in.Reason, "account closed") {
+				t.Fatalf("%+v", in)
+			}
+			if err := saga.Resolve(context.Background(), env.DB, gid, "refunded by hand, ticket 42"); err != nil {
+				t.Fatal(err)
+			}
+			in, _ = c.Get(context.Background(), gid)
+			if in.Status != saga.Resolved || in.Stuck || !strings.Contains(in.Reason, "ticket 42") {
+				t.Fatalf("%+v", in)
+			}
+		})
+	})
+}
+
+func TestTakeoverIsFenced(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		o := fast()
+		o.Lease, o.CallTimeout = 600*time.Millisecond, 300*time.Millisecond
+		frozen := newCoord(t, env.DB, o)
+		o.Owner = "taker"
+		taker := newCoord(t, env.DB, o)
+		var j journal
+		release := make(chan struct{})
+		// The frozen driver's function ignores its context and returns
+		// success long after the lease: a process stopped mid-call.
+		frozen.Register("fn", func(ctx context.Context, call saga.Call) error {
+			<-release
+			j.add(saga.Call{Branch: "frozen-" + call.Branch, Op: call.Op})
+			return nil
+		})
+		taker.Register("fn", func(ctx context.Context, call saga.Call) error {
+			j.add(call)
+			if call.Branch == "b" && call.Op == txn.OpAction {
+				return saga.Fail(errors.New("refused"))
+			}
+			return nil
+		})
+		gid := begin(t, env.DB, frozen, saga.Global{Mode: saga.ModeSaga, Branches: branches("a", "b")})
+		done := make(chan struct{})
+		go func() { frozen.RunDue(ctx); close(done) }()
+		time.Sleep(o.Lease + 200*time.Millisecond)
+		in := runUntilEnded(t, taker, gid)
+		if in.Status != saga.Aborted || in.Attempt != 2 {
+			t.Fatalf("taker: %+v", in)
+		}
+		close(release)
+		<-done
+		after, _ := taker.Get(ctx, gid)
+		if after.Status != saga.Aborted || after.Updated != in.Updated || after.Branches[0].Status != "undone" {
+			t.Fatalf("the frozen driver changed the transaction after losing it: %+v", after)
+		}
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		c := newCoord(t, env.DB, fast())
+		ok := saga.Branch{Name: "a", Target: "fn"}
+		cases := map[string]saga.Global{
+			"no branches":              {Mode: saga.ModeSaga},
+			"unknown mode":             {Mode: "xa", Branches: []saga.Branch{ok}},
+			"gid not UTF-8":            {GID: "g\xff", Mode: saga.ModeSaga, Branches: []saga.Branch{ok}},
+			"gid with NUL":             {GID: "g\x00", Mode: saga.ModeSaga, Branches: []saga.Branch{ok}},
+			"gid too long":             {GID: strings.Repeat("g", 129), Mode: saga.ModeSaga, Branches: []saga.Branch{ok}},
+			"negative timeout":         {Mode: saga.ModeSaga, Branches: []saga.Branch{ok}, Timeout: -time.Second},
+			"branch name twice":        {Mode: saga.ModeSaga, Branches: []saga.Branch{ok, ok}},
+			"empty branch name":        {Mode: saga.ModeSaga, Branches: []saga.Branch{{Target: "fn"}}},
+			"empty target":             {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a"}}},
+			"function with space":      {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "fn "}}},
+			"ftp URL":                  {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "ftp://h/x"}}},
+			"URL without host":         {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "http:///x"}}},
+			"URL with credentials":     {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "https://bob:s3cr3t-pw@h/x"}}},
+			"payload over the maximum": {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "fn", Payload: make([]byte, saga.MaxPayload+1)}}},
+		}
+		for name, g := range cases {
+			t.Run(name, func(t *testing.T) {
+				tx, err := env.DB.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				_, err = c.Begin(ctx, tx, g)
+				if !errors.Is(err, saga.ErrInvalid) {
+					t.Fatalf("Begin: %v, want ErrInvalid", err)
+				}
+				if strings.Contains(err.Error(), "s3cr3t-pw") {
+					t.Fatalf("the error shows the password: %v", err)
+				}
+				// The caller's transaction is still usable.
+				if err := tx.QueryRowContext(ctx, "SELECT 1").Scan(new(int)); err != nil {
+					t.Fatalf("the transaction broke: %v", err)
+				}
+			})
+		}
+		t.Run("options", func(t *testing.T) {
+			for name, o := range map[string]saga.Options{
+				"negative lease":         {Lease: -time.Second},
+				"lease below call":       {Lease: time.Second, CallTimeout: 2 * time.Second},
+				"negative workers":       {Workers: -1},
+				"owner not UTF-8":        {Owner: "\xfe"},
+				"retry max below base":   {RetryBase: time.Second, RetryMax: time.Millisecond},
+				"negative poll interval": {Poll: -1},
+			} {
+				if _, err := saga.New(env.DB, o); !errors.Is(err, saga.ErrInvalid) {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+		})
+		t.Run("register", func(t *testing.T) {
+			for _, name := range []string{"", "http://x/y", "f\xff", "f "} {
+				if err := c.Register(name, func(context.Context, saga.Call) error { return nil }); !errors.Is(err, saga.ErrInvalid) {
+					t.Errorf("Register(%q): %v", name, err)
+				}
+			}
+			if err := c.Register("f", nil); !errors.Is(err, saga.ErrInvalid) {
+				t.Errorf("Register nil: %v", err)
+			}
+		})
+		t.Run("operators", func(t *testing.T) {
+			if _, err := saga.Get(ctx, env.DB, "nope"); !errors.Is(err, saga.ErrNotFound) {
+				t.Errorf("Get: %v", err)
+			}
+			if err := saga.Retry(ctx, env.DB, "nope"); !errors.Is(err, saga.ErrNotFound) {
+				t.Errorf("Retry: %v", err)
+			}
+			if err := saga.Resolve(ctx, env.DB, "nope", ""); !errors.Is(err, saga.ErrInvalid) {
+				t.Errorf("Resolve without a reason: %v", err)
+			}
+			if _, err := saga.List(ctx, env.DB, "bogus", 1); !errors.Is(err, saga.ErrInvalid) {
+				t.Errorf("List: %v", err)
+			}
+			if _, err := saga.Cleanup(ctx, env.DB, -time.Second, 10); err == nil {
+				t.Errorf("Cleanup with a negative age succeeded")
+			}
+		})
+		t.Run("an unknown function is retried, not lost", func(t *testing.T) {
+			c := newCoord(t, env.DB, fast())
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "missing"}}})
+			c.RunDue(ctx)
+			in, err := c.Get(ctx, gid)
+			if err != nil || in.Status != saga.Running || !strings.Contains(in.LastErr, "no function registered") {
+				t.Fatalf("%+v %v", in, err)
+			}
+		})
+	})
+}
+
+func TestNoSchema(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		c := newCoord(t, env.DB, fast())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Run(ctx); !errors.Is(err, sqlcoord.ErrNoSchema) {
+			t.Fatalf("Run without the schema: %v", err)
+		}
+		tx, _ := env.DB.BeginTx(ctx, nil)
+		defer tx.Rollback()
+		if _, err := c.Begin(ctx, tx, saga.Global{Mode: saga.ModeSaga, Branches: branches("a")}); !errors.Is(err, sqlcoord.ErrNoSchema) {
+			t.Fatalf("Begin without the schema: %v", err)
+		}
+	}, dbtest.NoMigrate())
+}
+
+func TestCleanup(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		c := newCoord(t, env.DB, fast())
+		c.Register("fn", func(context.Context, saga.Call) error { return nil })
+		for i := range 5 {
+			begin(t, env.DB, c, saga.Global{GID: fmt.Sprint("g", i), Mode: saga.ModeSaga, Branches: branches("a", "b")})
+		}
+		c.RunDue(ctx)
+		live := begin(t, env.DB, c, saga.Global{Mode: saga.ModeSaga, Branches: branches("a")})
+		n, err := saga.Cleanup(ctx, env.DB, 0, 2)
+		if err != nil || n != 5 {
+			t.Fatalf("cleanup: %d %v", n, err)
+		}
+		if got := dbtest.Count(t, env.DB, "SELECT COUNT(*) FROM coord_gtx_branches"); got != 1 {
+			t.Fatalf("%d branch rows left, want 1 (the live transaction's)", got)
+		}
+		if _, err := c.Get(ctx, live); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS coord_gtx_branches;
+DROP TABLE IF EXISTS coord_gtx;
