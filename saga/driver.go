@@ -347,7 +347,12 @@ func (c *Coordinator[TTx]) step(ctx context.Context, g *claimed, op txn.Op) erro
 		}
 		return c.record(ctx, g, next)
 	}
-	msg := redact.Stored(callErr, maxStoredError)
+	shown := callErr
+	var be *businessError
+	if errors.As(callErr, &be) {
+		shown = be.err // the participant's reason, without "business failure: "
+	}
+	msg := redact.Stored(shown, maxStoredError)
 	b.lastErr = msg
 	business := errors.Is(callErr, ErrBusiness)
 	tries := g.tries + 1

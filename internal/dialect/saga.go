@@ -27,7 +27,7 @@ type SagaQueries struct {
 	// Columns: idx, branch, target, payload, status, tries, last error.
 	Branches string
 	// Update is a driver's fenced change. Args: status, step, tries,
-	// reason ("" keeps it), last error, stuck, due µs, keep the claim,
+	// reason (appended to the reasons so far; "" adds none), last error, stuck, due µs, keep the claim,
 	// gid, claim token. 0 rows: the claim was lost.
 	Update string
 	// BranchUpdate records a branch's state. Args: status, tries, last
@@ -73,7 +73,8 @@ WHERE g.gid = c.gid
 RETURNING g.gid, g.mode, g.status, g.step, g.branches, g.attempt, g.tries,
   (EXTRACT(EPOCH FROM g.deadline - clock_timestamp()) * 1000000)::bigint`,
 	Branches: `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = $1 ORDER BY idx`,
-	Update: `UPDATE coord_gtx SET status = $1, step = $2, tries = $3, reason = COALESCE(NULLIF($4, ''), reason),
+	Update: `UPDATE coord_gtx SET status = $1, step = $2, tries = $3,
+    reason = CASE WHEN $4 = '' THEN reason ELSE right(COALESCE(reason || '; then ', '') || $4, 4000) END,
     last_error = NULLIF($5, ''), stuck = $6, due_at = clock_timestamp() + $7 * interval '1 microsecond',
     claim = CASE WHEN $8::boolean THEN claim END, updated_at = clock_timestamp()
 WHERE gid = $9 AND claim = $10`,
@@ -88,7 +89,8 @@ FROM coord_gtx WHERE %s ORDER BY created_at DESC LIMIT $1`,
 	ListAll:   `true`,
 	Retry: `UPDATE coord_gtx SET stuck = false, tries = 0, claim = NULL, due_at = clock_timestamp(), updated_at = clock_timestamp()
 WHERE gid = $1 AND stuck`,
-	Resolve: `UPDATE coord_gtx SET status = 'resolved', stuck = false, claim = NULL, reason = $1, updated_at = clock_timestamp()
+	Resolve: `UPDATE coord_gtx SET status = 'resolved', stuck = false, claim = NULL,
+    reason = right(COALESCE(reason || '; then ', '') || $1, 4000), updated_at = clock_timestamp()
 WHERE gid = $2 AND stuck`,
 	Cleanup: `DELETE FROM coord_gtx WHERE gid IN (SELECT gid FROM coord_gtx
   WHERE status IN ('succeeded', 'aborted', 'resolved') AND NOT stuck AND updated_at < clock_timestamp() - $1 * interval '1 microsecond'
@@ -113,7 +115,7 @@ LIMIT 1 FOR UPDATE SKIP LOCKED`,
 	ClaimRead: `SELECT gid, mode, status, step, branches, attempt, tries, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline)
 FROM coord_gtx WHERE gid = ?`,
 	Branches: `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = ? ORDER BY idx`,
-	Update: `UPDATE coord_gtx SET status = ?, step = ?, tries = ?, reason = COALESCE(NULLIF(?, ''), reason),
+	Update: `UPDATE coord_gtx SET status = ?, step = ?, tries = ?, reason = RIGHT(CONCAT_WS('; then ', reason, NULLIF(?, '')), 4000),
     last_error = NULLIF(?, ''), stuck = ?, due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
     claim = IF(?, claim, NULL), updated_at = UTC_TIMESTAMP(6)
 WHERE gid = ? AND claim = ?`,
@@ -128,7 +130,8 @@ FROM coord_gtx WHERE %s ORDER BY created_at DESC LIMIT ?`,
 	ListAll:   `TRUE`,
 	Retry: `UPDATE coord_gtx SET stuck = 0, tries = 0, claim = NULL, due_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)
 WHERE gid = ? AND stuck = 1`,
-	Resolve: `UPDATE coord_gtx SET status = 'resolved', stuck = 0, claim = NULL, reason = ?, updated_at = UTC_TIMESTAMP(6)
+	Resolve: `UPDATE coord_gtx SET status = 'resolved', stuck = 0, claim = NULL,
+    reason = RIGHT(CONCAT_WS('; then ', reason, ?), 4000), updated_at = UTC_TIMESTAMP(6)
 WHERE gid = ? AND stuck = 1`,
 	CleanupPick: `SELECT gid FROM coord_gtx WHERE status IN ('succeeded', 'aborted', 'resolved') AND stuck = 0
   AND updated_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND LIMIT ?`,
