@@ -178,6 +178,12 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /confirm/rerun", c.page("confirm", c.confirmRerun))
 	m.HandleFunc("POST /action/requeue", c.action(c.doRequeue))
 	m.HandleFunc("POST /action/rerun", c.action(c.doRerun))
+	m.HandleFunc("GET /sagas", c.page("sagas", c.sagas))
+	m.HandleFunc("GET /saga", c.page("saga", c.sagaPage))
+	m.HandleFunc("GET /confirm/saga-retry", c.page("confirm", c.confirmSaga("retry")))
+	m.HandleFunc("GET /confirm/saga-resolve", c.page("confirm", c.confirmSaga("resolve")))
+	m.HandleFunc("POST /action/saga-retry", c.action(c.doSaga("retry")))
+	m.HandleFunc("POST /action/saga-resolve", c.action(c.doSaga("resolve")))
 	m.HandleFunc("POST /signin", c.signin)
 	m.HandleFunc("GET /assets/console.css", func(w http.ResponseWriter, r *http.Request) {
 		b, _ := assets.ReadFile("assets/console.css")
@@ -386,7 +392,11 @@ func (c *Console) action(do func(ctx context.Context, r *http.Request) (next, do
 			return
 		}
 		c.log.Info("console: "+done, "path", r.URL.Path, "remote", r.RemoteAddr)
-		http.Redirect(w, r, next+"?done="+url.QueryEscape(done), http.StatusSeeOther)
+		sep := "?"
+		if strings.Contains(next, "?") {
+			sep = "&"
+		}
+		http.Redirect(w, r, next+sep+"done="+url.QueryEscape(done), http.StatusSeeOther)
 	}
 }
 
@@ -396,8 +406,12 @@ type confirmation struct {
 	Details  [][2]string
 	Action   string
 	Fields   [][2]string
+	Input    *input // a text the person must type (nil: none)
 	Back     string
 }
+
+// input is a required text field of a confirmation.
+type input struct{ Name, Label string }
 
 func parseID(s string) (int64, error) {
 	if s == "all" {

@@ -364,7 +364,7 @@ func (c *Coordinator[TTx]) step(ctx context.Context, g *claimed, op txn.Op) erro
 		return c.record(ctx, g, change{status: Compensating, step: g.step, reason: trim(reason), err: msg,
 			due: c.opts.Lease, keep: true, branch: b})
 	case business || (op != txn.OpAction && op != txn.OpTry && tries >= c.opts.StuckAfter):
-		reason := fmt.Sprintf("branch %s: %s failed %d times: %s", b.name, op, tries, msg)
+		reason := fmt.Sprintf("branch %s: %s failed %s: %s", b.name, op, times(tries), msg)
 		if business {
 			reason = fmt.Sprintf("branch %s: %s refused: %s", b.name, op, msg)
 		}
@@ -383,6 +383,14 @@ func (c *Coordinator[TTx]) step(ctx context.Context, g *claimed, op txn.Op) erro
 		return err
 	}
 	return errWait
+}
+
+// times is "once" or "n times".
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 // trim bounds a reason like last_error.

@@ -292,7 +292,7 @@ func TestTCC(t *testing.T) {
 				t.Fatal(err)
 			}
 			in, _ = c.Get(context.Background(), gid)
-			if in.Status != saga.Resolved || in.Stuck || !strings.Contains(in.Reason, "ticket 42") {
+			if in.Status != saga.Resolved || in.Stuck || !strings.HasPrefix(in.Reason, "branch b: try failed: no; then branch a: cancel refused") || !strings.HasSuffix(in.Reason, "; then resolved: refunded by hand, ticket 42") {
 				t.Fatalf("%+v", in)
 			}
 		})

@@ -77,8 +77,11 @@ func newSagaCmd() *cobra.Command {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "gid:       %s\nmode:      %s\nstatus:    %s\nstep:      %d (tries %d)\nattempt:   %d (owner %s)\ncreated:   %s\nupdated:   %s\n",
 				g.GID, g.Mode, statusWord(g), g.Step, g.Tries, g.Attempt, g.Owner, g.Created.UTC().Format(time.RFC3339Nano), g.Updated.UTC().Format(time.RFC3339Nano))
-			if !g.Status.Ended() {
-				fmt.Fprintf(out, "due in:    %v\ndeadline:  %v (forward phase)\n", g.DueIn.Round(time.Millisecond), g.DeadlineIn.Round(time.Millisecond))
+			if !g.Status.Ended() && !g.Stuck {
+				fmt.Fprintf(out, "due in:    %v\n", g.DueIn.Round(time.Millisecond))
+			}
+			if g.Status == saga.Running {
+				fmt.Fprintf(out, "deadline:  %v (forward phase)\n", g.DeadlineIn.Round(time.Millisecond))
 			}
 			if g.Reason != "" {
 				fmt.Fprintf(out, "reason:    %s\n", oneLine(g.Reason))

@@ -115,7 +115,7 @@ LIMIT 1 FOR UPDATE SKIP LOCKED`,
 	ClaimRead: `SELECT gid, mode, status, step, branches, attempt, tries, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline)
 FROM coord_gtx WHERE gid = ?`,
 	Branches: `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = ? ORDER BY idx`,
-	Update: `UPDATE coord_gtx SET status = ?, step = ?, tries = ?, reason = RIGHT(CONCAT_WS('; then ', reason, NULLIF(?, '')), 4000),
+	Update: `UPDATE coord_gtx SET status = ?, step = ?, tries = ?, reason = NULLIF(RIGHT(CONCAT_WS('; then ', reason, NULLIF(?, '')), 4000), ''),
     last_error = NULLIF(?, ''), stuck = ?, due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
     claim = IF(?, claim, NULL), updated_at = UTC_TIMESTAMP(6)
 WHERE gid = ? AND claim = ?`,
