@@ -60,7 +60,7 @@ func (c *Coordinator[TTx]) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
-		g, err := c.claim(ctx)
+		g, err := c.claim(ctx, "")
 		if err != nil || g == nil {
 			<-sem
 			if ctx.Err() != nil {
@@ -93,13 +93,34 @@ func (c *Coordinator[TTx]) Run(ctx context.Context) error {
 	}
 }
 
+// Drive claims the transaction gid, if it is due, and drives it in this
+// goroutine until it ends, must wait for a retry, becomes stuck or ctx
+// ends; it returns the transaction as it is then. Call it right after
+// the business transaction that began gid committed, for the lowest
+// latency (no polling); Run's drivers take over whatever Drive leaves —
+// a retry, a crash of this process. A transaction that another driver
+// holds, or that waits for a retry, is returned as is.
+func (c *Coordinator[TTx]) Drive(ctx context.Context, gid string) (Info, error) {
+	if err := valid.Text("gid", gid, 128); err != nil {
+		return Info{}, errs.Errorf("%w: %w", ErrInvalid, err)
+	}
+	g, err := c.claim(ctx, gid)
+	if err != nil {
+		return Info{}, err
+	}
+	if g != nil {
+		c.drive(ctx, g)
+	}
+	return c.Get(ctx, gid)
+}
+
 // RunDue drives every transaction that is due now, one after the other,
 // and returns how many it claimed: for tests, tools and cron-style
 // drivers. A transaction that must wait for a retry is left for later.
 func (c *Coordinator[TTx]) RunDue(ctx context.Context) (int, error) {
 	n := 0
 	for {
-		g, err := c.claim(ctx)
+		g, err := c.claim(ctx, "")
 		if err != nil {
 			return n, err
 		}
@@ -118,29 +139,24 @@ func (c *Coordinator[TTx]) retry() backoff.Policy {
 	return backoff.Policy{Base: c.opts.RetryBase, Max: c.opts.RetryMax, Jitter: backoff.Equal}
 }
 
-// claim takes the oldest due transaction, or returns nil when none is due.
-func (c *Coordinator[TTx]) claim(ctx context.Context) (*claimed, error) {
+// claim takes the oldest due transaction (gid: that one, if due), or
+// returns nil when none is due.
+//
+// A claim is a relaxed commit where the dialect allows it: a claim that
+// a crash of the database loses leaves the row as it was, and the driver
+// that made it finds out at its next fenced record (a record that is
+// flushed flushes the claim before it).
+func (c *Coordinator[TTx]) claim(ctx context.Context, gid string) (*claimed, error) {
 	d := c.db.Dialect()
 	q := d.Q.Saga
 	g := &claimed{token: claimToken()}
 	var mode, status string
 	var left int64
-	lease := c.opts.Lease.Microseconds()
 	n := 0
 	cols := []any{&g.gid, &mode, &status, &g.step, &n, &g.attempt, &g.tries, &left}
-	if q.Claim != "" {
-		err := c.db.Executor().QueryRow(ctx, q.Claim, g.token, c.opts.Owner, lease).Scan(cols...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, errs.Errorf("saga: claim: %w", d.Classify(err))
-		}
-	} else {
-		found, err := c.claimInTx(ctx, g.token, lease, cols)
-		if err != nil || !found {
-			return nil, err
-		}
+	found, err := c.claimInTx(ctx, gid, g.token, cols)
+	if err != nil || !found {
+		return nil, err
 	}
 	g.mode, g.status = Mode(mode), Status(status)
 	g.deadline = time.Now().Add(time.Duration(left) * time.Microsecond)
@@ -168,27 +184,44 @@ func (c *Coordinator[TTx]) claim(ctx context.Context) (*claimed, error) {
 	return g, nil
 }
 
-// claimInTx is claim in three statements of one READ COMMITTED
-// transaction (MySQL family: no UPDATE … RETURNING; READ COMMITTED takes
-// no gap locks, so Begin's inserts never wait for a claim).
-func (c *Coordinator[TTx]) claimInTx(ctx context.Context, token string, lease int64, cols []any) (bool, error) {
+// claimInTx claims in one READ COMMITTED transaction: PostgreSQL in one
+// UPDATE … RETURNING (relaxed commit); the MySQL family, which has no
+// UPDATE … RETURNING, in three statements (READ COMMITTED takes no gap
+// locks, so Begin's inserts never wait for a claim).
+func (c *Coordinator[TTx]) claimInTx(ctx context.Context, gid, token string, cols []any) (bool, error) {
 	d := c.db.Dialect()
 	q := d.Q.Saga
+	lease := c.opts.Lease.Microseconds()
 	tx, err := c.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return false, errs.Errorf("saga: claim: %w", d.Classify(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var gid string
-	err = tx.QueryRow(ctx, q.ClaimPick).Scan(&gid)
+	if q.Relaxed != "" {
+		_, err = tx.Exec(ctx, q.Relaxed)
+	}
+	if err == nil && q.Claim != "" {
+		if gid == "" {
+			err = tx.QueryRow(ctx, q.Claim, token, c.opts.Owner, lease).Scan(cols...)
+		} else {
+			err = tx.QueryRow(ctx, q.ClaimGID, token, c.opts.Owner, lease, gid).Scan(cols...)
+		}
+	} else if err == nil {
+		var picked string
+		if gid == "" {
+			err = tx.QueryRow(ctx, q.ClaimPick).Scan(&picked)
+		} else {
+			err = tx.QueryRow(ctx, q.ClaimPickGID, gid).Scan(&picked)
+		}
+		if err == nil {
+			_, err = tx.Exec(ctx, q.ClaimSet, token, c.opts.Owner, lease, picked)
+		}
+		if err == nil {
+			err = tx.QueryRow(ctx, q.ClaimRead, picked).Scan(cols...)
+		}
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
-	}
-	if err == nil {
-		_, err = tx.Exec(ctx, q.ClaimSet, token, c.opts.Owner, lease, gid)
-	}
-	if err == nil {
-		err = tx.QueryRow(ctx, q.ClaimRead, gid).Scan(cols...)
 	}
 	if err == nil {
 		err = d.ClassifyCommit(tx.Commit(ctx))
@@ -210,6 +243,17 @@ type change struct {
 	due    time.Duration // from now; with keep, the renewed lease
 	keep   bool          // keep the claim (else release it)
 	branch *branchRow    // its row to update too
+	// durable: the record must survive a crash of the database before
+	// the driver goes on. Forward progress is (it is the high-water mark
+	// of the branches that may have been called: a driver taking over
+	// compensates from there), and so is every change of phase (to
+	// confirming, to compensating: calling a Confirm or a Compensate
+	// commits the transaction to that direction), and stuck. The other
+	// records — claims, retries, confirm and compensate progress, a TCC's
+	// or a compensation's end — may be lost: the transaction is then
+	// driven again from the last durable record in the same direction,
+	// and the barrier skips what was done. (A saga's success is durable.)
+	durable bool
 }
 
 // record writes ch fenced by the claim; errLost when it was taken over.
@@ -224,6 +268,11 @@ func (c *Coordinator[TTx]) record(ctx context.Context, g *claimed, ch change) er
 		return d.Classify(err)
 	}
 	defer tx.Rollback(ctx)
+	if !ch.durable && q.Relaxed != "" {
+		if _, err := tx.Exec(ctx, q.Relaxed); err != nil {
+			return d.Classify(err)
+		}
+	}
 	n, err := tx.Exec(ctx, q.Update, string(ch.status), ch.step, ch.tries, ch.reason, ch.err, ch.stuck,
 		ch.due.Microseconds(), ch.keep, g.gid, g.token)
 	if err != nil {
@@ -272,7 +321,7 @@ func (c *Coordinator[TTx]) drive(ctx context.Context, g *claimed) {
 		case Running:
 			if time.Now().After(g.deadline) {
 				err = c.record(ctx, g, change{status: Compensating, step: g.step, reason: "timeout: the forward phase passed its deadline",
-					due: c.opts.Lease, keep: true})
+					due: c.opts.Lease, keep: true, durable: true})
 				break
 			}
 			err = c.step(ctx, g, fwd)
@@ -309,7 +358,7 @@ func (c *Coordinator[TTx]) step(ctx context.Context, g *claimed, op txn.Op) erro
 	if g.step < 0 || g.step >= len(g.branches) {
 		// Nothing left in this direction (a compensation past the first
 		// branch is caught below; this is a corrupt row).
-		return c.record(ctx, g, change{status: g.status, step: g.step, tries: g.tries, stuck: true,
+		return c.record(ctx, g, change{status: g.status, step: g.step, tries: g.tries, stuck: true, durable: true,
 			err: fmt.Sprintf("step %d out of range (%d branches)", g.step, len(g.branches))})
 	}
 	b := &g.branches[g.step]
@@ -325,10 +374,14 @@ func (c *Coordinator[TTx]) step(ctx context.Context, g *claimed, op txn.Op) erro
 		case txn.OpAction, txn.OpTry:
 			b.status = "done"
 			next.step = g.step + 1
+			next.durable = true // the next branch may be called
 			if next.step == len(g.branches) {
 				if g.mode == ModeTCC {
 					next.status, next.step = Confirming, 0
 				} else {
+					// Durable too: lost, a driver would call the last action again
+					// and, past the deadline, compensate a saga that had been
+					// reported succeeded.
 					next.status, next.keep = Succeeded, false
 				}
 			}
@@ -362,7 +415,7 @@ func (c *Coordinator[TTx]) step(ctx context.Context, g *claimed, op txn.Op) erro
 		reason := fmt.Sprintf("branch %s: %s failed: %s", b.name, op, msg)
 		c.opts.Logger.Info("saga: compensating", "gid", g.gid, "reason", reason)
 		return c.record(ctx, g, change{status: Compensating, step: g.step, reason: trim(reason), err: msg,
-			due: c.opts.Lease, keep: true, branch: b})
+			due: c.opts.Lease, keep: true, branch: b, durable: true})
 	case business || (op != txn.OpAction && op != txn.OpTry && tries >= c.opts.StuckAfter):
 		reason := fmt.Sprintf("branch %s: %s failed %s: %s", b.name, op, times(tries), msg)
 		if business {
@@ -370,7 +423,7 @@ func (c *Coordinator[TTx]) step(ctx context.Context, g *claimed, op txn.Op) erro
 		}
 		c.opts.Logger.Error("saga: stuck; a person must retry or resolve it", "gid", g.gid, "reason", reason)
 		if err := c.record(ctx, g, change{status: g.status, step: g.step, tries: tries, reason: trim(reason), err: msg,
-			stuck: true, branch: b}); err != nil {
+			stuck: true, branch: b, durable: true}); err != nil {
 			return err
 		}
 		return errWait

@@ -472,3 +472,98 @@ func TestCleanup(t *testing.T) {
 		}
 	})
 }
+
+func TestDrive(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		c := newCoord(t, env.DB, fast())
+		var j journal
+		c.Register("fn", func(ctx context.Context, call saga.Call) error { j.add(call); return nil })
+		t.Run("drives the transaction just begun, to its end", func(t *testing.T) {
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "b")})
+			in, err := c.Drive(ctx, gid)
+			if err != nil || in.Status != saga.Succeeded || len(in.Branches) != 2 {
+				t.Fatalf("%+v %v", in, err)
+			}
+		})
+		t.Run("leaves alone a transaction another driver holds", func(t *testing.T) {
+			other := newCoord(t, env.DB, fast())
+			hold := make(chan struct{})
+			held := make(chan struct{})
+			other.Register("fn", func(ctx context.Context, call saga.Call) error { close(held); <-hold; return nil })
+			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeSaga, Branches: branches("x")})
+			done := make(chan struct{})
+			go func() { other.Drive(ctx, gid); close(done) }()
+			<-held
+			calls := j.String()
+			in, err := c.Drive(ctx, gid)
+			if err != nil || in.Status != saga.Running || j.String() != calls {
+				t.Fatalf("%+v %v; calls %s", in, err, j.String())
+			}
+			close(hold)
+			<-done
+			if in, _ := c.Get(ctx, gid); in.Status != saga.Succeeded {
+				t.Fatalf("%+v", in)
+			}
+		})
+		t.Run("an unknown gid", func(t *testing.T) {
+			if _, err := c.Drive(ctx, "nope"); !errors.Is(err, saga.ErrNotFound) {
+				t.Fatalf("%v", err)
+			}
+			if _, err := c.Drive(ctx, ""); !errors.Is(err, saga.ErrInvalid) {
+				t.Fatalf("%v", err)
+			}
+		})
+	})
+}
+
+// TestLostRecordsAreDrivenAgain: a driver's relaxed records (PostgreSQL
+// commits them without waiting for the WAL flush) may be lost in a crash
+// of the database. Rewinding a finished transaction to its last durable
+// record — what such a crash leaves — and driving it again ends it the
+// same way, and the participants' barrier applies nothing twice.
+func TestLostRecordsAreDrivenAgain(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		dbtest.Exec(t, env.DB, `CREATE TABLE effects (gid VARCHAR(128) NOT NULL, branch VARCHAR(16) NOT NULL, op VARCHAR(16) NOT NULL)`)
+		ph := env.DB.Dialect().Placeholder
+		c := newCoord(t, env.DB, fast())
+		c.Register("fn", saga.BarrierFunc(txn.NewBarrier(env.DB), func(ctx context.Context, tx *sql.Tx, call saga.Call) error {
+			if call.Branch == "no" && (call.Op == txn.OpAction || call.Op == txn.OpTry) {
+				return saga.Fail(errors.New("refused"))
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO effects (gid, branch, op) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`)`, call.GID, call.Branch, string(call.Op))
+			return err
+		}))
+		rewind := func(gid string, status saga.Status, step int) {
+			dbtest.Exec(t, env.DB, `UPDATE coord_gtx SET status = `+ph(1)+`, step = `+ph(2)+`, claim = NULL, due_at = `+env.DB.Dialect().Q.Saga.Now+` WHERE gid = `+ph(3), string(status), step, gid)
+		}
+		for _, tc := range []struct {
+			name     string
+			g        saga.Global
+			end      saga.Status
+			rewindTo saga.Status
+			step     int
+		}{
+			{"TCC confirmed, back to confirming", saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "b")}, saga.Succeeded, saga.Confirming, 0},
+			{"TCC cancelled, back to cancelling", saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "no")}, saga.Aborted, saga.Compensating, 1},
+			{"saga compensated, back to compensating", saga.Global{Mode: saga.ModeSaga, Branches: branches("a", "no")}, saga.Aborted, saga.Compensating, 1},
+			{"saga succeeded, back to its last action", saga.Global{Mode: saga.ModeSaga, Branches: branches("a", "b")}, saga.Succeeded, saga.Running, 1},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				gid := begin(t, env.DB, c, tc.g)
+				if in, err := c.Drive(ctx, gid); err != nil || in.Status != tc.end {
+					t.Fatalf("first drive: %+v %v", in, err)
+				}
+				effects := dbtest.Count(t, env.DB, `SELECT COUNT(*) FROM effects WHERE gid = `+ph(1), gid)
+				rewind(gid, tc.rewindTo, tc.step)
+				if in, err := c.Drive(ctx, gid); err != nil || in.Status != tc.end {
+					t.Fatalf("driven again: %+v %v", in, err)
+				}
+				if again := dbtest.Count(t, env.DB, `SELECT COUNT(*) FROM effects WHERE gid = `+ph(1), gid); again != effects {
+					t.Fatalf("%d effects after driving again, %d before", again, effects)
+				}
+			})
+		}
+	})
+}

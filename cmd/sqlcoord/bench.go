@@ -51,12 +51,12 @@ func newBenchCmd() *cobra.Command {
 			return bench.Outbox(ctx, db, cfg, natsPub)
 		}
 		type group = func(context.Context, *sqlcoord.DB, bench.Config) ([]bench.Result, error)
-		known := map[string]group{"locks": bench.Locks, "idempotency": bench.Idempotency, "ids": bench.IDs, "jobs": bench.Jobs, "outbox": outboxGroup}
+		known := map[string]group{"locks": bench.Locks, "idempotency": bench.Idempotency, "ids": bench.IDs, "jobs": bench.Jobs, "outbox": outboxGroup, "saga": bench.Saga}
 		var selected []group
 		for _, g := range strings.Split(groups, ",") {
 			fn, ok := known[strings.TrimSpace(g)]
 			if !ok {
-				return usageError{fmt.Errorf("--groups: unknown group %q (have locks, idempotency, ids, jobs, outbox)", g)}
+				return usageError{fmt.Errorf("--groups: unknown group %q (have locks, idempotency, ids, jobs, outbox, saga)", g)}
 			}
 			selected = append(selected, fn)
 		}
@@ -111,7 +111,7 @@ func newBenchCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return runPrimitives(cmd) },
 	}
-	prim.Flags().StringVar(&groups, "groups", "locks,idempotency,ids,jobs,outbox", "benchmark groups to run")
+	prim.Flags().StringVar(&groups, "groups", "locks,idempotency,ids,jobs,outbox", "benchmark groups to run (also: saga)")
 	prim.Flags().IntVar(&primRounds, "rounds", 1, "run each group this many times; report the median round and the range of the ratios")
 	prim.Flags().BoolVar(&durable, "durable", true, "throwaway servers flush every commit (fsync on, as in production); --durable=false: tuned for tests")
 	ins := &cobra.Command{

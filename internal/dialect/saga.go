@@ -16,13 +16,19 @@ type SagaQueries struct {
 	// Claim (PostgreSQL) claims the oldest due live transaction in one
 	// statement. Args: claim token, owner, lease µs. Columns: gid, mode,
 	// status, step, branches, attempt, tries, µs left before the deadline.
-	Claim string
+	// ClaimGID claims the one named by a fourth arg, if due.
+	Claim, ClaimGID string
+	// Relaxed makes the transaction's commit return before its WAL is
+	// flushed (PostgreSQL's SET LOCAL synchronous_commit = off; "" where
+	// the dialect cannot): for a driver's records that a crash may lose
+	// without harm (see saga.record).
+	Relaxed string
 	// ClaimPick, ClaimSet, ClaimRead (MySQL family) are Claim in three
 	// statements of one READ COMMITTED transaction: pick a due row (FOR
 	// UPDATE SKIP LOCKED, no args; column gid), set the claim (args: claim
 	// token, owner, lease µs, gid), read it back (arg: gid; Claim's
-	// columns).
-	ClaimPick, ClaimSet, ClaimRead string
+	// columns). ClaimPickGID picks the one named (arg: gid) if due.
+	ClaimPick, ClaimPickGID, ClaimSet, ClaimRead string
 	// Branches reads a transaction's branches in order. Args: gid.
 	// Columns: idx, branch, target, payload, status, tries, last error.
 	Branches string
@@ -60,19 +66,27 @@ type SagaQueries struct {
 
 const sagaCols = `gid, mode, status, stuck, step, branches, attempt, COALESCE(owner, ''), tries, COALESCE(reason, ''), COALESCE(last_error, ''), created_at, updated_at`
 
+// pgSagaClaim claims the oldest due live transaction (cond: and the one
+// named by $4).
+func pgSagaClaim(cond string) string {
+	return `UPDATE coord_gtx g SET attempt = g.attempt + 1, claim = $1, owner = $2,
+    due_at = clock_timestamp() + $3 * interval '1 microsecond', updated_at = clock_timestamp()
+FROM (SELECT gid FROM coord_gtx
+  WHERE status IN ('running', 'confirming', 'compensating') AND NOT stuck AND due_at <= clock_timestamp() ` + cond + `
+  ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED) c
+WHERE g.gid = c.gid
+RETURNING g.gid, g.mode, g.status, g.step, g.branches, g.attempt, g.tries,
+  (EXTRACT(EPOCH FROM g.deadline - clock_timestamp()) * 1000000)::bigint`
+}
+
 var pgSaga = SagaQueries{
 	Now:          `clock_timestamp()`,
 	Insert:       `INSERT INTO coord_gtx (gid, mode, status, branches, deadline) VALUES ($1, $2, 'running', $3, clock_timestamp() + $4 * interval '1 microsecond')`,
 	BranchInsert: `INSERT INTO coord_gtx_branches (gid, idx, branch, target, payload, updated_at) VALUES `,
-	Claim: `UPDATE coord_gtx g SET attempt = g.attempt + 1, claim = $1, owner = $2,
-    due_at = clock_timestamp() + $3 * interval '1 microsecond', updated_at = clock_timestamp()
-FROM (SELECT gid FROM coord_gtx
-  WHERE status IN ('running', 'confirming', 'compensating') AND NOT stuck AND due_at <= clock_timestamp()
-  ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED) c
-WHERE g.gid = c.gid
-RETURNING g.gid, g.mode, g.status, g.step, g.branches, g.attempt, g.tries,
-  (EXTRACT(EPOCH FROM g.deadline - clock_timestamp()) * 1000000)::bigint`,
-	Branches: `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = $1 ORDER BY idx`,
+	Claim:        pgSagaClaim(""),
+	ClaimGID:     pgSagaClaim("AND gid = $4 "),
+	Relaxed:      `SET LOCAL synchronous_commit = off`,
+	Branches:     `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = $1 ORDER BY idx`,
 	Update: `UPDATE coord_gtx SET status = $1, step = $2, tries = $3,
     reason = CASE WHEN $4 = '' THEN reason ELSE right(COALESCE(reason || '; then ', '') || $4, 4000) END,
     last_error = NULLIF($5, ''), stuck = $6, due_at = clock_timestamp() + $7 * interval '1 microsecond',
@@ -110,6 +124,9 @@ VALUES (?, ?, 'running', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICR
 	ClaimPick: `SELECT gid FROM coord_gtx FORCE INDEX (coord_gtx_due)
 WHERE stuck = 0 AND status IN ('compensating', 'confirming', 'running') AND due_at <= UTC_TIMESTAMP(6)
 LIMIT 1 FOR UPDATE SKIP LOCKED`,
+	ClaimPickGID: `SELECT gid FROM coord_gtx
+WHERE gid = ? AND stuck = 0 AND status IN ('compensating', 'confirming', 'running') AND due_at <= UTC_TIMESTAMP(6)
+FOR UPDATE SKIP LOCKED`,
 	ClaimSet: `UPDATE coord_gtx SET attempt = attempt + 1, claim = ?, owner = ?,
     due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, updated_at = UTC_TIMESTAMP(6) WHERE gid = ?`,
 	ClaimRead: `SELECT gid, mode, status, step, branches, attempt, tries, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline)
