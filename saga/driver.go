@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
@@ -95,23 +96,27 @@ func (c *Coordinator[TTx]) Run(ctx context.Context) error {
 
 // Drive claims the transaction gid, if it is due, and drives it in this
 // goroutine until it ends, must wait for a retry, becomes stuck or ctx
-// ends; it returns the transaction as it is then. Call it right after
-// the business transaction that began gid committed, for the lowest
-// latency (no polling); Run's drivers take over whatever Drive leaves —
-// a retry, a crash of this process. A transaction that another driver
-// holds, or that waits for a retry, is returned as is.
-func (c *Coordinator[TTx]) Drive(ctx context.Context, gid string) (Info, error) {
+// ends; it returns the transaction's status then (Get tells more). Call
+// it right after the business transaction that began gid committed, for
+// the lowest latency (no polling); Run's drivers take over whatever Drive
+// leaves — a retry, a crash of this process. A transaction that another
+// driver holds, or that waits for a retry, is left alone: its status is
+// returned as it is. ErrNotFound when there is no such transaction (the
+// business transaction rolled back).
+func (c *Coordinator[TTx]) Drive(ctx context.Context, gid string) (Status, error) {
 	if err := valid.Text("gid", gid, 128); err != nil {
-		return Info{}, errs.Errorf("%w: %w", ErrInvalid, err)
+		return "", errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	g, err := c.claim(ctx, gid)
 	if err != nil {
-		return Info{}, err
+		return "", err
 	}
-	if g != nil {
-		c.drive(ctx, g)
+	if g == nil {
+		in, err := c.Get(ctx, gid)
+		return in.Status, err
 	}
-	return c.Get(ctx, gid)
+	c.drive(ctx, g)
+	return g.status, nil
 }
 
 // RunDue drives every transaction that is due now, one after the other,
@@ -184,44 +189,61 @@ func (c *Coordinator[TTx]) claim(ctx context.Context, gid string) (*claimed, err
 	return g, nil
 }
 
-// claimInTx claims in one READ COMMITTED transaction: PostgreSQL in one
-// UPDATE … RETURNING (relaxed commit); the MySQL family, which has no
-// UPDATE … RETURNING, in three statements (READ COMMITTED takes no gap
-// locks, so Begin's inserts never wait for a claim).
+// claimInTx claims: PostgreSQL in one UPDATE … RETURNING; the MySQL
+// family, which has no UPDATE … RETURNING, a named transaction in one
+// UPDATE then a read, and the oldest due one in three statements of one
+// READ COMMITTED transaction (which takes no gap locks, so Begin's inserts
+// never wait for a claim).
 func (c *Coordinator[TTx]) claimInTx(ctx context.Context, gid, token string, cols []any) (bool, error) {
 	d := c.db.Dialect()
 	q := d.Q.Saga
 	lease := c.opts.Lease.Microseconds()
+	x := c.db.Executor()
+	var err error
+	switch {
+	case q.Claim != "" && gid == "":
+		err = x.QueryRow(ctx, q.Claim, token, c.opts.Owner, lease).Scan(cols...)
+	case q.Claim != "":
+		err = x.QueryRow(ctx, q.ClaimGID, token, c.opts.Owner, lease, gid).Scan(cols...)
+	case gid != "":
+		var n int64
+		if n, err = x.Exec(ctx, q.ClaimSetGID, token, c.opts.Owner, lease, gid); err == nil && n == 0 {
+			return false, nil
+		}
+		if err == nil {
+			err = x.QueryRow(ctx, q.ClaimRead, gid).Scan(cols...)
+		}
+	default:
+		return c.claimOldest(ctx, token, lease, cols)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, errs.Errorf("saga: claim: %w", d.Classify(err))
+	}
+	return true, nil
+}
+
+// claimOldest is the MySQL family's claim of the oldest due transaction.
+func (c *Coordinator[TTx]) claimOldest(ctx context.Context, token string, lease int64, cols []any) (bool, error) {
+	d := c.db.Dialect()
+	q := d.Q.Saga
 	tx, err := c.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return false, errs.Errorf("saga: claim: %w", d.Classify(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if q.Relaxed != "" {
-		_, err = tx.Exec(ctx, q.Relaxed)
-	}
-	if err == nil && q.Claim != "" {
-		if gid == "" {
-			err = tx.QueryRow(ctx, q.Claim, token, c.opts.Owner, lease).Scan(cols...)
-		} else {
-			err = tx.QueryRow(ctx, q.ClaimGID, token, c.opts.Owner, lease, gid).Scan(cols...)
-		}
-	} else if err == nil {
-		var picked string
-		if gid == "" {
-			err = tx.QueryRow(ctx, q.ClaimPick).Scan(&picked)
-		} else {
-			err = tx.QueryRow(ctx, q.ClaimPickGID, gid).Scan(&picked)
-		}
-		if err == nil {
-			_, err = tx.Exec(ctx, q.ClaimSet, token, c.opts.Owner, lease, picked)
-		}
-		if err == nil {
-			err = tx.QueryRow(ctx, q.ClaimRead, picked).Scan(cols...)
-		}
-	}
+	var gid string
+	err = tx.QueryRow(ctx, q.ClaimPick).Scan(&gid)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
+	}
+	if err == nil {
+		_, err = tx.Exec(ctx, q.ClaimSet, token, c.opts.Owner, lease, gid)
+	}
+	if err == nil {
+		err = tx.QueryRow(ctx, q.ClaimRead, gid).Scan(cols...)
 	}
 	if err == nil {
 		err = d.ClassifyCommit(tx.Commit(ctx))
@@ -256,38 +278,24 @@ type change struct {
 	durable bool
 }
 
-// record writes ch fenced by the claim; errLost when it was taken over.
+// record writes ch fenced by the claim, in one statement; errLost when
+// it was taken over.
 func (c *Coordinator[TTx]) record(ctx context.Context, g *claimed, ch change) error {
 	d := c.db.Dialect()
-	q := d.Q.Saga
 	ctx = context.WithoutCancel(ctx) // a step that happened is recorded even while stopping
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
-	tx, err := c.db.BeginOwned(ctx, nil)
-	if err != nil {
-		return d.Classify(err)
-	}
-	defer tx.Rollback(ctx)
-	if !ch.durable && q.Relaxed != "" {
-		if _, err := tx.Exec(ctx, q.Relaxed); err != nil {
-			return d.Classify(err)
-		}
-	}
-	n, err := tx.Exec(ctx, q.Update, string(ch.status), ch.step, ch.tries, ch.reason, ch.err, ch.stuck,
-		ch.due.Microseconds(), ch.keep, g.gid, g.token)
-	if err != nil {
-		return d.Classify(err)
-	}
-	if n != 1 {
-		return errLost
-	}
+	r := dialect.SagaRecord{GID: g.gid, Claim: g.token, Status: string(ch.status), Step: ch.step, Tries: ch.tries,
+		Reason: ch.reason, Err: ch.err, Stuck: ch.stuck, Keep: ch.keep, Durable: ch.durable, DueMicros: ch.due.Microseconds(), Idx: -1}
 	if b := ch.branch; b != nil {
-		if _, err := tx.Exec(ctx, q.BranchUpdate, b.status, b.tries, b.lastErr, g.gid, b.idx); err != nil {
-			return d.Classify(err)
-		}
+		r.Idx, r.BranchStatus, r.BranchTries, r.BranchErr = b.idx, b.status, b.tries, b.lastErr
 	}
-	if err := d.ClassifyCommit(tx.Commit(ctx)); err != nil {
-		return err
+	ok, err := d.SagaRecord(ctx, c.db.Executor(), r)
+	if err != nil {
+		return d.ClassifyCommit(err)
+	}
+	if !ok {
+		return errLost
 	}
 	g.status, g.step, g.tries = ch.status, ch.step, ch.tries
 	return nil

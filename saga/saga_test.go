@@ -481,9 +481,9 @@ func TestDrive(t *testing.T) {
 		c.Register("fn", func(ctx context.Context, call saga.Call) error { j.add(call); return nil })
 		t.Run("drives the transaction just begun, to its end", func(t *testing.T) {
 			gid := begin(t, env.DB, c, saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "b")})
-			in, err := c.Drive(ctx, gid)
-			if err != nil || in.Status != saga.Succeeded || len(in.Branches) != 2 {
-				t.Fatalf("%+v %v", in, err)
+			st, err := c.Drive(ctx, gid)
+			if err != nil || st != saga.Succeeded {
+				t.Fatalf("%s %v", st, err)
 			}
 		})
 		t.Run("leaves alone a transaction another driver holds", func(t *testing.T) {
@@ -496,9 +496,9 @@ func TestDrive(t *testing.T) {
 			go func() { other.Drive(ctx, gid); close(done) }()
 			<-held
 			calls := j.String()
-			in, err := c.Drive(ctx, gid)
-			if err != nil || in.Status != saga.Running || j.String() != calls {
-				t.Fatalf("%+v %v; calls %s", in, err, j.String())
+			st, err := c.Drive(ctx, gid)
+			if err != nil || st != saga.Running || j.String() != calls {
+				t.Fatalf("%s %v; calls %s", st, err, j.String())
 			}
 			close(hold)
 			<-done
@@ -552,13 +552,13 @@ func TestLostRecordsAreDrivenAgain(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				gid := begin(t, env.DB, c, tc.g)
-				if in, err := c.Drive(ctx, gid); err != nil || in.Status != tc.end {
-					t.Fatalf("first drive: %+v %v", in, err)
+				if st, err := c.Drive(ctx, gid); err != nil || st != tc.end {
+					t.Fatalf("first drive: %s %v", st, err)
 				}
 				effects := dbtest.Count(t, env.DB, `SELECT COUNT(*) FROM effects WHERE gid = `+ph(1), gid)
 				rewind(gid, tc.rewindTo, tc.step)
-				if in, err := c.Drive(ctx, gid); err != nil || in.Status != tc.end {
-					t.Fatalf("driven again: %+v %v", in, err)
+				if st, err := c.Drive(ctx, gid); err != nil || st != tc.end {
+					t.Fatalf("driven again: %s %v", st, err)
 				}
 				if again := dbtest.Count(t, env.DB, `SELECT COUNT(*) FROM effects WHERE gid = `+ph(1), gid); again != effects {
 					t.Fatalf("%d effects after driving again, %d before", again, effects)

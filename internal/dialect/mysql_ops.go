@@ -382,3 +382,9 @@ func (o mysqlOps) jobFail(ctx context.Context, pool Executor, f JobFailure) (int
 	return pool.Exec(ctx, o.q.JobFail, f.Error, f.Permanent, f.MaxAttempts, f.BackoffMicros, f.Permanent, f.MaxAttempts,
 		f.Slot.Job, f.Slot.Fire, f.Slot.Shard, f.Attempt)
 }
+
+func (o mysqlOps) sagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error) {
+	n, err := x.Exec(ctx, o.q.Saga.Record, r.Idx, r.Status, r.Step, r.Tries, r.Reason, r.Err, r.Stuck, r.DueMicros, r.Keep,
+		r.BranchStatus, r.BranchTries, r.BranchErr, r.GID, r.Claim)
+	return n >= 1, err
+}

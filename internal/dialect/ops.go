@@ -32,6 +32,7 @@ type operations interface {
 	endSession(ctx context.Context, pool Executor, id, start int64) error
 	epochCheck(ctx context.Context, x Executor, hwm int64) (bool, error)
 	epochAdvance(ctx context.Context, x Executor) (int64, error)
+	sagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error)
 	uuidValue(u [16]byte) any
 	uuidColumnType() string
 }
@@ -275,3 +276,25 @@ func (d *Dialect) UUIDColumnType() string { return d.ops.uuidColumnType() }
 // errLockHeld is ErrLocked when the lock statement skipped the lock (or
 // a concurrent creator held it) rather than failing.
 var errLockHeld = &Error{Kind: ErrLocked}
+
+// SagaRecord is a saga driver's fenced change: the transaction's new
+// state and, when Idx >= 0, its branch Idx's.
+type SagaRecord struct {
+	GID, Claim           string
+	Status               string
+	Step, Tries          int
+	Reason, Err          string
+	Stuck, Keep, Durable bool
+	DueMicros            int64
+	Idx                  int
+	BranchStatus         string
+	BranchTries          int
+	BranchErr            string
+}
+
+// SagaRecord writes r in one autocommit statement; ok false when the
+// fence did not hold (the claim is no longer r.Claim). Not Durable: the
+// commit does not wait for the WAL flush where the dialect can.
+func (d *Dialect) SagaRecord(ctx context.Context, x Executor, r SagaRecord) (ok bool, err error) {
+	return d.ops.sagaRecord(ctx, x, r)
+}

@@ -328,3 +328,14 @@ func (o pgOps) jobFail(ctx context.Context, pool Executor, f JobFailure) (int64,
 	return pool.Exec(ctx, o.q.JobFail, f.Error, f.Permanent, f.MaxAttempts, f.BackoffMicros,
 		f.Slot.Job, f.Slot.Fire, f.Slot.Shard, f.Attempt)
 }
+
+func (o pgOps) sagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error) {
+	q := o.q.Saga.RecordRelaxed
+	if r.Durable {
+		q = o.q.Saga.Record
+	}
+	var n int
+	err := x.QueryRow(ctx, q, r.Status, r.Step, r.Tries, r.Reason, r.Err, r.Stuck, r.DueMicros, r.Keep, r.GID, r.Claim,
+		r.Idx, r.BranchStatus, r.BranchTries, r.BranchErr).Scan(&n)
+	return n == 1, err
+}

@@ -16,29 +16,26 @@ type SagaQueries struct {
 	// Claim (PostgreSQL) claims the oldest due live transaction in one
 	// statement. Args: claim token, owner, lease µs. Columns: gid, mode,
 	// status, step, branches, attempt, tries, µs left before the deadline.
-	// ClaimGID claims the one named by a fourth arg, if due.
+	// ClaimGID claims the one named by a fourth arg, if due. Both commit
+	// without waiting for the WAL flush (a lost claim is harmless: see
+	// package saga).
 	Claim, ClaimGID string
-	// Relaxed makes the transaction's commit return before its WAL is
-	// flushed (PostgreSQL's SET LOCAL synchronous_commit = off; "" where
-	// the dialect cannot): for a driver's records that a crash may lose
-	// without harm (see saga.record).
-	Relaxed string
 	// ClaimPick, ClaimSet, ClaimRead (MySQL family) are Claim in three
 	// statements of one READ COMMITTED transaction: pick a due row (FOR
 	// UPDATE SKIP LOCKED, no args; column gid), set the claim (args: claim
 	// token, owner, lease µs, gid), read it back (arg: gid; Claim's
-	// columns). ClaimPickGID picks the one named (arg: gid) if due.
-	ClaimPick, ClaimPickGID, ClaimSet, ClaimRead string
+	// columns). ClaimSetGID claims the one named, if due, in one
+	// autocommit statement (args: claim token, owner, lease µs, gid; 0
+	// rows: not due or not there).
+	ClaimPick, ClaimSetGID, ClaimSet, ClaimRead string
 	// Branches reads a transaction's branches in order. Args: gid.
 	// Columns: idx, branch, target, payload, status, tries, last error.
 	Branches string
-	// Update is a driver's fenced change. Args: status, step, tries,
-	// reason (appended to the reasons so far; "" adds none), last error, stuck, due µs, keep the claim,
-	// gid, claim token. 0 rows: the claim was lost.
-	Update string
-	// BranchUpdate records a branch's state. Args: status, tries, last
-	// error, gid, idx.
-	BranchUpdate string
+	// Record (and RecordRelaxed, committed without waiting for the WAL
+	// flush where the dialect can) is a driver's fenced change of a
+	// transaction and of one of its branches, in one autocommit statement;
+	// see Dialect.SagaRecord for the arguments.
+	Record, RecordRelaxed string
 	// Get reads one transaction. Args: gid. Columns: gid, mode, status,
 	// stuck, step, branches, attempt, owner, tries, reason, last error,
 	// created_at, updated_at, seconds until due, seconds until deadline.
@@ -74,25 +71,45 @@ func pgSagaClaim(cond string) string {
 FROM (SELECT gid FROM coord_gtx
   WHERE status IN ('running', 'confirming', 'compensating') AND NOT stuck AND due_at <= clock_timestamp() ` + cond + `
   ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED) c
-WHERE g.gid = c.gid
+WHERE g.gid = c.gid AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 RETURNING g.gid, g.mode, g.status, g.step, g.branches, g.attempt, g.tries,
   (EXTRACT(EPOCH FROM g.deadline - clock_timestamp()) * 1000000)::bigint`
 }
 
-var pgSaga = SagaQueries{
-	Now:          `clock_timestamp()`,
-	Insert:       `INSERT INTO coord_gtx (gid, mode, status, branches, deadline) VALUES ($1, $2, 'running', $3, clock_timestamp() + $4 * interval '1 microsecond')`,
-	BranchInsert: `INSERT INTO coord_gtx_branches (gid, idx, branch, target, payload, updated_at) VALUES `,
-	Claim:        pgSagaClaim(""),
-	ClaimGID:     pgSagaClaim("AND gid = $4 "),
-	Relaxed:      `SET LOCAL synchronous_commit = off`,
-	Branches:     `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = $1 ORDER BY idx`,
-	Update: `UPDATE coord_gtx SET status = $1, step = $2, tries = $3,
+// pgSagaRecord is the fenced change of a transaction and of one of its
+// branches: the branch changes only if the transaction's row did (its
+// fence held). Args: status, step, tries, reason, last error, stuck, due
+// µs, keep, gid, claim, idx (-1: none), branch status, tries, last error.
+// Column: 1 when the fence held. relax: a condition that turns the
+// commit's wait for the WAL flush off.
+func pgSagaRecord(relax string) string {
+	return `WITH g AS (UPDATE coord_gtx SET status = $1, step = $2, tries = $3,
     reason = CASE WHEN $4 = '' THEN reason ELSE right(COALESCE(reason || '; then ', '') || $4, 4000) END,
     last_error = NULLIF($5, ''), stuck = $6, due_at = clock_timestamp() + $7 * interval '1 microsecond',
     claim = CASE WHEN $8::boolean THEN claim END, updated_at = clock_timestamp()
-WHERE gid = $9 AND claim = $10`,
-	BranchUpdate: `UPDATE coord_gtx_branches SET status = $1, tries = $2, last_error = NULLIF($3, ''), updated_at = clock_timestamp() WHERE gid = $4 AND idx = $5`,
+  WHERE gid = $9 AND claim = $10` + relax + `
+  RETURNING gid),
+b AS (UPDATE coord_gtx_branches SET status = $12, tries = $13, last_error = NULLIF($14, ''), updated_at = clock_timestamp()
+  FROM g WHERE coord_gtx_branches.gid = g.gid AND coord_gtx_branches.idx = $11)
+SELECT count(*) FROM g`
+}
+
+const mysqlSagaRecord = `UPDATE coord_gtx g LEFT JOIN coord_gtx_branches b ON b.gid = g.gid AND b.idx = ?
+SET g.status = ?, g.step = ?, g.tries = ?, g.reason = NULLIF(RIGHT(CONCAT_WS('; then ', g.reason, NULLIF(?, '')), 4000), ''),
+    g.last_error = NULLIF(?, ''), g.stuck = ?, g.due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
+    g.claim = IF(?, g.claim, NULL), g.updated_at = UTC_TIMESTAMP(6),
+    b.status = ?, b.tries = ?, b.last_error = NULLIF(?, ''), b.updated_at = UTC_TIMESTAMP(6)
+WHERE g.gid = ? AND g.claim = ?`
+
+var pgSaga = SagaQueries{
+	Now:           `clock_timestamp()`,
+	Insert:        `INSERT INTO coord_gtx (gid, mode, status, branches, deadline) VALUES ($1, $2, 'running', $3, clock_timestamp() + $4 * interval '1 microsecond')`,
+	BranchInsert:  `INSERT INTO coord_gtx_branches (gid, idx, branch, target, payload, updated_at) VALUES `,
+	Claim:         pgSagaClaim(""),
+	ClaimGID:      pgSagaClaim("AND gid = $4 "),
+	Branches:      `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = $1 ORDER BY idx`,
+	Record:        pgSagaRecord(``),
+	RecordRelaxed: pgSagaRecord(` AND set_config('synchronous_commit', 'off', true) IS NOT NULL`),
 	Get: `SELECT ` + sagaCols + `, EXTRACT(EPOCH FROM due_at - clock_timestamp())::float8, EXTRACT(EPOCH FROM deadline - clock_timestamp())::float8
 FROM coord_gtx WHERE gid = $1`,
 	List: `SELECT ` + sagaCols + `, EXTRACT(EPOCH FROM due_at - clock_timestamp())::float8, EXTRACT(EPOCH FROM deadline - clock_timestamp())::float8
@@ -124,19 +141,22 @@ VALUES (?, ?, 'running', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICR
 	ClaimPick: `SELECT gid FROM coord_gtx FORCE INDEX (coord_gtx_due)
 WHERE stuck = 0 AND status IN ('compensating', 'confirming', 'running') AND due_at <= UTC_TIMESTAMP(6)
 LIMIT 1 FOR UPDATE SKIP LOCKED`,
-	ClaimPickGID: `SELECT gid FROM coord_gtx
-WHERE gid = ? AND stuck = 0 AND status IN ('compensating', 'confirming', 'running') AND due_at <= UTC_TIMESTAMP(6)
-FOR UPDATE SKIP LOCKED`,
+	ClaimSetGID: `UPDATE coord_gtx SET attempt = attempt + 1, claim = ?, owner = ?,
+    due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, updated_at = UTC_TIMESTAMP(6)
+WHERE gid = ? AND stuck = 0 AND status IN ('compensating', 'confirming', 'running') AND due_at <= UTC_TIMESTAMP(6)`,
 	ClaimSet: `UPDATE coord_gtx SET attempt = attempt + 1, claim = ?, owner = ?,
     due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, updated_at = UTC_TIMESTAMP(6) WHERE gid = ?`,
 	ClaimRead: `SELECT gid, mode, status, step, branches, attempt, tries, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline)
 FROM coord_gtx WHERE gid = ?`,
 	Branches: `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = ? ORDER BY idx`,
-	Update: `UPDATE coord_gtx SET status = ?, step = ?, tries = ?, reason = NULLIF(RIGHT(CONCAT_WS('; then ', reason, NULLIF(?, '')), 4000), ''),
-    last_error = NULLIF(?, ''), stuck = ?, due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND,
-    claim = IF(?, claim, NULL), updated_at = UTC_TIMESTAMP(6)
-WHERE gid = ? AND claim = ?`,
-	BranchUpdate: `UPDATE coord_gtx_branches SET status = ?, tries = ?, last_error = NULLIF(?, ''), updated_at = UTC_TIMESTAMP(6) WHERE gid = ? AND idx = ?`,
+	// One multi-table UPDATE: the branch (LEFT JOIN: idx -1 names none)
+	// changes only with its transaction's fenced row. Args: idx, status,
+	// step, tries, reason, last error, stuck, due µs, keep, branch status,
+	// tries, last error, gid, claim.
+	Record: mysqlSagaRecord,
+	// No per-transaction durability in the MySQL family
+	// (innodb_flush_log_at_trx_commit is global).
+	RecordRelaxed: mysqlSagaRecord,
 	Get: `SELECT ` + sagaCols + `, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), due_at) / 1e6, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline) / 1e6
 FROM coord_gtx WHERE gid = ?`,
 	List: `SELECT ` + sagaCols + `, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), due_at) / 1e6, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline) / 1e6
