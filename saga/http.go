@@ -130,7 +130,9 @@ func Handler[TTx any](b *txn.Barrier[TTx], fn func(ctx context.Context, tx TTx, 
 		case err == nil:
 			w.WriteHeader(http.StatusOK)
 		case errors.Is(err, ErrBusiness):
-			http.Error(w, redact.Text(err.Error()), http.StatusConflict)
+			var be *businessError
+			errors.As(err, &be)
+			http.Error(w, redact.Text(be.err.Error()), http.StatusConflict) // the participant's reason
 		default:
 			http.Error(w, "branch failed; call again", http.StatusInternalServerError)
 		}
