@@ -31,8 +31,8 @@ type Info struct {
 	// DueIn is when a driver takes it next (negative: overdue; while
 	// claimed, the end of the claim's lease); DeadlineIn the time left for
 	// the forward phase. Both by the database clock.
-	DueIn      time.Duration `json:"due_in"`
-	DeadlineIn time.Duration `json:"deadline_in"`
+	DueIn      time.Duration `json:"due_in_ns"`
+	DeadlineIn time.Duration `json:"deadline_in_ns"`
 	Branches   []BranchInfo  `json:"branches,omitempty"`
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/saga"
 	"github.com/sqlcoord/sqlcoord/session"
 )
 
@@ -126,6 +127,7 @@ func TestJSONGolden(t *testing.T) {
 		// empty lists first
 		golden("jobs_list_empty", "jobs", "list")
 		golden("outbox_dead_empty", "outbox", "dead")
+		golden("saga_list_empty", "saga", "list")
 		// then some of everything
 		runs := jobs.NewRuns(env.DB)
 		sched, _ := jobs.ParseSchedule("0 * * * *", nil)
@@ -156,7 +158,15 @@ func TestJSONGolden(t *testing.T) {
 		st.Create(ctx, tx, "ann", nil)
 		tx.Commit()
 
+		c, _ := saga.New(env.DB, saga.Options{})
+		tx, _ = env.DB.BeginTx(ctx, nil)
+		c.Begin(ctx, tx, saga.Global{GID: "order-1", Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "unregistered"}}})
+		tx.Commit()
+		c.RunDue(ctx)
+
 		golden("doctor", "doctor")
+		golden("saga_list", "saga", "list", "--filter", "all")
+		golden("saga_show", "saga", "show", "order-1")
 		golden("migrate_status", "migrate", "status")
 		golden("migrate_version", "migrate", "version")
 		golden("migrate_up", "migrate", "up")
