@@ -47,6 +47,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -125,9 +126,9 @@ type Branch struct {
 	// Target is either a function registered with Register on the
 	// drivers, or an http:// or https:// URL that receives every operation
 	// of the branch as a POST (see Handler). A URL with credentials
-	// (user:password@) is refused: give the drivers an Options.HTTPClient
-	// that adds them, so that they never reach a table, a log or the
-	// console.
+	// (user:password@, or a query parameter such as token= or password=)
+	// is refused: give the drivers an Options.HTTPClient that adds them,
+	// so that they never reach a table, a log or the console.
 	Target string
 	// Payload is passed to every operation of the branch (at most 1 MiB).
 	Payload []byte
@@ -286,6 +287,9 @@ func checkTarget(target string) error {
 	}
 	if u.User != nil {
 		return errors.New("target URL carries credentials (user:password@): set them in Options.HTTPClient instead")
+	}
+	if redact.URL(target) != target {
+		return fmt.Errorf("target URL %s carries a secret in its query (token, password, signature…): set it in Options.HTTPClient instead", valid.Quote(redact.URL(target)))
 	}
 	return nil
 }

@@ -359,6 +359,7 @@ func TestBadInput(t *testing.T) {
 			"ftp URL":                  {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "ftp://h/x"}}},
 			"URL without host":         {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "http:///x"}}},
 			"URL with credentials":     {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "https://bob:s3cr3t-pw@h/x"}}},
+			"URL with a token":         {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "https://h/x?token=s3cr3t-pw"}}},
 			"payload over the maximum": {Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: "fn", Payload: make([]byte, saga.MaxPayload+1)}}},
 		}
 		for name, g := range cases {
@@ -562,6 +563,35 @@ func TestLostRecordsAreDrivenAgain(t *testing.T) {
 				}
 				if again := dbtest.Count(t, env.DB, `SELECT COUNT(*) FROM effects WHERE gid = `+ph(1), gid); again != effects {
 					t.Fatalf("%d effects after driving again, %d before", again, effects)
+				}
+			})
+		}
+	})
+}
+
+// Begin works in the caller's transaction at every isolation level, and
+// the transaction it records runs to its end.
+func TestBeginAtEveryIsolationLevel(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		c := newCoord(t, env.DB, fast())
+		c.Register("fn", func(context.Context, saga.Call) error { return nil })
+		for _, lvl := range []sql.IsolationLevel{sql.LevelReadUncommitted, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable} {
+			t.Run(lvl.String(), func(t *testing.T) {
+				tx, err := env.DB.BeginTx(ctx, &sql.TxOptions{Isolation: lvl})
+				if err != nil {
+					t.Fatal(err)
+				}
+				gid, err := c.Begin(ctx, tx, saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "b")})
+				if err != nil {
+					tx.Rollback()
+					t.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				if st, err := c.Drive(ctx, gid); err != nil || st != saga.Succeeded {
+					t.Fatalf("%s %v", st, err)
 				}
 			})
 		}
