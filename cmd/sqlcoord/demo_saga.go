@@ -121,9 +121,9 @@ func (b *demoBanks) balances(ctx context.Context) (int64, int64, int64) {
 // discard is a ResponseWriter that drops the answer.
 type discard struct{}
 
-func (discard) Header() http.Header       { return http.Header{} }
+func (discard) Header() http.Header         { return http.Header{} }
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
-func (discard) WriteHeader(int)            {}
+func (discard) WriteHeader(int)             {}
 
 func demoSaga(ctx context.Context, e *demoEnv) error {
 	db := e.DB
