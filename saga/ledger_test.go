@@ -461,3 +461,65 @@ func TestLedgerCheckFailsWithoutTheBarrier(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelBeforeTry: a participant holds a Try past the driver's call
+// timeout and the transaction's deadline, so the driver cancels the
+// branch first; when the held Try finally runs, the barrier refuses it
+// (nothing stays frozen). Without the barrier the late Try freezes money
+// that nothing will ever release — the check must say so.
+func TestCancelBeforeTry(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		for _, noBarrier := range []bool{false, true} {
+			t.Run(fmt.Sprintf("noBarrier=%v", noBarrier), func(t *testing.T) {
+				ctx := context.Background()
+				coordEnv := dbtest.New(t, env.Family)
+				setupOrders(t, coordEnv.DB)
+				a, b := newBank(t, env.Family, "a"), newBank(t, env.Family, "b")
+				a.noBarrier, b.noBarrier = noBarrier, noBarrier
+				cancelled := make(chan struct{})
+				var once sync.Once
+				inner := a.handler()
+				held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					switch txn.Op(r.Header.Get(saga.HeaderOp)) {
+					case txn.OpTry: // held until its Cancel has been answered, then run anyway
+						go func() {
+							<-cancelled
+							inner.ServeHTTP(httptest.NewRecorder(), r.WithContext(context.WithoutCancel(r.Context())))
+						}()
+						<-r.Context().Done()
+						return
+					case txn.OpCancel:
+						inner.ServeHTTP(w, r)
+						once.Do(func() { close(cancelled) })
+						return
+					}
+					inner.ServeHTTP(w, r)
+				})
+				srvA, srvB := httptest.NewServer(held), httptest.NewServer(b.handler())
+				defer srvA.Close()
+				defer srvB.Close()
+				o := ledgerOptions("driver")
+				coord := newCoord(t, coordEnv.DB, o)
+				gid, err := beginTransfer(ctx, coordEnv.DB, coord, transferOf(srvA.URL, srvB.URL, saga.ModeTCC, 10, 500*time.Millisecond), false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rctx, stop := context.WithCancel(ctx)
+				defer stop()
+				go coord.Run(rctx)
+				waitEnded(t, coordEnv.DB, 30*time.Second)
+				<-cancelled
+				time.Sleep(300 * time.Millisecond) // the late Try runs (or is refused)
+				in, _ := saga.Get(ctx, coordEnv.DB, gid)
+				err = checkLedger(ctx, coordEnv.DB, a, b, []transfer{{gid: gid, amount: 10, mode: saga.ModeTCC}}, nil)
+				t.Logf("%s: %s; check: %v", gid, in.Reason, err)
+				if in.Status != saga.Aborted {
+					t.Fatalf("status %s, want aborted by the timeout", in.Status)
+				}
+				if noBarrier != (err != nil) {
+					t.Fatalf("noBarrier=%v, ledger check: %v", noBarrier, err)
+				}
+			})
+		}
+	})
+}

@@ -40,7 +40,7 @@ func TestMigrateCLI(t *testing.T) {
 		}
 		t.Setenv("SQLCOORD_DSN", env.DSN) // DSN from the environment
 		out, err = runCLI(t, "migrate", "up")
-		if err != nil || !strings.Contains(out, "up to date") || !strings.Contains(out, "applied 18 migration(s): 1 to 18") {
+		if err != nil || !strings.Contains(out, "up to date") || !strings.Contains(out, "applied 19 migration(s): 1 to 19") {
 			t.Fatalf("up: %v\n%s", err, out)
 		}
 		out, err = runCLI(t, "migrate", "up")

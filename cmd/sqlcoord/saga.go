@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -161,7 +160,7 @@ what cannot finish as stuck. Stops on SIGINT/SIGTERM after releasing what it hol
 				return err
 			}
 			defer db.Close()
-			opts.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+			opts.Logger = slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			c, err := saga.New(db, opts)
 			if err != nil {
 				return usageError{err}
