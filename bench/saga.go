@@ -206,13 +206,10 @@ func sagaDrain(ctx context.Context, db *sqlcoord.DB, opts saga.Options, drivers 
 
 // post is one participant call made directly, as a driver makes it.
 func post(ctx context.Context, client *http.Client, url string, c saga.Call) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(c.Payload)))
+	req, err := saga.NewRequest(ctx, url, c)
 	if err != nil {
 		return err
 	}
-	req.Header.Set(saga.HeaderGID, c.GID)
-	req.Header.Set(saga.HeaderBranch, c.Branch)
-	req.Header.Set(saga.HeaderOp, string(c.Op))
 	resp, err := client.Do(req)
 	if err != nil {
 		return err

@@ -34,20 +34,31 @@ const (
 // driver's request body.
 const maxAnswer = 512
 
-func (c *Coordinator[TTx]) callHTTP(ctx context.Context, target string, call Call) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(call.Payload))
+// NewRequest is the POST a driver sends to an HTTP branch for call c —
+// for a client that calls a participant itself (a test, a benchmark, a
+// tool), in the same protocol.
+func NewRequest(ctx context.Context, url string, c Call) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(c.Payload))
 	if err != nil {
-		return fmt.Errorf("saga: %s: %w", safeTarget(target), err)
+		return nil, fmt.Errorf("saga: %s: %w", safeTarget(url), err)
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set(HeaderGID, call.GID)
-	req.Header.Set(HeaderBranch, call.Branch)
-	req.Header.Set(HeaderOp, string(call.Op))
-	req.Header.Set(HeaderAttempt, strconv.FormatInt(call.Attempt, 10))
+	req.Header.Set(HeaderGID, c.GID)
+	req.Header.Set(HeaderBranch, c.Branch)
+	req.Header.Set(HeaderOp, string(c.Op))
+	req.Header.Set(HeaderAttempt, strconv.FormatInt(c.Attempt, 10))
 	// The same key for every call of one operation: a participant can use
 	// a generic idempotency layer instead of the barrier.
-	req.Header.Set("Idempotency-Key", call.GID+"/"+call.Branch+"/"+string(call.Op))
+	req.Header.Set("Idempotency-Key", c.GID+"/"+c.Branch+"/"+string(c.Op))
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	return req, nil
+}
+
+func (c *Coordinator[TTx]) callHTTP(ctx context.Context, target string, call Call) error {
+	req, err := NewRequest(ctx, target, call)
+	if err != nil {
+		return err
+	}
 	resp, err := c.opts.HTTPClient.Do(req)
 	if err != nil {
 		// *url.Error names the URL: say it without its query string.

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -144,13 +143,10 @@ func demoSaga(ctx context.Context, e *demoEnv) error {
 	b.flaky.Store(true)
 	client := &http.Client{Timeout: 2 * time.Second}
 	call := func(url, gid, branch string, amount int) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(strconv.Itoa(amount)))
+		req, err := saga.NewRequest(ctx, url, saga.Call{GID: gid, Branch: branch, Op: txn.OpAction, Payload: []byte(strconv.Itoa(amount))})
 		if err != nil {
 			return err
 		}
-		req.Header.Set(saga.HeaderGID, gid)
-		req.Header.Set(saga.HeaderBranch, branch)
-		req.Header.Set(saga.HeaderOp, string(txn.OpAction))
 		resp, err := client.Do(req)
 		if err != nil {
 			return err

@@ -15,9 +15,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/pgxv5"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord/internal/redact"
@@ -119,13 +117,8 @@ func newRelayCmd() *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			reg := prometheus.NewRegistry()
-			rec, err := prom.New(reg)
-			if err != nil {
-				return err
-			}
 			// the relay's publishes and every call it makes
-			db, err := openInstalled(cmd, writes, sqlcoord.Options{Metrics: rec})
+			db, reg, err := openMetered(cmd)
 			if err != nil {
 				return err
 			}
@@ -141,30 +134,26 @@ func newRelayCmd() *cobra.Command {
 				return usageError{err}
 			}
 			if listen != "" {
-				mux := http.NewServeMux()
-				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-				mux.HandleFunc("/healthz", func(w http.ResponseWriter, req *http.Request) {
-					// A status only: the error (user, database, address)
-					// goes to the operator's log, not to any caller.
-					if h := r.Health(); !h.OK() {
-						http.Error(w, fmt.Sprintf("unavailable: the last %d batch(es) failed", h.Failing), http.StatusServiceUnavailable)
-						return
-					}
-					if err := db.PingContext(req.Context()); err != nil {
-						logger.Warn("healthz: database unreachable", "err", redact.Text(err.Error(), dsnFrom(cmd)))
-						http.Error(w, "unavailable", http.StatusServiceUnavailable)
-						return
-					}
-					fmt.Fprintln(w, "ok")
+				stop, err := serveMetrics(addr, reg, logger, "health and metrics", func(mux *http.ServeMux) {
+					mux.HandleFunc("/healthz", func(w http.ResponseWriter, req *http.Request) {
+						// A status only: the error (user, database, address)
+						// goes to the operator's log, not to any caller.
+						if h := r.Health(); !h.OK() {
+							http.Error(w, fmt.Sprintf("unavailable: the last %d batch(es) failed", h.Failing), http.StatusServiceUnavailable)
+							return
+						}
+						if err := db.PingContext(req.Context()); err != nil {
+							logger.Warn("healthz: database unreachable", "err", redact.Text(err.Error(), dsnFrom(cmd)))
+							http.Error(w, "unavailable", http.StatusServiceUnavailable)
+							return
+						}
+						fmt.Fprintln(w, "ok")
+					})
 				})
-				ln, err := net.Listen("tcp", addr)
 				if err != nil {
 					return err
 				}
-				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-				go srv.Serve(ln)
-				defer srv.Close()
-				logger.Info("health and metrics", "addr", ln.Addr().String())
+				defer stop()
 			}
 			logger.Info("relay running", "database", db.String(), "publisher", redact.URL(pubSpec))
 			return r.Run(cmd.Context())

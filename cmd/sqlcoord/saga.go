@@ -4,18 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"github.com/sqlcoord/sqlcoord/saga"
 )
 
@@ -150,12 +145,7 @@ what cannot finish as stuck. Stops on SIGINT/SIGTERM after releasing what it hol
 					return usageError{err}
 				}
 			}
-			reg := prometheus.NewRegistry()
-			rec, err := prom.New(reg)
-			if err != nil {
-				return err
-			}
-			db, err := openInstalled(cmd, writes, sqlcoord.Options{Metrics: rec})
+			db, reg, err := openMetered(cmd)
 			if err != nil {
 				return err
 			}
@@ -171,16 +161,11 @@ what cannot finish as stuck. Stops on SIGINT/SIGTERM after releasing what it hol
 				return err
 			}
 			if addr != "" {
-				mux := http.NewServeMux()
-				mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-				ln, err := net.Listen("tcp", addr)
+				stop, err := serveMetrics(addr, reg, opts.Logger, "metrics", nil)
 				if err != nil {
 					return err
 				}
-				srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-				go srv.Serve(ln)
-				defer srv.Close()
-				opts.Logger.Info("metrics", "addr", ln.Addr().String())
+				defer stop()
 			}
 			opts.Logger.Info("saga driver running", "database", db.String())
 			return c.Run(cmd.Context())
