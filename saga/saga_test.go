@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/saga"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -594,6 +595,43 @@ func TestBeginAtEveryIsolationLevel(t *testing.T) {
 					t.Fatalf("%s %v", st, err)
 				}
 			})
+		}
+	})
+}
+
+// opsSeen records the ops and outcomes of Call measurements.
+type opsSeen struct {
+	metrics.Nop
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+func (o *opsSeen) Call(op, dialect, outcome string, d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ops[op+" "+outcome]++
+}
+
+// Every branch call is measured as saga.<op> with its outcome.
+func TestBranchCallsAreMeasured(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		rec := &opsSeen{ops: map[string]int{}}
+		db := env.Open(t, sqlcoord.Options{Metrics: rec})
+		c := newCoord(t, db, fast())
+		c.Register("fn", func(ctx context.Context, call saga.Call) error {
+			if call.Branch == "b" && call.Op == txn.OpTry {
+				return saga.Fail(errors.New("no"))
+			}
+			return nil
+		})
+		gid := begin(t, db, c, saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "b")})
+		if st, err := c.Drive(context.Background(), gid); err != nil || st != saga.Aborted {
+			t.Fatalf("%s %v", st, err)
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		if rec.ops["saga.try ok"] != 1 || rec.ops["saga.try error"] != 1 || rec.ops["saga.cancel ok"] != 2 || rec.ops["saga.begin ok"] != 1 {
+			t.Fatalf("measured %v", rec.ops)
 		}
 	})
 }

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/saga"
@@ -83,6 +85,46 @@ func TestSagaCLI(t *testing.T) {
 		}
 		if _, err := runCLI(t, "saga", "resolve", gid, "--reason", "x", "--dsn", env.DSN); !errors.Is(err, saga.ErrNotStuck) {
 			t.Errorf("resolve of an ended transaction: %v", err)
+		}
+	})
+}
+
+// `sqlcoord saga run` holds a transaction whose participant hangs; on
+// SIGTERM it stops with status 0 and releases its claim, so that another
+// driver goes on at once instead of after the lease.
+func TestSagaRunStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	bin := buildCLI(t)
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		entered := make(chan struct{}, 16)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			entered <- struct{}{}
+			<-r.Context().Done() // hangs until the driver gives up
+		}))
+		defer srv.Close()
+		c, _ := saga.New(env.DB, saga.Options{})
+		err := txn.Do(ctx, env.DB, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := c.Begin(ctx, tx, saga.Global{GID: "slow-1", Mode: saga.ModeSaga, Branches: []saga.Branch{{Name: "a", Target: srv.URL}}})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "saga", "run", "--dsn", env.DSN, "--lease", "5m", "--call-timeout", "4m")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Process.Kill()
+		select {
+		case <-entered:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the driver did not call the branch")
+		}
+		sigtermAndWait(t, cmd, 10*time.Second)
+		in, err := saga.Get(ctx, env.DB, "slow-1")
+		if err != nil || in.Status != saga.Running || in.DueIn > time.Second {
+			t.Fatalf("after SIGTERM: %+v %v (want running and due now, not after the 5 min lease)", in, err)
 		}
 	})
 }
