@@ -36,6 +36,7 @@ package saga
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -189,10 +190,80 @@ func (c *Coordinator[TTx]) Begin(ctx context.Context, tx TTx, g Global) (gid str
 	if err != nil {
 		return "", err
 	}
+	return gid, c.insert(ctx, tx, gid, g, nil)
+}
+
+// Started is a global transaction begun by Start and claimed by its
+// coordinator: Drive it once the business transaction committed.
+type Started[TTx any] struct {
+	c *Coordinator[TTx]
+	g *claimed
+}
+
+// GID is the transaction's gid.
+func (s *Started[TTx]) GID() string { return s.g.gid }
+
+// Start is Begin for a caller that drives the transaction itself right
+// after the business transaction commits (Started.Drive): the record is
+// written already claimed by this coordinator for its Lease, so Drive
+// needs no claim of its own and reads nothing but the claim — the
+// cheapest way through (a claim's write and two reads fewer than Begin
+// then Drive). If Drive is never called (the process died), Run's
+// drivers take the transaction over when the Lease ends: use Begin when
+// nothing drives it at once.
+func (c *Coordinator[TTx]) Start(ctx context.Context, tx TTx, g Global) (_ *Started[TTx], retErr error) {
+	ctx, end := tracing.Start(ctx, c.db, "saga.begin", c.db.Dialect(), attribute.String("sqlcoord.mode", string(g.Mode)))
+	defer func() { end(retErr) }()
+	gid, err := checkGlobal(&g)
+	if err != nil {
+		return nil, err
+	}
+	cl := &claimed{gid: gid, mode: g.Mode, status: Running, attempt: 1, token: claimToken(), deadline: time.Now().Add(g.Timeout)}
+	for i, b := range g.Branches {
+		cl.branches = append(cl.branches, branchRow{idx: i, name: b.Name, target: b.Target, payload: b.Payload, status: "pending"})
+	}
+	if err := c.insert(ctx, tx, gid, g, cl); err != nil {
+		return nil, err
+	}
+	return &Started[TTx]{c: c, g: cl}, nil
+}
+
+// Drive drives the started transaction once its business transaction
+// committed, like Coordinator.Drive: ErrNotFound when it did not commit
+// (nothing is called then); a transaction another driver has taken over
+// (Drive came after the Lease) is left to it and its status returned.
+func (s *Started[TTx]) Drive(ctx context.Context) (Status, error) {
+	c, g := s.c, s.g
+	d := c.db.Dialect()
+	var status string
+	err := c.db.Executor().QueryRow(ctx, d.Q.Saga.Claimed, g.gid, g.token).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		in, err := c.Get(ctx, g.gid)
+		return in.Status, err
+	}
+	if err != nil {
+		return "", errs.Errorf("saga: drive %s: %w", valid.Quote(g.gid), d.Classify(err))
+	}
+	if Status(status) != g.status {
+		return Status(status), nil
+	}
+	c.drive(ctx, g)
+	return g.status, nil
+}
+
+// insert writes g (claimed by cl when not nil) in tx.
+func (c *Coordinator[TTx]) insert(ctx context.Context, tx TTx, gid string, g Global, cl *claimed) error {
 	d := c.db.Dialect()
 	x := c.db.TxExecutor(tx)
-	if _, err := x.Exec(ctx, d.Q.Saga.Insert, gid, string(g.Mode), len(g.Branches), g.Timeout.Microseconds()); err != nil {
-		return "", errs.Errorf("saga: begin %s: %w", valid.Quote(gid), d.Classify(err))
+	var err error
+	if cl == nil {
+		_, err = x.Exec(ctx, d.Q.Saga.Insert, gid, string(g.Mode), len(g.Branches), g.Timeout.Microseconds())
+	} else {
+		_, err = x.Exec(ctx, d.Q.Saga.InsertClaimed, gid, string(g.Mode), len(g.Branches), g.Timeout.Microseconds(),
+			cl.token, c.opts.Owner, c.opts.Lease.Microseconds())
+	}
+	if err != nil {
+		return errs.Errorf("saga: begin %s: %w", valid.Quote(gid), d.Classify(err))
 	}
 	var sb strings.Builder
 	sb.WriteString(d.Q.Saga.BranchInsert)
@@ -211,9 +282,9 @@ func (c *Coordinator[TTx]) Begin(ctx context.Context, tx TTx, g Global) (gid str
 		args = append(args, gid, i, b.Name, b.Target, payload)
 	}
 	if _, err := x.Exec(ctx, sb.String(), args...); err != nil {
-		return "", errs.Errorf("saga: begin %s: branches: %w", valid.Quote(gid), d.Classify(err))
+		return errs.Errorf("saga: begin %s: branches: %w", valid.Quote(gid), d.Classify(err))
 	}
-	return gid, nil
+	return nil
 }
 
 // checkGlobal validates g, filling its defaults, and returns its gid.

@@ -635,3 +635,63 @@ func TestBranchCallsAreMeasured(t *testing.T) {
 		}
 	})
 }
+
+func TestStart(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		o := fast()
+		c := newCoord(t, env.DB, o)
+		var j journal
+		c.Register("fn", func(ctx context.Context, call saga.Call) error { j.add(call); return nil })
+		start := func(commit bool) *saga.Started[*sql.Tx] {
+			tx, err := env.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.Start(ctx, tx, saga.Global{Mode: saga.ModeTCC, Branches: branches("a", "b")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if commit {
+				err = tx.Commit()
+			} else {
+				err = tx.Rollback()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		t.Run("committed: driven to its end", func(t *testing.T) {
+			s := start(true)
+			if n, _ := c.RunDue(ctx); n != 0 {
+				t.Fatalf("a driver claimed a started transaction before its lease ended")
+			}
+			st, err := s.Drive(ctx)
+			if err != nil || st != saga.Succeeded || !strings.HasSuffix(j.String(), "a.try b.try a.confirm b.confirm") {
+				t.Fatalf("%s %v, calls %s", st, err, j.String())
+			}
+			if st, err := s.Drive(ctx); err != nil || st != saga.Succeeded {
+				t.Fatalf("driven twice: %s %v", st, err)
+			}
+		})
+		t.Run("rolled back: nothing is called", func(t *testing.T) {
+			calls := j.String()
+			s := start(false)
+			if _, err := s.Drive(ctx); !errors.Is(err, saga.ErrNotFound) || j.String() != calls {
+				t.Fatalf("%v, calls %s", err, j.String())
+			}
+		})
+		t.Run("never driven: a driver takes it after the lease", func(t *testing.T) {
+			s := start(true)
+			time.Sleep(o.Lease + 100*time.Millisecond)
+			if n, _ := c.RunDue(ctx); n != 1 {
+				t.Fatalf("claimed %d after the lease", n)
+			}
+			in, _ := c.Get(ctx, s.GID())
+			if in.Status != saga.Succeeded || in.Attempt != 2 {
+				t.Fatalf("%+v", in)
+			}
+		})
+	})
+}

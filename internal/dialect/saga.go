@@ -8,8 +8,12 @@ type SagaQueries struct {
 	// Now is the database clock as an expression (for branch rows).
 	Now string
 	// Insert writes a global transaction. Args: gid, mode, branches,
-	// timeout µs.
-	Insert string
+	// timeout µs. InsertClaimed writes it claimed (attempt 1) for the
+	// lease. Args: the same, claim token, owner, lease µs.
+	Insert, InsertClaimed string
+	// Claimed reads a transaction's status if the claim is still the
+	// given one. Args: gid, claim token.
+	Claimed string
 	// BranchInsert starts a multi-row insert of branches; each row is
 	// (gid, idx, branch, target, payload, Now).
 	BranchInsert string
@@ -102,8 +106,11 @@ SET g.status = ?, g.step = ?, g.tries = ?, g.reason = NULLIF(RIGHT(CONCAT_WS('; 
 WHERE g.gid = ? AND g.claim = ?`
 
 var pgSaga = SagaQueries{
-	Now:           `clock_timestamp()`,
-	Insert:        `INSERT INTO coord_gtx (gid, mode, status, branches, deadline) VALUES ($1, $2, 'running', $3, clock_timestamp() + $4 * interval '1 microsecond')`,
+	Now:    `clock_timestamp()`,
+	Insert: `INSERT INTO coord_gtx (gid, mode, status, branches, deadline) VALUES ($1, $2, 'running', $3, clock_timestamp() + $4 * interval '1 microsecond')`,
+	InsertClaimed: `INSERT INTO coord_gtx (gid, mode, status, branches, deadline, attempt, claim, owner, due_at)
+VALUES ($1, $2, 'running', $3, clock_timestamp() + $4 * interval '1 microsecond', 1, $5, $6, clock_timestamp() + $7 * interval '1 microsecond')`,
+	Claimed:       `SELECT status FROM coord_gtx WHERE gid = $1 AND claim = $2`,
 	BranchInsert:  `INSERT INTO coord_gtx_branches (gid, idx, branch, target, payload, updated_at) VALUES `,
 	Claim:         pgSagaClaim(""),
 	ClaimGID:      pgSagaClaim("AND gid = $4 "),
@@ -133,6 +140,9 @@ var mysqlSaga = SagaQueries{
 	Now: `UTC_TIMESTAMP(6)`,
 	Insert: `INSERT INTO coord_gtx (gid, mode, status, branches, due_at, deadline, created_at, updated_at)
 VALUES (?, ?, 'running', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+	InsertClaimed: `INSERT INTO coord_gtx (gid, mode, status, branches, deadline, attempt, claim, owner, due_at, created_at, updated_at)
+VALUES (?, ?, 'running', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, 1, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+	Claimed:      `SELECT status FROM coord_gtx WHERE gid = ? AND claim = ?`,
 	BranchInsert: `INSERT INTO coord_gtx_branches (gid, idx, branch, target, payload, updated_at) VALUES `,
 	// No ORDER BY: the index (stuck, status, due_at) is read in its order
 	// (compensations first, each state oldest due first) and the first
