@@ -14,6 +14,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/saga"
 )
 
 // each runs a console query with the row limit and calls scan per row.
@@ -416,7 +417,11 @@ type overviewData struct {
 	Outbox                  outboxData
 	Keys                    KeyCounts
 	Members                 membersData
+	Sagas                   sagaCounts
 }
+
+// sagaCounts is the overview's card of global transactions.
+type sagaCounts struct{ Live, Stuck int64 }
 
 func (c *Console) overview(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
 	var d overviewData
@@ -442,6 +447,11 @@ func (c *Console) overview(ctx context.Context, _ *http.Request, now time.Time) 
 	if d.Keys, err = c.keyCounts(ctx); err != nil {
 		return "Overview", nil, err
 	}
+	counts, err := saga.Counts(ctx, c.db)
+	if err != nil {
+		return "Overview", nil, err
+	}
+	d.Sagas = sagaCounts{Live: counts["running"] + counts["confirming"] + counts["compensating"], Stuck: counts["stuck"]}
 	d.Members, err = c.memberData(ctx)
 	return "Overview", d, err
 }

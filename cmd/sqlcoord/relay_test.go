@@ -42,18 +42,31 @@ func TestRelayMetricsEndpoint(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("the message was not published")
 		}
-		time.Sleep(200 * time.Millisecond) // the batch's commit and its metrics
-		resp, err := http.Get("http://" + a + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", "sqlcoord_outbox_pending 0",
-			`sqlcoord_outbox_published_total{topic="orders"} 1`, `sqlcoord_call_duration_seconds_count{dialect=`, "sqlcoord_outbox_commit_to_publish_seconds_count"} {
-			if !strings.Contains(string(body), want) {
-				t.Errorf("/metrics lacks %q", want)
+		// The batch commits after the publisher printed, and records its
+		// metrics then: read /metrics until they are there (a loaded
+		// machine can take a while).
+		wants := []string{"go_goroutines", "process_cpu_seconds_total", "sqlcoord_outbox_pending 0",
+			`sqlcoord_outbox_published_total{topic="orders"} 1`, `sqlcoord_call_duration_seconds_count{dialect=`, "sqlcoord_outbox_commit_to_publish_seconds_count"}
+		var missing []string
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			resp, err := http.Get("http://" + a + "/metrics")
+			if err != nil {
+				t.Fatal(err)
 			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			missing = missing[:0]
+			for _, want := range wants {
+				if !strings.Contains(string(body), want) {
+					missing = append(missing, want)
+				}
+			}
+			if len(missing) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		for _, m := range missing {
+			t.Errorf("/metrics lacks %q", m)
 		}
 		sigtermAndWait(t, cmd, 15*time.Second)
 	})

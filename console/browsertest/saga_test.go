@@ -61,7 +61,9 @@ func TestConsoleSagasInBrowser(t *testing.T) {
 		bctx := browser(t)
 		fam := env.Family
 
-		text := visit(t, bctx, srv.URL+"/sagas")
+		text := visit(t, bctx, srv.URL+"/")
+		wantText(t, "overview", text, "0 live global transactions", "2 stuck (a person must act)")
+		text = visit(t, bctx, srv.URL+"/sagas")
 		wantText(t, "sagas", text, "2 stuck", "tcc-1", "order/9", "confirming", "compensating", "card expired", "ledger down")
 		if strings.Contains(text, secret) {
 			t.Errorf("the sagas page shows a password")
