@@ -144,6 +144,8 @@ func Handler[TTx any](b *txn.Barrier[TTx], fn func(ctx context.Context, tx TTx, 
 			var be *businessError
 			errors.As(err, &be)
 			http.Error(w, redact.Text(be.err.Error()), http.StatusConflict) // the participant's reason
+		case errors.Is(err, txn.ErrInvalidBranch):
+			http.Error(w, redact.Text(err.Error()), http.StatusBadRequest) // a gid or branch the barrier refuses
 		default:
 			http.Error(w, "branch failed; call again", http.StatusInternalServerError)
 		}

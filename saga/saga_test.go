@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -693,5 +695,45 @@ func TestStart(t *testing.T) {
 				t.Fatalf("%+v", in)
 			}
 		})
+	})
+}
+
+// The participant's endpoint refuses what is not a driver's call with 400
+// and never runs the business function for it.
+func TestHandlerRefusesBadRequests(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ran := false
+		h := saga.Handler(txn.NewBarrier(env.DB), func(ctx context.Context, tx *sql.Tx, c saga.Call) error { ran = true; return nil })
+		for name, r := range map[string]func() *http.Request{
+			"GET": func() *http.Request { return httptest.NewRequest(http.MethodGet, "/", nil) },
+			"no headers": func() *http.Request { return httptest.NewRequest(http.MethodPost, "/", nil) },
+			"unknown op": func() *http.Request {
+				r := httptest.NewRequest(http.MethodPost, "/", nil)
+				r.Header.Set(saga.HeaderGID, "g")
+				r.Header.Set(saga.HeaderBranch, "b")
+				r.Header.Set(saga.HeaderOp, "drop")
+				return r
+			},
+			"gid not UTF-8": func() *http.Request {
+				r := httptest.NewRequest(http.MethodPost, "/", nil)
+				r.Header.Set(saga.HeaderGID, "g\xff")
+				r.Header.Set(saga.HeaderBranch, "b")
+				r.Header.Set(saga.HeaderOp, "try")
+				return r
+			},
+			"payload too large": func() *http.Request {
+				r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(strings.Repeat("x", saga.MaxPayload+1)))
+				r.Header.Set(saga.HeaderGID, "g")
+				r.Header.Set(saga.HeaderBranch, "b")
+				r.Header.Set(saga.HeaderOp, "try")
+				return r
+			},
+		} {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r())
+			if w.Code != http.StatusBadRequest || ran {
+				t.Errorf("%s: %d (ran %v), want 400", name, w.Code, ran)
+			}
+		}
 	})
 }
