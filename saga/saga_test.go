@@ -705,7 +705,7 @@ func TestHandlerRefusesBadRequests(t *testing.T) {
 		ran := false
 		h := saga.Handler(txn.NewBarrier(env.DB), func(ctx context.Context, tx *sql.Tx, c saga.Call) error { ran = true; return nil })
 		for name, r := range map[string]func() *http.Request{
-			"GET": func() *http.Request { return httptest.NewRequest(http.MethodGet, "/", nil) },
+			"GET":        func() *http.Request { return httptest.NewRequest(http.MethodGet, "/", nil) },
 			"no headers": func() *http.Request { return httptest.NewRequest(http.MethodPost, "/", nil) },
 			"unknown op": func() *http.Request {
 				r := httptest.NewRequest(http.MethodPost, "/", nil)
