@@ -51,7 +51,13 @@ func newBank(t *testing.T, family, side string) *bank {
 	env := dbtest.New(t, family)
 	b := &bank{side: side, db: env.DB}
 	dbtest.Exec(t, b.db, `CREATE TABLE accounts (id VARCHAR(16) PRIMARY KEY, balance BIGINT NOT NULL, frozen BIGINT NOT NULL)`)
-	dbtest.Exec(t, b.db, `CREATE TABLE journal (gid VARCHAR(128) NOT NULL, branch VARCHAR(64) NOT NULL, op VARCHAR(16) NOT NULL, d_balance BIGINT NOT NULL, d_frozen BIGINT NOT NULL)`)
+	at := "TIMESTAMPTZ"
+	if family == "mysql" {
+		at = "DATETIME(6)"
+	}
+	// at: when the effect committed, by the database clock (the order of
+	// a branch's effects).
+	dbtest.Exec(t, b.db, `CREATE TABLE journal (gid VARCHAR(128) NOT NULL, branch VARCHAR(64) NOT NULL, op VARCHAR(16) NOT NULL, d_balance BIGINT NOT NULL, d_frozen BIGINT NOT NULL, at `+at+` NOT NULL)`)
 	start := 0
 	if side == "a" {
 		start = initial
@@ -113,7 +119,7 @@ func (b *bank) apply(ctx context.Context, tx *sql.Tx, c saga.Call) error {
 	if n, _ := res.RowsAffected(); n != 1 {
 		return saga.Fail(errors.New("insufficient funds"))
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO journal (gid, branch, op, d_balance, d_frozen) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`, `+ph(4)+`, `+ph(5)+`)`,
+	_, err = tx.ExecContext(ctx, `INSERT INTO journal (gid, branch, op, d_balance, d_frozen, at) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`, `+ph(4)+`, `+ph(5)+`, `+b.db.Dialect().Q.Saga.Now+`)`,
 		c.GID, c.Branch, string(c.Op), bal, frz)
 	return err
 }
@@ -226,6 +232,32 @@ func checkLedger(ctx context.Context, coordDB *sqlcoord.DB, a, b *bank, done []t
 			var n int
 			rows.Scan(&gid, &br, &op, &n)
 			bad("bank %s: %s %s.%s applied %d times", bk.side, gid, br, op, n)
+		}
+		rows.Close()
+		// A branch's undo applied without its forward effect before it (no
+		// empty rollback), or a forward effect after its undo (a suspended
+		// Try): each leaves the books balanced only by luck.
+		rows, err = bk.db.QueryContext(ctx, `SELECT gid, branch, op FROM journal ORDER BY gid, branch, at`)
+		if err != nil {
+			return err
+		}
+		seen := map[string]string{} // gid/branch → ops so far
+		for rows.Next() {
+			var gid, br, op string
+			rows.Scan(&gid, &br, &op)
+			k := gid + "/" + br
+			prev := seen[k]
+			switch txn.Op(op) {
+			case txn.OpCancel, txn.OpCompensate:
+				if !strings.Contains(prev, "try") && !strings.Contains(prev, "action") {
+					bad("bank %s: %s %s.%s applied with no forward effect before it", bk.side, gid, br, op)
+				}
+			case txn.OpTry, txn.OpAction:
+				if strings.Contains(prev, "cancel") || strings.Contains(prev, "compensate") {
+					bad("bank %s: %s %s.%s applied after its undo", bk.side, gid, br, op)
+				}
+			}
+			seen[k] = prev + " " + op
 		}
 		rows.Close()
 		nets[bk] = map[string]net{}

@@ -2,6 +2,7 @@ package dbtest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -155,8 +156,38 @@ func NewGalera(t testing.TB, n int) *Galera {
 	if _, err := nodes[0].CreateDatabase(ctx, g.Name); err != nil {
 		t.Fatal(err)
 	}
+	// The other nodes apply the CREATE DATABASE asynchronously (Galera
+	// certifies writes synchronously, applies them later): wait until
+	// every node has it, or a test opening node 1 at once finds "Unknown
+	// database".
+	for _, s := range nodes[1:] {
+		if err := waitDatabase(ctx, s, g.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return g
 }
 
 // DSN reaches the test database on node i.
 func (g *Galera) DSN(i int) string { return g.Nodes[i].DSN(g.Name) }
+
+// waitDatabase waits until server s lists database name.
+func waitDatabase(ctx context.Context, s *Server, name string) error {
+	db, err := s.Admin()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?`, name).Scan(&n)
+		if err == nil && n == 1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("galera: database %s did not reach %s:%d: %v", name, s.Host, s.Port, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
