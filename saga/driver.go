@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ type claimed struct {
 	branches []branchRow
 	attempt  int64
 	tries    int
+	n        int // branches, as the row says
 	token    string
 	deadline time.Time // of the forward phase, on this process's monotonic clock
 }
@@ -61,9 +63,23 @@ func (c *Coordinator[TTx]) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
-		g, err := c.claim(ctx, "")
-		if err != nil || g == nil {
+		// One claim for every free worker: fewer claims (and, on the MySQL
+		// family, fewer flushed commits) when a backlog is waiting.
+		free := 1
+		for free < c.opts.Workers {
+			select {
+			case sem <- struct{}{}:
+				free++
+				continue
+			default:
+			}
+			break
+		}
+		gs, err := c.claim(ctx, "", free)
+		for range free - len(gs) {
 			<-sem
+		}
+		if err != nil || len(gs) == 0 {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -85,12 +101,14 @@ func (c *Coordinator[TTx]) Run(ctx context.Context) error {
 			continue
 		}
 		failures = 0
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			c.drive(ctx, g)
-		}()
+		for _, g := range gs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				c.drive(ctx, g)
+			}()
+		}
 	}
 }
 
@@ -107,16 +125,16 @@ func (c *Coordinator[TTx]) Drive(ctx context.Context, gid string) (Status, error
 	if err := valid.Text("gid", gid, 128); err != nil {
 		return "", errs.Errorf("%w: %w", ErrInvalid, err)
 	}
-	g, err := c.claim(ctx, gid)
+	gs, err := c.claim(ctx, gid, 1)
 	if err != nil {
 		return "", err
 	}
-	if g == nil {
+	if len(gs) == 0 {
 		in, err := c.Get(ctx, gid)
 		return in.Status, err
 	}
-	c.drive(ctx, g)
-	return g.status, nil
+	c.drive(ctx, gs[0])
+	return gs[0].status, nil
 }
 
 // RunDue drives every transaction that is due now, one after the other,
@@ -125,15 +143,15 @@ func (c *Coordinator[TTx]) Drive(ctx context.Context, gid string) (Status, error
 func (c *Coordinator[TTx]) RunDue(ctx context.Context) (int, error) {
 	n := 0
 	for {
-		g, err := c.claim(ctx, "")
+		gs, err := c.claim(ctx, "", 1)
 		if err != nil {
 			return n, err
 		}
-		if g == nil {
+		if len(gs) == 0 {
 			return n, nil
 		}
 		n++
-		c.drive(ctx, g)
+		c.drive(ctx, gs[0])
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
@@ -144,114 +162,123 @@ func (c *Coordinator[TTx]) retry() backoff.Policy {
 	return backoff.Policy{Base: c.opts.RetryBase, Max: c.opts.RetryMax, Jitter: backoff.Equal}
 }
 
-// claim takes the oldest due transaction (gid: that one, if due), or
-// returns nil when none is due.
+// claim takes up to max due transactions, oldest due first (gid: that
+// one, if due); none when nothing is due.
 //
 // A claim is a relaxed commit where the dialect allows it: a claim that
-// a crash of the database loses leaves the row as it was, and the driver
-// that made it finds out at its next fenced record (a record that is
-// flushed flushes the claim before it).
-func (c *Coordinator[TTx]) claim(ctx context.Context, gid string) (*claimed, error) {
+// a crash of the database loses leaves the rows as they were, and the
+// driver that made it finds out at its next fenced record (a record that
+// is flushed flushes the claim before it). One token serves the batch:
+// the fence is per row.
+func (c *Coordinator[TTx]) claim(ctx context.Context, gid string, max int) ([]*claimed, error) {
 	d := c.db.Dialect()
 	q := d.Q.Saga
-	g := &claimed{token: claimToken()}
-	var mode, status string
-	var left int64
-	n := 0
-	cols := []any{&g.gid, &mode, &status, &g.step, &n, &g.attempt, &g.tries, &left}
-	found, err := c.claimInTx(ctx, gid, g.token, cols)
-	if err != nil || !found {
-		return nil, err
-	}
-	g.mode, g.status = Mode(mode), Status(status)
-	g.deadline = time.Now().Add(time.Duration(left) * time.Microsecond)
-	rows, err := c.db.Executor().Query(ctx, q.Branches, g.gid)
+	gs, err := c.claimRows(ctx, gid, max, claimToken())
 	if err != nil {
-		return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
+		return nil, errs.Errorf("saga: claim: %w", d.Classify(err))
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var b branchRow
-		if err := rows.Scan(&b.idx, &b.name, &b.target, &b.payload, &b.status, &b.tries, &b.lastErr); err != nil {
+	for _, g := range gs {
+		rows, err := c.db.Executor().Query(ctx, q.Branches, g.gid)
+		if err != nil {
 			return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
 		}
-		g.branches = append(g.branches, b)
+		for rows.Next() {
+			var b branchRow
+			if err := rows.Scan(&b.idx, &b.name, &b.target, &b.payload, &b.status, &b.tries, &b.lastErr); err != nil {
+				rows.Close()
+				return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
+			}
+			g.branches = append(g.branches, b)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
+		}
+		if len(g.branches) != g.n {
+			return nil, errs.Errorf("saga: %s: %d branch rows for %d branches", valid.Quote(g.gid), len(g.branches), g.n)
+		}
+		if g.attempt > 1 {
+			c.opts.Logger.Info("saga: taken over", "gid", g.gid, "attempt", g.attempt, "status", g.status, "step", g.step)
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
-	}
-	if len(g.branches) != n {
-		return nil, errs.Errorf("saga: %s: %d branch rows for %d branches", valid.Quote(g.gid), len(g.branches), n)
-	}
-	if g.attempt > 1 {
-		c.opts.Logger.Info("saga: taken over", "gid", g.gid, "attempt", g.attempt, "status", g.status, "step", g.step)
-	}
-	return g, nil
+	return gs, nil
 }
 
-// claimInTx claims: PostgreSQL in one UPDATE … RETURNING; the MySQL
+// claimRows claims: PostgreSQL in one UPDATE … RETURNING; the MySQL
 // family, which has no UPDATE … RETURNING, a named transaction in one
-// UPDATE then a read, and the oldest due one in three statements of one
+// UPDATE then a read, the oldest due ones in three statements of one
 // READ COMMITTED transaction (which takes no gap locks, so Begin's inserts
 // never wait for a claim).
-func (c *Coordinator[TTx]) claimInTx(ctx context.Context, gid, token string, cols []any) (bool, error) {
-	d := c.db.Dialect()
-	q := d.Q.Saga
+func (c *Coordinator[TTx]) claimRows(ctx context.Context, gid string, max int, token string) ([]*claimed, error) {
+	q := c.db.Dialect().Q.Saga
 	lease := c.opts.Lease.Microseconds()
 	x := c.db.Executor()
-	var err error
 	switch {
 	case q.Claim != "" && gid == "":
-		err = x.QueryRow(ctx, q.Claim, token, c.opts.Owner, lease).Scan(cols...)
+		return scanClaims(x.Query(ctx, q.Claim, token, c.opts.Owner, lease, max))(token)
 	case q.Claim != "":
-		err = x.QueryRow(ctx, q.ClaimGID, token, c.opts.Owner, lease, gid).Scan(cols...)
+		return scanClaims(x.Query(ctx, q.ClaimGID, token, c.opts.Owner, lease, gid))(token)
 	case gid != "":
-		var n int64
-		if n, err = x.Exec(ctx, q.ClaimSetGID, token, c.opts.Owner, lease, gid); err == nil && n == 0 {
-			return false, nil
+		n, err := x.Exec(ctx, q.ClaimSetGID, token, c.opts.Owner, lease, gid)
+		if err != nil || n == 0 {
+			return nil, err
 		}
-		if err == nil {
-			err = x.QueryRow(ctx, q.ClaimRead, gid).Scan(cols...)
-		}
-	default:
-		return c.claimOldest(ctx, token, lease, cols)
+		return scanClaims(x.Query(ctx, fmt.Sprintf(q.ClaimRead, "?"), gid))(token)
 	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, errs.Errorf("saga: claim: %w", d.Classify(err))
-	}
-	return true, nil
-}
-
-// claimOldest is the MySQL family's claim of the oldest due transaction.
-func (c *Coordinator[TTx]) claimOldest(ctx context.Context, token string, lease int64, cols []any) (bool, error) {
-	d := c.db.Dialect()
-	q := d.Q.Saga
 	tx, err := c.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return false, errs.Errorf("saga: claim: %w", d.Classify(err))
+		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var gid string
-	err = tx.QueryRow(ctx, q.ClaimPick).Scan(&gid)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err == nil {
-		_, err = tx.Exec(ctx, q.ClaimSet, token, c.opts.Owner, lease, gid)
-	}
-	if err == nil {
-		err = tx.QueryRow(ctx, q.ClaimRead, gid).Scan(cols...)
-	}
-	if err == nil {
-		err = d.ClassifyCommit(tx.Commit(ctx))
-	}
+	rows, err := tx.Query(ctx, q.ClaimPick, max)
 	if err != nil {
-		return false, errs.Errorf("saga: claim: %w", d.Classify(err))
+		return nil, err
 	}
-	return true, nil
+	var gids []any
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		gids = append(gids, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(gids) == 0 {
+		return nil, err
+	}
+	in := strings.TrimSuffix(strings.Repeat("?, ", len(gids)), ", ")
+	if _, err := tx.Exec(ctx, fmt.Sprintf(q.ClaimSet, in), append([]any{token, c.opts.Owner, lease}, gids...)...); err != nil {
+		return nil, err
+	}
+	gs, err := scanClaims(tx.Query(ctx, fmt.Sprintf(q.ClaimRead, in), gids...))(token)
+	if err != nil {
+		return nil, err
+	}
+	return gs, c.db.Dialect().ClassifyCommit(tx.Commit(ctx))
+}
+
+// scanClaims reads claimed rows (Claim's columns).
+func scanClaims(rows dialect.Rows, err error) func(token string) ([]*claimed, error) {
+	return func(token string) ([]*claimed, error) {
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var gs []*claimed
+		for rows.Next() {
+			g := &claimed{token: token}
+			var mode, status string
+			var left int64
+			if err := rows.Scan(&g.gid, &mode, &status, &g.step, &g.n, &g.attempt, &g.tries, &left); err != nil {
+				return nil, err
+			}
+			g.mode, g.status = Mode(mode), Status(status)
+			g.deadline = time.Now().Add(time.Duration(left) * time.Microsecond)
+			gs = append(gs, g)
+		}
+		return gs, rows.Err()
+	}
 }
 
 // change is one recorded step of a driver.

@@ -17,20 +17,21 @@ type SagaQueries struct {
 	// BranchInsert starts a multi-row insert of branches; each row is
 	// (gid, idx, branch, target, payload, Now).
 	BranchInsert string
-	// Claim (PostgreSQL) claims the oldest due live transaction in one
-	// statement. Args: claim token, owner, lease µs. Columns: gid, mode,
-	// status, step, branches, attempt, tries, µs left before the deadline.
-	// ClaimGID claims the one named by a fourth arg, if due. Both commit
-	// without waiting for the WAL flush (a lost claim is harmless: see
-	// package saga).
+	// Claim (PostgreSQL) claims up to N due live transactions, oldest due
+	// first, in one statement. Args: claim token, owner, lease µs, N.
+	// Columns: gid, mode, status, step, branches, attempt, tries, µs left
+	// before the deadline. ClaimGID claims the one named by the fourth
+	// arg, if due. Both commit without waiting for the WAL flush (a lost
+	// claim is harmless: see package saga).
 	Claim, ClaimGID string
 	// ClaimPick, ClaimSet, ClaimRead (MySQL family) are Claim in three
-	// statements of one READ COMMITTED transaction: pick a due row (FOR
-	// UPDATE SKIP LOCKED, no args; column gid), set the claim (args: claim
-	// token, owner, lease µs, gid), read it back (arg: gid; Claim's
-	// columns). ClaimSetGID claims the one named, if due, in one
-	// autocommit statement (args: claim token, owner, lease µs, gid; 0
-	// rows: not due or not there).
+	// statements of one READ COMMITTED transaction: pick up to N due rows
+	// (FOR UPDATE SKIP LOCKED; arg: N; column gid), set the claim (a
+	// template whose %s is the gids' placeholders; args: claim token,
+	// owner, lease µs, the gids), read them back (the same template; args:
+	// the gids; Claim's columns). ClaimSetGID claims the one named, if
+	// due, in one autocommit statement (args: claim token, owner, lease
+	// µs, gid; 0 rows: not due or not there).
 	ClaimPick, ClaimSetGID, ClaimSet, ClaimRead string
 	// Branches reads a transaction's branches in order. Args: gid.
 	// Columns: idx, branch, target, payload, status, tries, last error.
@@ -67,14 +68,14 @@ type SagaQueries struct {
 
 const sagaCols = `gid, mode, status, stuck, step, branches, attempt, COALESCE(owner, ''), tries, COALESCE(reason, ''), COALESCE(last_error, ''), created_at, updated_at`
 
-// pgSagaClaim claims the oldest due live transaction (cond: and the one
-// named by $4).
-func pgSagaClaim(cond string) string {
+// pgSagaClaim claims the oldest due live transactions (cond: the one
+// named by $4; limit: how many).
+func pgSagaClaim(cond, limit string) string {
 	return `UPDATE coord_gtx g SET attempt = g.attempt + 1, claim = $1, owner = $2,
     due_at = clock_timestamp() + $3 * interval '1 microsecond', updated_at = clock_timestamp()
 FROM (SELECT gid FROM coord_gtx
   WHERE status IN ('running', 'confirming', 'compensating') AND NOT stuck AND due_at <= clock_timestamp() ` + cond + `
-  ORDER BY due_at LIMIT 1 FOR UPDATE SKIP LOCKED) c
+  ORDER BY due_at LIMIT ` + limit + ` FOR UPDATE SKIP LOCKED) c
 WHERE g.gid = c.gid AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 RETURNING g.gid, g.mode, g.status, g.step, g.branches, g.attempt, g.tries,
   (EXTRACT(EPOCH FROM g.deadline - clock_timestamp()) * 1000000)::bigint`
@@ -112,8 +113,8 @@ var pgSaga = SagaQueries{
 VALUES ($1, $2, 'running', $3, clock_timestamp() + $4 * interval '1 microsecond', 1, $5, $6, clock_timestamp() + $7 * interval '1 microsecond')`,
 	Claimed:       `SELECT status FROM coord_gtx WHERE gid = $1 AND claim = $2`,
 	BranchInsert:  `INSERT INTO coord_gtx_branches (gid, idx, branch, target, payload, updated_at) VALUES `,
-	Claim:         pgSagaClaim(""),
-	ClaimGID:      pgSagaClaim("AND gid = $4 "),
+	Claim:         pgSagaClaim("", "$4"),
+	ClaimGID:      pgSagaClaim("AND gid = $4 ", "1"),
 	Branches:      `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = $1 ORDER BY idx`,
 	Record:        pgSagaRecord(``),
 	RecordRelaxed: pgSagaRecord(` AND set_config('synchronous_commit', 'off', true) IS NOT NULL`),
@@ -150,14 +151,14 @@ VALUES (?, ?, 'running', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, 1, ?, ?, 
 	// every due row first.
 	ClaimPick: `SELECT gid FROM coord_gtx FORCE INDEX (coord_gtx_due)
 WHERE stuck = 0 AND status IN ('compensating', 'confirming', 'running') AND due_at <= UTC_TIMESTAMP(6)
-LIMIT 1 FOR UPDATE SKIP LOCKED`,
+LIMIT ? FOR UPDATE SKIP LOCKED`,
 	ClaimSetGID: `UPDATE coord_gtx SET attempt = attempt + 1, claim = ?, owner = ?,
     due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, updated_at = UTC_TIMESTAMP(6)
 WHERE gid = ? AND stuck = 0 AND status IN ('compensating', 'confirming', 'running') AND due_at <= UTC_TIMESTAMP(6)`,
 	ClaimSet: `UPDATE coord_gtx SET attempt = attempt + 1, claim = ?, owner = ?,
-    due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, updated_at = UTC_TIMESTAMP(6) WHERE gid = ?`,
+    due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, updated_at = UTC_TIMESTAMP(6) WHERE gid IN (%s)`,
 	ClaimRead: `SELECT gid, mode, status, step, branches, attempt, tries, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), deadline)
-FROM coord_gtx WHERE gid = ?`,
+FROM coord_gtx WHERE gid IN (%s)`,
 	Branches: `SELECT idx, branch, target, payload, status, tries, COALESCE(last_error, '') FROM coord_gtx_branches WHERE gid = ? ORDER BY idx`,
 	// One multi-table UPDATE: the branch (LEFT JOIN: idx -1 names none)
 	// changes only with its transaction's fenced row. Args: idx, status,
