@@ -155,7 +155,10 @@ func TestTracingKeepAliveRenewals(t *testing.T) {
 		defer tp.Shutdown(ctx)
 		db := env.Open(t, sqlcoord.Options{TracerProvider: tp})
 		c := coord.New(db)
-		l, err := c.Acquire(ctx, "kept", "", 300*time.Millisecond)
+		// A TTL far above the interval, and the renewals counted rather
+		// than slept for: a loaded machine (the suite under -race on 2
+		// cores) once traced a single renewal in a fixed 400 ms.
+		l, err := c.Acquire(ctx, "kept", "", 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +166,17 @@ func TestTracingKeepAliveRenewals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(400 * time.Millisecond)
+		for wait := time.Now().Add(15 * time.Second); time.Now().Before(wait); time.Sleep(20 * time.Millisecond) {
+			n := 0
+			for _, s := range tracetest.SpanStubs(exp.GetSpans()) {
+				if s.Name == "sqlcoord.lease.renew" {
+					n++
+				}
+			}
+			if n >= 3 {
+				break
+			}
+		}
 		k.Stop()
 		<-k.Context().Done()
 		var keep tracetest.SpanStub
