@@ -314,7 +314,9 @@ func TestTakeoverIsFenced(t *testing.T) {
 		release := make(chan struct{})
 		// The frozen driver's function ignores its context and returns
 		// success long after the lease: a process stopped mid-call.
+		entered := make(chan struct{}, 1)
 		frozen.Register("fn", func(ctx context.Context, call saga.Call) error {
+			entered <- struct{}{}
 			<-release
 			j.add(saga.Call{Branch: "frozen-" + call.Branch, Op: call.Op})
 			return nil
@@ -329,6 +331,7 @@ func TestTakeoverIsFenced(t *testing.T) {
 		gid := begin(t, env.DB, frozen, saga.Global{Mode: saga.ModeSaga, Branches: branches("a", "b")})
 		done := make(chan struct{})
 		go func() { frozen.RunDue(ctx); close(done) }()
+		<-entered // the frozen driver holds the claim and is "stopped" in its call
 		time.Sleep(o.Lease + 200*time.Millisecond)
 		in := runUntilEnded(t, taker, gid)
 		if in.Status != saga.Aborted || in.Attempt != 2 {
