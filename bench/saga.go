@@ -65,7 +65,7 @@ func Saga(ctx context.Context, db *sqlcoord.DB, cfg Config) (_ []Result, retErr 
 			return err
 		}
 		for i, u := range urls {
-			if err := post(ctx, client, u, saga.Call{GID: gid, Branch: []string{"debit", "credit"}[i], Op: txn.OpAction, Payload: payload}); err != nil {
+			if err := saga.Invoke(ctx, client, u, saga.Call{GID: gid, Branch: []string{"debit", "credit"}[i], Op: txn.OpAction, Payload: payload}); err != nil {
 				return err
 			}
 		}
@@ -227,23 +227,6 @@ func sagaDrain(ctx context.Context, db *sqlcoord.DB, opts saga.Options, drivers 
 		}
 	}
 	return Result{Clients: drivers * opts.Workers, Ops: done, Elapsed: el, OpsPerS: float64(done) / el.Seconds()}, nil
-}
-
-// post is one participant call made directly, as a driver makes it.
-func post(ctx context.Context, client *http.Client, url string, c saga.Call) error {
-	req, err := saga.NewRequest(ctx, url, c)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
-	}
-	return nil
 }
 
 // sagaTables creates the orders and the two banks' accounts.

@@ -55,18 +55,27 @@ func NewRequest(ctx context.Context, url string, c Call) (*http.Request, error) 
 }
 
 func (c *Coordinator[TTx]) callHTTP(ctx context.Context, target string, call Call) error {
-	req, err := NewRequest(ctx, target, call)
+	return Invoke(ctx, c.opts.HTTPClient, target, call)
+}
+
+// Invoke makes call on the HTTP participant at url as a driver does: nil
+// for a 2xx answer, an error made by Fail for 409 Conflict (a business
+// failure, with the participant's reason), any other error to be called
+// again. Errors name the URL without its query string. For a client that
+// calls a participant itself (a test, a benchmark, a tool).
+func Invoke(ctx context.Context, client *http.Client, url string, call Call) error {
+	req, err := NewRequest(ctx, url, call)
 	if err != nil {
 		return err
 	}
-	resp, err := c.opts.HTTPClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		// *url.Error names the URL: say it without its query string.
 		var ue interface{ Unwrap() error }
 		if errors.As(err, &ue) {
 			err = ue.Unwrap()
 		}
-		return fmt.Errorf("saga: POST %s: %w", safeTarget(target), err)
+		return fmt.Errorf("saga: POST %s: %w", safeTarget(url), err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
@@ -74,7 +83,7 @@ func (c *Coordinator[TTx]) callHTTP(ctx context.Context, target string, call Cal
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	err = fmt.Errorf("saga: POST %s: HTTP %d%s", safeTarget(target), resp.StatusCode, answer(body))
+	err = fmt.Errorf("saga: POST %s: HTTP %d%s", safeTarget(url), resp.StatusCode, answer(body))
 	if resp.StatusCode == http.StatusConflict {
 		return Fail(err)
 	}

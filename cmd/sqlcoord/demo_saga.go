@@ -143,19 +143,7 @@ func demoSaga(ctx context.Context, e *demoEnv) error {
 	b.flaky.Store(true)
 	client := &http.Client{Timeout: 2 * time.Second}
 	call := func(url, gid, branch string, amount int) error {
-		req, err := saga.NewRequest(ctx, url, saga.Call{GID: gid, Branch: branch, Op: txn.OpAction, Payload: []byte(strconv.Itoa(amount))})
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		return nil
+		return saga.Invoke(ctx, client, url, saga.Call{GID: gid, Branch: branch, Op: txn.OpAction, Payload: []byte(strconv.Itoa(amount))})
 	}
 	for i := 0; i < 20; i++ {
 		gid := fmt.Sprintf("naive-%d", i)

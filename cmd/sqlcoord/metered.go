@@ -46,3 +46,16 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger, what 
 	log.Info(what, "addr", ln.Addr().String())
 	return func() { srv.Close() }, nil
 }
+
+// metricsAddr is loopbackDefault for an optional --listen: "" serves
+// nothing; a bad address is a usage error.
+func metricsAddr(listen string) (string, error) {
+	if listen == "" {
+		return "", nil
+	}
+	addr, err := loopbackDefault(listen)
+	if err != nil {
+		return "", usageError{err}
+	}
+	return addr, nil
+}

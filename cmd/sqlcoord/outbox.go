@@ -83,12 +83,9 @@ func newRelayCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// every usage error before anything connects
-			addr := ""
-			if listen != "" {
-				var err error
-				if addr, err = loopbackDefault(listen); err != nil {
-					return usageError{err}
-				}
+			addr, err := metricsAddr(listen)
+			if err != nil {
+				return err
 			}
 			if err := checkPublisher(pubSpec); err != nil {
 				return err

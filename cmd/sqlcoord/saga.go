@@ -138,12 +138,9 @@ function target needs a driver in the program that registered it), retry, compen
 what cannot finish as stuck. Stops on SIGINT/SIGTERM after releasing what it holds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			addr := ""
-			if listen != "" {
-				var err error
-				if addr, err = loopbackDefault(listen); err != nil {
-					return usageError{err}
-				}
+			addr, err := metricsAddr(listen)
+			if err != nil {
+				return err
 			}
 			db, reg, err := openMetered(cmd)
 			if err != nil {
