@@ -9,11 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
@@ -117,7 +114,7 @@ func (p HTTPPublisher) Publish(ctx context.Context, m Message) error {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	err = fmt.Errorf("outbox: webhook %s: %s%s", redact.URL(p.URL), resp.Status, bodyText(head[:n], p.URL))
+	err = fmt.Errorf("outbox: webhook %s: %s%s", redact.URL(p.URL), resp.Status, redact.Body(head[:n], maxBodyInError, p.URL))
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		return err
 	}
@@ -127,30 +124,3 @@ func (p HTTPPublisher) Publish(ctx context.Context, m Message) error {
 // maxBodyInError bounds how much of a refusing webhook's response body
 // its error (and so last_error, the logs and the console) carries.
 const maxBodyInError = 512
-
-// bodyText is a response body as an error shows it: `: "…"`, on one line,
-// valid UTF-8, control characters replaced, secrets of the webhook URL and
-// URL userinfo removed, at most maxBodyInError bytes (… when cut); "" for
-// an empty body.
-func bodyText(b []byte, webhook string) string {
-	cut := len(b) == maxBodyInError
-	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	if cut {
-		s = strings.TrimRightFunc(s, func(r rune) bool { return r == utf8.RuneError }) // a rune split by the bound
-	}
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if s == "" {
-		return ""
-	}
-	s = redact.Text(s, webhook)
-	if cut {
-		s += "…"
-	}
-	return fmt.Sprintf(": %q", s)
-}

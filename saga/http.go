@@ -8,9 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -30,8 +27,7 @@ const (
 	HeaderAttempt = "Sqlcoord-Attempt"
 )
 
-// maxBody bounds what is read of a participant's answer and of a
-// driver's request body.
+// maxAnswer bounds what is read of a participant's answer.
 const maxAnswer = 512
 
 // NewRequest is the POST a driver sends to an HTTP branch for call c —
@@ -83,29 +79,11 @@ func Invoke(ctx context.Context, client *http.Client, url string, call Call) err
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	err = fmt.Errorf("saga: POST %s: HTTP %d%s", safeTarget(url), resp.StatusCode, answer(body))
+	err = fmt.Errorf("saga: POST %s: HTTP %d%s", safeTarget(url), resp.StatusCode, redact.Body(body, maxAnswer))
 	if resp.StatusCode == http.StatusConflict {
 		return Fail(err)
 	}
 	return err
-}
-
-// answer is a response body as an error shows it: one line of valid
-// UTF-8 without control characters or credentials.
-func answer(b []byte) string {
-	s := strings.ToValidUTF8(string(b), "?")
-	s = strings.TrimRightFunc(s, func(r rune) bool { return r == utf8.RuneError })
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(redact.Text(s)), " ")
-	if s == "" {
-		return ""
-	}
-	return ": " + strconv.Quote(s)
 }
 
 // Request reads a Call from a driver's request; ErrInvalid when it is not

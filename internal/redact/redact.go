@@ -6,11 +6,13 @@
 package redact
 
 import (
+	"fmt"
 	"net/url"
 	"os"
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -201,4 +203,32 @@ func Stored(err error, max int) string {
 		msg = msg[:cut]
 	}
 	return msg
+}
+
+// Body is a response body as an error shows it: `: "…"`, on one line,
+// valid UTF-8, control characters replaced, credentials (URL userinfo,
+// and the secrets of dsns) removed; "" for an empty body. A body of max
+// bytes is taken as cut there: a rune split by the bound is dropped and
+// "…" added.
+func Body(b []byte, max int, dsns ...string) string {
+	cut := len(b) == max
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	if cut {
+		s = strings.TrimRightFunc(s, func(r rune) bool { return r == utf8.RuneError }) // a rune split by the bound
+	}
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return ""
+	}
+	s = Text(s, dsns...)
+	if cut {
+		s += "…"
+	}
+	return fmt.Sprintf(": %q", s)
 }
