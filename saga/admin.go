@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -174,14 +173,6 @@ func operate(ctx context.Context, db sqlcoord.Base, gid, what, q string, args ..
 // barriers (txn.Barrier.Cleanup) with a longer age than no driver call can
 // outlive.
 func Cleanup(ctx context.Context, db sqlcoord.Base, age time.Duration, batch int) (int64, error) {
-	q := db.Dialect().Q.Saga
-	if q.Cleanup != "" {
-		n, err := sqlutil.DeleteInBatches(ctx, db, q.Cleanup, age, batch)
-		if err != nil {
-			return n, errs.Errorf("saga: %w", err)
-		}
-		return n, nil
-	}
 	if age < 0 {
 		return 0, errs.Errorf("saga: %w", sqlutil.ErrNegativeAge)
 	}
@@ -189,28 +180,7 @@ func Cleanup(ctx context.Context, db sqlcoord.Base, age time.Duration, batch int
 		batch = 1000
 	}
 	n, err := sqlutil.InBatches(ctx, db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
-		rows, err := x.Query(ctx, q.CleanupPick, age.Microseconds(), batch)
-		if err != nil {
-			return 0, err
-		}
-		var gids []any
-		for rows.Next() {
-			var gid string
-			if err := rows.Scan(&gid); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			gids = append(gids, gid)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(gids) == 0 {
-			return 0, err
-		}
-		in := strings.TrimSuffix(strings.Repeat("?, ", len(gids)), ", ")
-		if _, err := x.Exec(ctx, fmt.Sprintf(q.CleanupBranches, in), gids...); err != nil {
-			return 0, err
-		}
-		return x.Exec(ctx, fmt.Sprintf(q.CleanupGtx, in), gids...)
+		return db.Dialect().SagaCleanup(ctx, x, age, batch)
 	})
 	if err != nil {
 		return n, errs.Errorf("saga: cleanup: %w", err)

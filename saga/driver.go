@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +32,6 @@ type claimed struct {
 	branches []branchRow
 	attempt  int64
 	tries    int
-	n        int // branches, as the row says
 	token    string
 	deadline time.Time // of the forward phase, on this process's monotonic clock
 }
@@ -172,113 +170,59 @@ func (c *Coordinator[TTx]) retry() backoff.Policy {
 // the fence is per row.
 func (c *Coordinator[TTx]) claim(ctx context.Context, gid string, max int) ([]*claimed, error) {
 	d := c.db.Dialect()
-	q := d.Q.Saga
-	gs, err := c.claimRows(ctx, gid, max, claimToken())
+	cl := dialect.SagaClaim{GID: gid, Token: claimToken(), Owner: c.opts.Owner, LeaseMicros: c.opts.Lease.Microseconds(), Max: max}
+	rows, err := c.claimRows(ctx, cl)
 	if err != nil {
 		return nil, errs.Errorf("saga: claim: %w", d.Classify(err))
 	}
-	for _, g := range gs {
-		rows, err := c.db.Executor().Query(ctx, q.Branches, g.gid)
+	gs := make([]*claimed, 0, len(rows))
+	for _, r := range rows {
+		g := &claimed{gid: r.GID, mode: Mode(r.Mode), status: Status(r.Status), step: r.Step, attempt: r.Attempt, tries: r.Tries,
+			token: cl.Token, deadline: time.Now().Add(time.Duration(r.LeftMicros) * time.Microsecond)}
+		bs, err := c.db.Executor().Query(ctx, d.Q.Saga.Branches, g.gid)
 		if err != nil {
 			return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
 		}
-		for rows.Next() {
+		for bs.Next() {
 			var b branchRow
-			if err := rows.Scan(&b.idx, &b.name, &b.target, &b.payload, &b.status, &b.tries, &b.lastErr); err != nil {
-				rows.Close()
+			if err := bs.Scan(&b.idx, &b.name, &b.target, &b.payload, &b.status, &b.tries, &b.lastErr); err != nil {
+				bs.Close()
 				return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
 			}
 			g.branches = append(g.branches, b)
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		bs.Close()
+		if err := bs.Err(); err != nil {
 			return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
 		}
-		if len(g.branches) != g.n {
-			return nil, errs.Errorf("saga: %s: %d branch rows for %d branches", valid.Quote(g.gid), len(g.branches), g.n)
+		if len(g.branches) != r.Branches {
+			return nil, errs.Errorf("saga: %s: %d branch rows for %d branches", valid.Quote(g.gid), len(g.branches), r.Branches)
 		}
 		if g.attempt > 1 {
 			c.opts.Logger.Info("saga: taken over", "gid", g.gid, "attempt", g.attempt, "status", g.status, "step", g.step)
 		}
+		gs = append(gs, g)
 	}
 	return gs, nil
 }
 
-// claimRows claims: PostgreSQL in one UPDATE … RETURNING; the MySQL
-// family, which has no UPDATE … RETURNING, a named transaction in one
-// UPDATE then a read, the oldest due ones in three statements of one
-// READ COMMITTED transaction (which takes no gap locks, so Begin's inserts
-// never wait for a claim).
-func (c *Coordinator[TTx]) claimRows(ctx context.Context, gid string, max int, token string) ([]*claimed, error) {
-	q := c.db.Dialect().Q.Saga
-	lease := c.opts.Lease.Microseconds()
-	x := c.db.Executor()
-	switch {
-	case q.Claim != "" && gid == "":
-		return scanClaims(x.Query(ctx, q.Claim, token, c.opts.Owner, lease, max))(token)
-	case q.Claim != "":
-		return scanClaims(x.Query(ctx, q.ClaimGID, token, c.opts.Owner, lease, gid))(token)
-	case gid != "":
-		n, err := x.Exec(ctx, q.ClaimSetGID, token, c.opts.Owner, lease, gid)
-		if err != nil || n == 0 {
-			return nil, err
-		}
-		return scanClaims(x.Query(ctx, fmt.Sprintf(q.ClaimRead, "?"), gid))(token)
+// claimRows runs the dialect's claim: on the pool, or — the oldest due
+// ones on the MySQL family — in a READ COMMITTED transaction of its own.
+func (c *Coordinator[TTx]) claimRows(ctx context.Context, cl dialect.SagaClaim) ([]dialect.SagaClaimed, error) {
+	d := c.db.Dialect()
+	if cl.GID != "" || !d.SagaClaimInTx() {
+		return d.SagaClaim(ctx, c.db.Executor(), cl)
 	}
 	tx, err := c.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	rows, err := tx.Query(ctx, q.ClaimPick, max)
-	if err != nil {
+	rows, err := d.SagaClaim(ctx, tx, cl)
+	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
-	var gids []any
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		gids = append(gids, g)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(gids) == 0 {
-		return nil, err
-	}
-	in := strings.TrimSuffix(strings.Repeat("?, ", len(gids)), ", ")
-	if _, err := tx.Exec(ctx, fmt.Sprintf(q.ClaimSet, in), append([]any{token, c.opts.Owner, lease}, gids...)...); err != nil {
-		return nil, err
-	}
-	gs, err := scanClaims(tx.Query(ctx, fmt.Sprintf(q.ClaimRead, in), gids...))(token)
-	if err != nil {
-		return nil, err
-	}
-	return gs, c.db.Dialect().ClassifyCommit(tx.Commit(ctx))
-}
-
-// scanClaims reads claimed rows (Claim's columns).
-func scanClaims(rows dialect.Rows, err error) func(token string) ([]*claimed, error) {
-	return func(token string) ([]*claimed, error) {
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var gs []*claimed
-		for rows.Next() {
-			g := &claimed{token: token}
-			var mode, status string
-			var left int64
-			if err := rows.Scan(&g.gid, &mode, &status, &g.step, &g.n, &g.attempt, &g.tries, &left); err != nil {
-				return nil, err
-			}
-			g.mode, g.status = Mode(mode), Status(status)
-			g.deadline = time.Now().Add(time.Duration(left) * time.Microsecond)
-			gs = append(gs, g)
-		}
-		return gs, rows.Err()
-	}
+	return rows, d.ClassifyCommit(tx.Commit(ctx))
 }
 
 // change is one recorded step of a driver.

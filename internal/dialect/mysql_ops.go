@@ -388,3 +388,36 @@ func (o mysqlOps) sagaRecord(ctx context.Context, x Executor, r SagaRecord) (boo
 		r.BranchStatus, r.BranchTries, r.BranchErr, r.GID, r.Claim)
 	return n >= 1, err
 }
+
+func (o mysqlOps) sagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error) {
+	q := o.q.Saga
+	if c.GID != "" {
+		n, err := x.Exec(ctx, q.ClaimSetGID, c.Token, c.Owner, c.LeaseMicros, c.GID)
+		if err != nil || n == 0 {
+			return nil, err
+		}
+		return scanSagaClaims(x.Query(ctx, fmt.Sprintf(q.ClaimRead, marks(1)), c.GID))
+	}
+	gids, err := pick[string](ctx, x, q.ClaimPick, c.Max)
+	if err != nil || len(gids) == 0 {
+		return nil, err
+	}
+	if _, err := x.Exec(ctx, fmt.Sprintf(q.ClaimSet, marks(len(gids))), append([]any{c.Token, c.Owner, c.LeaseMicros}, gids...)...); err != nil {
+		return nil, err
+	}
+	return scanSagaClaims(x.Query(ctx, fmt.Sprintf(q.ClaimRead, marks(len(gids))), gids...))
+}
+
+// sagaCleanup picks the batch, then deletes its branches and the
+// transactions themselves (a table copied with CREATE TABLE … LIKE has no
+// foreign key to cascade).
+func (o mysqlOps) sagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+	gids, err := pick[string](ctx, x, o.q.Saga.CleanupPick, age.Microseconds(), batch)
+	if err != nil || len(gids) == 0 {
+		return 0, err
+	}
+	if _, err := x.Exec(ctx, fmt.Sprintf(o.q.Saga.CleanupBranches, marks(len(gids))), gids...); err != nil {
+		return 0, err
+	}
+	return x.Exec(ctx, fmt.Sprintf(o.q.Saga.CleanupGtx, marks(len(gids))), gids...)
+}

@@ -33,6 +33,8 @@ type operations interface {
 	epochCheck(ctx context.Context, x Executor, hwm int64) (bool, error)
 	epochAdvance(ctx context.Context, x Executor) (int64, error)
 	sagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error)
+	sagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error)
+	sagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error)
 	uuidValue(u [16]byte) any
 	uuidColumnType() string
 }
@@ -297,4 +299,56 @@ type SagaRecord struct {
 // commit does not wait for the WAL flush where the dialect can.
 func (d *Dialect) SagaRecord(ctx context.Context, x Executor, r SagaRecord) (ok bool, err error) {
 	return d.ops.sagaRecord(ctx, x, r)
+}
+
+// SagaClaim asks for up to Max due global transactions (GID: that one
+// only, if due) for a driver.
+type SagaClaim struct {
+	GID, Token, Owner string
+	LeaseMicros       int64
+	Max               int
+}
+
+// SagaClaimed is a global transaction a claim took.
+type SagaClaimed struct {
+	GID, Mode, Status     string
+	Step, Branches, Tries int
+	Attempt, LeftMicros   int64 // LeftMicros: until the forward deadline
+}
+
+// SagaClaim claims what c asks for. PostgreSQL: one UPDATE … RETURNING
+// (relaxed commit) on x. MySQL family, which has no UPDATE … RETURNING:
+// a named transaction in one UPDATE then a read; the oldest due ones in
+// a pick (FOR UPDATE SKIP LOCKED), an UPDATE and a read — x must then be
+// a READ COMMITTED transaction (SagaClaimInTx), which takes no gap locks,
+// so Begin's inserts never wait for a claim.
+func (d *Dialect) SagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error) {
+	return d.ops.sagaClaim(ctx, x, c)
+}
+
+// SagaClaimInTx reports whether a claim of the oldest due transactions
+// (no gid) must run in a transaction of the caller's (MySQL family).
+func (d *Dialect) SagaClaimInTx() bool { return d.Q.Saga.Claim == "" }
+
+// SagaCleanup deletes up to batch ended global transactions older than
+// age, with their branches, in x (a READ COMMITTED transaction).
+func (d *Dialect) SagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+	return d.ops.sagaCleanup(ctx, x, age, batch)
+}
+
+// scanSagaClaims reads claimed rows (SagaQueries.Claim's columns).
+func scanSagaClaims(rows Rows, err error) ([]SagaClaimed, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []SagaClaimed
+	for rows.Next() {
+		var c SagaClaimed
+		if err := rows.Scan(&c.GID, &c.Mode, &c.Status, &c.Step, &c.Branches, &c.Attempt, &c.Tries, &c.LeftMicros); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }

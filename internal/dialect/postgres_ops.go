@@ -339,3 +339,16 @@ func (o pgOps) sagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, 
 		r.Idx, r.BranchStatus, r.BranchTries, r.BranchErr).Scan(&n)
 	return n == 1, err
 }
+
+func (o pgOps) sagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error) {
+	if c.GID != "" {
+		return scanSagaClaims(x.Query(ctx, o.q.Saga.ClaimGID, c.Token, c.Owner, c.LeaseMicros, c.GID))
+	}
+	return scanSagaClaims(x.Query(ctx, o.q.Saga.Claim, c.Token, c.Owner, c.LeaseMicros, c.Max))
+}
+
+// sagaCleanup: one DELETE of the batch it picks with SKIP LOCKED; the
+// branches go by the foreign key's cascade.
+func (o pgOps) sagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+	return x.Exec(ctx, o.q.Saga.Cleanup, age.Microseconds(), batch)
+}
