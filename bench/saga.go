@@ -55,11 +55,11 @@ func Saga(ctx context.Context, db *sqlcoord.DB, cfg Config) (_ []Result, retErr 
 		n := seq.Add(1)
 		return run + "-" + strconv.FormatInt(n, 10), []byte(strconv.FormatInt(n%sagaAccounts, 10) + ":1")
 	}
-	order := fmt.Sprintf(`INSERT INTO bench_saga_orders (gid) VALUES (%s)`, db.Dialect().Placeholder(1))
+	orderInsert := fmt.Sprintf(`INSERT INTO bench_saga_orders (gid) VALUES (%s)`, db.Dialect().Placeholder(1))
 	direct := func(ctx context.Context, _ int) error {
 		gid, payload := next()
 		if err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, order, gid)
+			_, err := tx.ExecContext(ctx, orderInsert, gid)
 			return err
 		}); err != nil {
 			return err
@@ -76,16 +76,29 @@ func Saga(ctx context.Context, db *sqlcoord.DB, cfg Config) (_ []Result, retErr 
 	if err != nil {
 		return nil, err
 	}
-	begin := func(ctx context.Context) (string, error) {
+	// order is the order transaction with a transfer recorded in it by
+	// with (Begin or Start).
+	order := func(ctx context.Context, with func(ctx context.Context, tx *sql.Tx, g saga.Global) error) (string, error) {
 		gid, payload := next()
 		return gid, txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, order, gid); err != nil {
+			if _, err := tx.ExecContext(ctx, orderInsert, gid); err != nil {
 				return err
 			}
-			_, err := coord.Begin(ctx, tx, saga.Global{GID: gid, Mode: saga.ModeSaga, Branches: []saga.Branch{
+			return with(ctx, tx, saga.Global{GID: gid, Mode: saga.ModeSaga, Branches: []saga.Branch{
 				{Name: "debit", Target: urls[0], Payload: payload}, {Name: "credit", Target: urls[1], Payload: payload}}})
+		})
+	}
+	begin := func(ctx context.Context) (string, error) {
+		return order(ctx, func(ctx context.Context, tx *sql.Tx, g saga.Global) error {
+			_, err := coord.Begin(ctx, tx, g)
 			return err
 		})
+	}
+	succeeded := func(gid string, st saga.Status, err error) error {
+		if err == nil && st != saga.Succeeded {
+			err = fmt.Errorf("%s: %s", gid, st)
+		}
+		return err
 	}
 	const directCase = "direct: order transaction, then debit + credit over HTTP (no coordinator)"
 	viaDrive := func(ctx context.Context, _ int) error {
@@ -94,31 +107,20 @@ func Saga(ctx context.Context, db *sqlcoord.DB, cfg Config) (_ []Result, retErr 
 			return err
 		}
 		st, err := coord.Drive(ctx, gid)
-		if err == nil && st != saga.Succeeded {
-			err = fmt.Errorf("%s: %s", gid, st)
-		}
-		return err
+		return succeeded(gid, st, err)
 	}
 	viaStart := func(ctx context.Context, _ int) error {
-		gid, payload := next()
 		var started *saga.Started[*sql.Tx]
-		err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, order, gid); err != nil {
-				return err
-			}
+		gid, err := order(ctx, func(ctx context.Context, tx *sql.Tx, g saga.Global) error {
 			var err error
-			started, err = coord.Start(ctx, tx, saga.Global{GID: gid, Mode: saga.ModeSaga, Branches: []saga.Branch{
-				{Name: "debit", Target: urls[0], Payload: payload}, {Name: "credit", Target: urls[1], Payload: payload}}})
+			started, err = coord.Start(ctx, tx, g)
 			return err
 		})
 		if err != nil {
 			return err
 		}
 		st, err := started.Drive(ctx)
-		if err == nil && st != saga.Succeeded {
-			err = fmt.Errorf("%s: %s", gid, st)
-		}
-		return err
+		return succeeded(gid, st, err)
 	}
 	for _, n := range []int{1, 4, 12} {
 		db.SetMaxOpenConns(2*n + 8)
