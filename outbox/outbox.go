@@ -300,6 +300,11 @@ func (o Admin) Requeue(ctx context.Context, id int64) (int64, error) {
 	if err != nil {
 		return 0, errs.Errorf("outbox: requeue: %w", o.db.Dialect().Classify(err))
 	}
+	if q := o.db.Dialect().Q.OutboxStreamWake; n > 0 && q != "" {
+		// a streaming relay sees INSERTs only: tell it through the WAL
+		// (best effort: without it a relay's next polling pass finds them)
+		o.db.Executor().Exec(ctx, q)
+	}
 	return n, nil
 }
 

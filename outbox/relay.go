@@ -127,8 +127,7 @@ type Relay struct {
 	claimOnce             sync.Once
 	claimQ, claimOrderedQ string
 
-	healthMu sync.Mutex
-	health   Health
+	health healthLog
 }
 
 // Health is how the relay's batches have been going.
@@ -148,23 +147,33 @@ func (h Health) OK() bool { return h.Failing == 0 }
 
 // Health reports the outcome of the relay's batches so far (a health
 // endpoint fails while batches fail).
-func (r *Relay) Health() Health {
-	r.healthMu.Lock()
-	defer r.healthMu.Unlock()
-	return r.health
+func (r *Relay) Health() Health { return r.health.get() }
+
+func (r *Relay) recordBatch(err error) { r.health.record(err) }
+
+// healthLog keeps a relay's Health.
+type healthLog struct {
+	mu sync.Mutex
+	h  Health
 }
 
-func (r *Relay) recordBatch(err error) {
-	r.healthMu.Lock()
-	defer r.healthMu.Unlock()
+func (l *healthLog) get() Health {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.h
+}
+
+func (l *healthLog) record(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	now := time.Now()
-	r.health.LastBatch = now
+	l.h.LastBatch = now
 	if err != nil {
-		r.health.Failing++
-		r.health.LastError = redact.Text(err.Error())
+		l.h.Failing++
+		l.h.LastError = redact.Text(err.Error())
 		return
 	}
-	r.health.Failing, r.health.LastError, r.health.LastOK = 0, "", now
+	l.h.Failing, l.h.LastError, l.h.LastOK = 0, "", now
 }
 
 // NewRelay returns a relay for db publishing to pub.
@@ -630,12 +639,22 @@ func claim(ctx context.Context, tx sqlcoord.Executor, q string, n int) ([]Messag
 		}
 		m.Key = key.String
 		m.Attempt++
-		if headers != "" && headers != "{}" {
-			if err := json.Unmarshal([]byte(headers), &m.Headers); err != nil {
-				return nil, errs.Errorf("headers of %d: %w", m.ID, err)
-			}
+		if m.Headers, err = parseHeaders(headers); err != nil {
+			return nil, errs.Errorf("headers of %d: %w", m.ID, err)
 		}
 		out = append(out, m)
 	}
 	return out, rows.Err()
+}
+
+// parseHeaders reads a row's headers column (JSON; "" and {} are none).
+func parseHeaders(text string) (map[string]string, error) {
+	if text == "" || text == "{}" {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal([]byte(text), &h); err != nil {
+		return nil, err
+	}
+	return h, nil
 }

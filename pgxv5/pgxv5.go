@@ -219,3 +219,7 @@ func behindPooler(ctx context.Context, pool *pgxpool.Pool) bool {
 	}
 	return uint16(*port) != cfg.Port
 }
+
+// PgConnConfig is a copy of the pool's connection settings (the outbox's
+// streaming relay opens its replication connection with them).
+func (d *Driver) PgConnConfig() *pgconn.Config { return d.Pool.Config().ConnConfig.Config.Copy() }

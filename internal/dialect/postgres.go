@@ -308,6 +308,15 @@ VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6))
 SELECT pg_notify('coord_outbox', '') WHERE NOT pg_try_advisory_xact_lock_shared(` + pgOutboxSleep + `)`,
 			OutboxSleepSettings: `SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`,
 			OutboxSleep:         `SELECT pg_advisory_xact_lock(` + pgOutboxSleep + `)::text`,
+			OutboxStreamClaim: `SELECT id FROM coord_outbox WHERE id = ANY($1) AND state = 'pending' AND available_at <= clock_timestamp() ORDER BY id FOR UPDATE`,
+			OutboxStreamMark: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1
+WHERE id = ANY($1) AND EXISTS (SELECT 1 FROM coord_leases WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp())`,
+			OutboxStreamDelete: `DELETE FROM coord_outbox
+WHERE id = ANY($1) AND EXISTS (SELECT 1 FROM coord_leases WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp())`,
+			OutboxStreamWake: `SELECT pg_logical_emit_message(false, 'sqlcoord.outbox', 'pending')`,
+			OutboxSlots: `SELECT slot_name, database, active, coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_receive_lsn() ELSE pg_current_wal_lsn() END, confirmed_flush_lsn), 0)::bigint,
+  coalesce(wal_status, ''), coalesce(safe_wal_size, -1)
+FROM pg_replication_slots WHERE slot_name LIKE 'sqlcoord\_%' ORDER BY slot_name`,
 			OutboxSleeper: `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = ` + pgLockSpace + `::oid
   AND objid = (-1)::oid AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted
   AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`,

@@ -353,6 +353,21 @@ type Queries struct {
 	OutboxSleep string
 	// OutboxSleeper reports whether a relay holds the sleep lock.
 	OutboxSleeper string
+	// The streaming relay (PostgreSQL logical replication; "" elsewhere).
+	// OutboxStreamClaim locks the streamed ids ($1) still pending and due,
+	// in id order: what the stream may publish (the others were published
+	// by a polling relay, cancelled, or are delayed).
+	OutboxStreamClaim string
+	// OutboxStreamMark / OutboxStreamDelete mark or delete the published
+	// ids ($1) if the streamer's lease ($2 name, $3 owner, $4 token) is
+	// still live: fewer rows than ids means the lease was lost.
+	OutboxStreamMark, OutboxStreamDelete string
+	// OutboxStreamWake tells a streaming relay (through the WAL) that
+	// messages became pending without an INSERT (a requeue).
+	OutboxStreamWake string
+	// OutboxSlots lists the replication slots of sqlcoord's streaming
+	// relays with how much WAL each retains.
+	OutboxSlots string
 	// OutboxClaim locks up to N due pending rows, oldest first, skipping
 	// rows other relays hold. Args: N. Columns: id, msg_id, topic,
 	// msg_key, payload, headers, created_at, attempts.

@@ -154,6 +154,20 @@ func (s *Server) DropDatabase(ctx context.Context, name string) error {
 	}
 	defer db.Close()
 	q := `DROP DATABASE IF EXISTS "` + name + `" WITH (FORCE)`
+	if s.Family == "postgres" {
+		// WITH (FORCE) does not drop the database's replication slots (a
+		// streaming relay's): end their sessions and drop them first.
+		for i := 0; i < 20; i++ {
+			db.ExecContext(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL`, name)
+			var left int
+			db.QueryRowContext(ctx, `SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHERE database = $1 AND NOT active`, name).Scan(&left)
+			var n int
+			if db.QueryRowContext(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, name).Scan(&n); n == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	if s.Family == "mysql" {
 		q = "DROP DATABASE IF EXISTS `" + name + "`"
 		// Like WITH (FORCE): end sessions a failed test left in the database.
@@ -452,14 +466,18 @@ func startPostgresOn(ctx context.Context, kind string, extra []string, fill stri
 }
 
 // pgServer describes a local PostgreSQL server on data: the throwaway
-// defaults (no fsync: nothing here must survive the machine), then
+// defaults (no fsync: nothing here must survive the machine; wal_level
+// logical with bounded slots for the streaming relay), then
 // SQLCOORD_PG_ARGS, then extra.
 func pgServer(bin, dir, data string, port int, cred *syscall.Credential, extra []string) *Server {
 	args := append([]string{"-D", data, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=400", "-c", "shared_buffers=256MB", "-c", "log_min_messages=warning",
-		"-c", "max_locks_per_transaction=256"}, extraArgs("SQLCOORD_PG_ARGS")...)
+		"-c", "max_locks_per_transaction=256",
+		// the outbox's streaming relay (logical replication) can run here
+		"-c", "wal_level=logical", "-c", "max_replication_slots=32", "-c", "max_wal_senders=32",
+		"-c", "max_slot_wal_keep_size=1GB"}, extraArgs("SQLCOORD_PG_ARGS")...)
 	return &Server{Family: "postgres", Source: "local", Host: "127.0.0.1", Port: port, dir: dir, cred: cred,
 		bin: filepath.Join(bin, "postgres"), args: append(args, extra...),
 		adminDSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),

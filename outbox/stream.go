@@ -1,0 +1,741 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/internal/keepalive"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
+	"github.com/sqlcoord/sqlcoord/internal/tracing"
+	"github.com/sqlcoord/sqlcoord/metrics"
+)
+
+// ErrStreamUnsupported: the database cannot stream the outbox — not
+// PostgreSQL (MySQL and MariaDB: no binlog client is available to this
+// library; see docs/outbox.md), wal_level is not logical, or the user may
+// not replicate. RelayMode "auto" falls back to polling on it.
+var ErrStreamUnsupported = errors.New("outbox: streaming unsupported")
+
+// ErrUnboundedSlot: the server keeps WAL for a replication slot without
+// limit (max_slot_wal_keep_size = -1), so a relay that stops for good
+// would fill the disk; StreamOptions.AllowUnboundedSlot accepts it.
+var ErrUnboundedSlot = errors.New("outbox: replication slot without a retention bound")
+
+// StreamOptions tune a StreamRelay.
+type StreamOptions struct {
+	// DSN of the replication connection (a PostgreSQL URL or key=value
+	// string for a user with the REPLICATION attribute, directly to the
+	// primary: PgBouncer does not pass replication connections). "" takes
+	// the connection settings of a pgxv5 driver.
+	DSN string
+	// Group names the relay group: one slot (sqlcoord_<group>_<hash of
+	// the database name>) and one lease; one relay of a group streams at a
+	// time, the others wait to take over. Lowercase letters, digits and _,
+	// at most 32; default "outbox".
+	Group string
+	// BatchSize bounds how many streamed messages are published and
+	// marked in one transaction; default 500.
+	BatchSize int
+	// DeleteOnPublish deletes rows once published instead of marking them.
+	DeleteOnPublish bool
+	// MaxAttempts, BaseBackoff, MaxBackoff: a failed publish is retried in
+	// place (later messages wait: commit order) after a backoff in
+	// [d/2, d], d = min(MaxBackoff, BaseBackoff·2ⁿ⁻¹), and dead-lettered
+	// after MaxAttempts; defaults 10, 1s, 5m. A Permanent error
+	// dead-letters at once.
+	MaxAttempts             int
+	BaseBackoff, MaxBackoff time.Duration
+	// PublishTimeout bounds one publish; default 30s.
+	PublishTimeout time.Duration
+	// LeaseTTL of the group's lease; default 10s. A frozen or killed
+	// streamer's group is taken over after about this long.
+	LeaseTTL time.Duration
+	// StatusInterval between status updates to the server when nothing
+	// else is sent; default 10s (below wal_sender_timeout, 60s).
+	StatusInterval time.Duration
+	// AllowUnboundedSlot lets the relay create its slot on a server with
+	// max_slot_wal_keep_size = -1 (an abandoned slot then keeps WAL until
+	// the disk fills: watch `sqlcoord doctor`).
+	AllowUnboundedSlot bool
+	// Logger gets the relay's warnings (default: stderr, warnings only).
+	Logger *slog.Logger
+}
+
+// StreamRelay publishes outbox messages as PostgreSQL's logical
+// replication streams their commits: in commit order (overall and per
+// key), with no polling statement while idle. The slot's confirmed
+// position advances only after the messages of a commit were published
+// and marked, so a crash redelivers from the last acknowledged commit
+// (at least once; dedupe on Message.UUID, e.g. with an Inbox).
+//
+// Each batch locks the streamed rows that are still pending (FOR UPDATE,
+// in one transaction with their marking), so a polling Relay running at
+// the same time never publishes the same row twice with it. Messages
+// that become pending without an INSERT (Requeue), delayed ones (Delay)
+// and, after a new slot is created, those committed before it are
+// published by a polling pass the stream triggers.
+type StreamRelay struct {
+	db     sqlcoord.Base
+	pub    Publisher
+	opt    StreamOptions
+	cfg    *pgconn.Config
+	shown  string // the DSN for messages, without secrets
+	slot   string
+	lease  string
+	owner  string
+	log    *slog.Logger
+	rec    metrics.Recorder
+	sweep  *Relay // the polling pass
+	health healthLog
+}
+
+var groupName = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
+
+// pgConfigured is a driver that can give its PostgreSQL connection
+// settings (pgxv5's Driver).
+type pgConfigured interface{ PgConnConfig() *pgconn.Config }
+
+// NewStreamRelay returns a streaming relay for db (PostgreSQL) publishing
+// to pub. It checks its options only; Run checks the server.
+func NewStreamRelay(db sqlcoord.Base, pub Publisher, opt StreamOptions) (*StreamRelay, error) {
+	if pub == nil {
+		return nil, errs.Errorf("%w: relay needs a publisher", ErrInvalid)
+	}
+	if db.Dialect().Q.OutboxStreamClaim == "" {
+		return nil, errs.Errorf("%w: %s: only PostgreSQL streams (MySQL and MariaDB: no binlog client is available; use the polling relay)", ErrStreamUnsupported, db)
+	}
+	if opt.Group == "" {
+		opt.Group = "outbox"
+	}
+	if !groupName.MatchString(opt.Group) {
+		return nil, errs.Errorf("%w: group %q: want 1-32 of a-z, 0-9 and _", ErrInvalid, redact.Text(opt.Group))
+	}
+	if opt.BatchSize == 0 {
+		opt.BatchSize = 500
+	}
+	if opt.BatchSize < 0 || opt.BatchSize > 10000 || opt.MaxAttempts < 0 {
+		return nil, errs.Errorf("%w: batch size 1-10000 and max attempts >= 0", ErrInvalid)
+	}
+	for name, d := range map[string]time.Duration{"BaseBackoff": opt.BaseBackoff, "MaxBackoff": opt.MaxBackoff,
+		"PublishTimeout": opt.PublishTimeout, "LeaseTTL": opt.LeaseTTL, "StatusInterval": opt.StatusInterval} {
+		if d < 0 {
+			return nil, errs.Errorf("%w: negative %s %v", ErrInvalid, name, d)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if opt.MaxAttempts == 0 {
+		opt.MaxAttempts = 10
+	}
+	def(&opt.BaseBackoff, time.Second)
+	def(&opt.MaxBackoff, 5*time.Minute)
+	def(&opt.PublishTimeout, 30*time.Second)
+	def(&opt.LeaseTTL, 10*time.Second)
+	def(&opt.StatusInterval, 10*time.Second)
+	if opt.LeaseTTL < time.Second {
+		return nil, errs.Errorf("%w: lease TTL %v: at least 1s", ErrInvalid, opt.LeaseTTL)
+	}
+	s := &StreamRelay{db: db, pub: pub, opt: opt, log: opt.Logger, rec: metrics.Of(db)}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	switch {
+	case opt.DSN != "":
+		cfg, err := pgconn.ParseConfig(opt.DSN)
+		if err != nil {
+			return nil, errs.Errorf("%w: replication DSN: %s", ErrInvalid, redact.Text(err.Error(), opt.DSN))
+		}
+		s.cfg, s.shown = cfg, redact.DSN(opt.DSN)
+	default:
+		if c, ok := db.(pgConfigured); ok {
+			s.cfg = c.PgConnConfig()
+		}
+		if s.cfg == nil {
+			return nil, errs.Errorf("%w: %s: give StreamOptions.DSN for the replication connection", ErrInvalid, db)
+		}
+		s.shown = db.String()
+	}
+	s.cfg.RuntimeParams["replication"] = "database"
+	s.cfg.RuntimeParams["application_name"] = "sqlcoord-stream-" + opt.Group
+	s.lease = "sqlcoord.outbox.stream." + opt.Group
+	s.owner = coord.NewOwnerID()
+	sweep, err := NewRelay(db, pub, RelayOptions{BatchSize: opt.BatchSize, DeleteOnPublish: opt.DeleteOnPublish,
+		MaxAttempts: opt.MaxAttempts, BaseBackoff: opt.BaseBackoff, MaxBackoff: opt.MaxBackoff,
+		PublishTimeout: opt.PublishTimeout, Listen: ListenOff, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	s.sweep = sweep
+	return s, nil
+}
+
+// SlotName is the replication slot of group on the database named dbName.
+func SlotName(group, dbName string) string {
+	return fmt.Sprintf("sqlcoord_%s_%08x", group, crc32.ChecksumIEEE([]byte(dbName)))
+}
+
+// Health reports how the relay's batches have been going.
+func (s *StreamRelay) Health() Health { return s.health.get() }
+
+// Run streams until ctx ends (then it returns nil), waiting as a standby
+// while another relay of the group streams. Database errors are logged
+// and retried. It returns an error matching ErrStreamUnsupported (the
+// server cannot stream to this user), ErrUnboundedSlot,
+// sqlcoord.ErrNoSchema or sqlcoord.ErrAccessDenied when retrying cannot
+// help.
+func (s *StreamRelay) Run(ctx context.Context) error {
+	pol := backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.Equal}
+	failures := 0
+	for ctx.Err() == nil {
+		streamed, err := s.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if streamed {
+			failures = 0
+		}
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, ErrStreamUnsupported), errors.Is(err, ErrUnboundedSlot), sqlcoord.Fatal(err):
+			s.log.Error("stream relay stopping", "err", redact.Text(err.Error()))
+			return err
+		}
+		s.health.record(err)
+		s.log.Warn("stream relay", "err", redact.Text(err.Error()))
+		backoff.Sleep(ctx, pol.Delay(failures))
+		failures++
+	}
+	return nil
+}
+
+// errLeaseLost ends a session whose lease renewal was refused.
+var errLeaseLost = errors.New("outbox: stream lease lost")
+
+// session holds the group's lease and streams under it; it waits for the
+// lease while another relay holds it. streamed: replication started.
+func (s *StreamRelay) session(ctx context.Context) (streamed bool, err error) {
+	d, x := s.db.Dialect(), s.db.Executor()
+	slot := dialect.LeaseSlot{Name: s.lease, Owner: s.owner, TTLMicros: s.opt.LeaseTTL.Microseconds()}
+	sent := time.Now()
+	slot.HWM = s.db.Epochs().Seen()
+	row, err := d.LeaseAcquire(ctx, x, slot)
+	if err != nil {
+		return false, errs.Errorf("outbox: stream lease: %w", d.Classify(err))
+	}
+	if err := s.db.Epochs().Observe(row.Epoch); err != nil {
+		return false, err
+	}
+	if row.Owner != s.owner {
+		// A standby: try again when the holder's lease may have ended.
+		wait := min(max(time.Until(row.ExpiresAt), 50*time.Millisecond), s.opt.LeaseTTL/2)
+		backoff.Sleep(ctx, wait)
+		return false, nil
+	}
+	slot.Token = row.Token
+	loop, err := keepalive.Start(ctx, sent, keepalive.Options{TTL: s.opt.LeaseTTL,
+		Renew: func(rctx context.Context) error {
+			slot.HWM = s.db.Epochs().Seen()
+			r, err := d.LeaseRenew(rctx, x, slot)
+			if err != nil {
+				return d.Classify(err)
+			}
+			if !r.OK {
+				return errLeaseLost
+			}
+			return s.db.Epochs().Observe(r.Epoch)
+		},
+		Lost: func(err error) bool { return errors.Is(err, errLeaseLost) },
+	})
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		loop.Stop()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		x.Exec(rctx, d.Q.LeaseRelease, slot.Name, slot.Owner, slot.Token)
+	}()
+	lctx := loop.Context()
+	st := &stream{s: s, lease: slot}
+	err = st.run(lctx)
+	if c := context.Cause(lctx); c != nil && ctx.Err() == nil && !errors.Is(c, context.Canceled) {
+		err = errs.Errorf("outbox: stream lease: %w", c)
+	}
+	return st.started, err
+}
+
+// stream is one session's replication connection and its state.
+type stream struct {
+	s       *StreamRelay
+	lease   dialect.LeaseSlot
+	conn    *pgconn.PgConn
+	started bool
+
+	rels   map[uint32]*pglogrepl.RelationMessage
+	cur    []Message // the commit being received
+	inTx   bool
+	ready  []commitBatch // received commits not yet published
+	queued int          // messages in ready
+	acked  pglogrepl.LSN
+	sent   pglogrepl.LSN // last position reported to the server
+	// sweepAt: when a polling pass is due (zero: none).
+	sweepAt time.Time
+	// attempts of the first unpublished message, by id (retries in place).
+	attempts map[int64]int
+}
+
+type commitBatch struct {
+	end  pglogrepl.LSN
+	at   time.Time
+	msgs []Message
+}
+
+func (st *stream) run(ctx context.Context) error {
+	s := st.s
+	created, err := s.prepare(ctx)
+	if err != nil {
+		return err
+	}
+	conn, err := pgconn.ConnectConfig(ctx, s.cfg.Copy())
+	if err != nil {
+		return s.connErr("replication connection", err)
+	}
+	st.conn = conn
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
+	if created == "" {
+		if err := s.takeSlot(ctx); err != nil {
+			return err
+		}
+	} else {
+		res, err := pglogrepl.CreateReplicationSlot(ctx, conn, created, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		if err != nil {
+			return s.connErr("create slot "+created, err)
+		}
+		s.log.Info("replication slot created", "slot", res.SlotName, "at", res.ConsistentPoint)
+		// Messages committed before the slot's start are not in its
+		// stream: a polling pass publishes them before streaming starts
+		// (rows committed meanwhile are in both; whichever publishes one
+		// first marks it and the other skips it).
+		if err := s.sweepPass(ctx); err != nil {
+			return err
+		}
+	}
+	if err := pglogrepl.StartReplication(ctx, conn, s.slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + streamPublication + "'", "messages 'true'"}}); err != nil {
+		return s.connErr("start replication on "+s.slot, err)
+	}
+	st.started = true
+	st.rels = map[uint32]*pglogrepl.RelationMessage{}
+	st.attempts = map[int64]int{}
+	s.log.Info("streaming", "slot", s.slot, "group", s.opt.Group)
+	nextStatus := time.Now().Add(s.opt.StatusInterval)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil
+		}
+		now := time.Now()
+		if !st.sweepAt.IsZero() && !now.Before(st.sweepAt) && len(st.ready) == 0 && !st.inTx {
+			st.sweepAt = time.Time{}
+			if err := s.sweepPass(ctx); err != nil {
+				return err
+			}
+		}
+		if !now.Before(nextStatus) || st.acked > st.sent {
+			if err := st.status(ctx, false); err != nil {
+				return err
+			}
+			nextStatus = time.Now().Add(s.opt.StatusInterval)
+		}
+		wait := time.Until(nextStatus)
+		if len(st.ready) > 0 {
+			wait = 200 * time.Microsecond // publish once nothing more is waiting
+		}
+		if !st.sweepAt.IsZero() {
+			wait = min(wait, max(time.Until(st.sweepAt), time.Millisecond))
+		}
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		raw, err := conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !pgconn.Timeout(err) {
+				return s.connErr("receive", err)
+			}
+			if len(st.ready) > 0 && !st.inTx {
+				if err := st.flush(ctx); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := st.handle(ctx, raw); err != nil {
+			return err
+		}
+		if st.queued >= s.opt.BatchSize && !st.inTx {
+			if err := st.flush(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// status reports the acknowledged position (also as flushed and applied:
+// the server may then recycle WAL before it).
+func (st *stream) status(ctx context.Context, reply bool) error {
+	if st.acked == 0 {
+		return nil
+	}
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: st.acked, ReplyRequested: reply}); err != nil {
+		return st.s.connErr("status update", err)
+	}
+	st.sent = st.acked
+	return nil
+}
+
+func (st *stream) handle(ctx context.Context, raw pgproto3.BackendMessage) error {
+	s := st.s
+	switch m := raw.(type) {
+	case *pgproto3.ErrorResponse:
+		return s.connErr("stream", pgconn.ErrorResponseToPgError(m))
+	case *pgproto3.CopyData:
+		if len(m.Data) == 0 {
+			return nil
+		}
+		switch m.Data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			k, err := pglogrepl.ParsePrimaryKeepaliveMessage(m.Data[1:])
+			if err != nil {
+				return errs.Errorf("outbox: stream keepalive: %w", err)
+			}
+			// Everything the server decoded before this keepalive has
+			// arrived; with nothing received left unpublished, the
+			// position may move past WAL that held no outbox rows.
+			if len(st.ready) == 0 && !st.inTx && k.ServerWALEnd > st.acked {
+				st.acked = k.ServerWALEnd
+			}
+			if k.ReplyRequested {
+				return st.status(ctx, false)
+			}
+		case pglogrepl.XLogDataByteID:
+			x, err := pglogrepl.ParseXLogData(m.Data[1:])
+			if err != nil {
+				return errs.Errorf("outbox: stream data: %w", err)
+			}
+			return st.decode(x.WALData)
+		}
+	}
+	return nil
+}
+
+func (st *stream) decode(data []byte) error {
+	msg, err := pglogrepl.Parse(data)
+	if err != nil {
+		return errs.Errorf("outbox: stream: %w", err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		st.rels[m.RelationID] = m
+	case *pglogrepl.BeginMessage:
+		st.inTx, st.cur = true, st.cur[:0]
+	case *pglogrepl.InsertMessage:
+		rel := st.rels[m.RelationID]
+		if rel == nil || rel.RelationName != "coord_outbox" {
+			return nil
+		}
+		row, due, err := decodeOutboxRow(rel, m.Tuple)
+		if err != nil {
+			return errs.Errorf("outbox: stream: %w", err)
+		}
+		if due.After(time.Now()) { // delayed: a polling pass publishes it
+			if st.sweepAt.IsZero() || due.Before(st.sweepAt) {
+				st.sweepAt = due
+			}
+		}
+		if row.ID != 0 {
+			st.cur = append(st.cur, row)
+		}
+	case *pglogrepl.CommitMessage:
+		st.inTx = false
+		if len(st.cur) == 0 {
+			if len(st.ready) == 0 {
+				st.acked = max(st.acked, m.TransactionEndLSN)
+			} else {
+				st.ready = append(st.ready, commitBatch{end: m.TransactionEndLSN, at: m.CommitTime})
+			}
+			return nil
+		}
+		msgs := append([]Message(nil), st.cur...)
+		st.ready = append(st.ready, commitBatch{end: m.TransactionEndLSN, at: m.CommitTime, msgs: msgs})
+		st.queued += len(msgs)
+		st.cur = st.cur[:0]
+	case *pglogrepl.LogicalDecodingMessage:
+		if m.Prefix == "sqlcoord.outbox" { // a requeue: pending rows without an INSERT
+			st.sweepAt = time.Now()
+		}
+	}
+	return nil
+}
+
+// decodeOutboxRow reads a coord_outbox INSERT; it also returns the row's
+// available_at. A row that is not pending (inserted by hand) has ID 0.
+func decodeOutboxRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (Message, time.Time, error) {
+	var m Message
+	var due time.Time
+	var headers, state string
+	if t == nil {
+		return m, due, nil
+	}
+	for i, col := range t.Columns {
+		if i >= len(rel.Columns) || col.DataType != pglogrepl.TupleDataTypeText {
+			continue
+		}
+		v := string(col.Data)
+		var err error
+		switch rel.Columns[i].Name {
+		case "id":
+			m.ID, err = strconv.ParseInt(v, 10, 64)
+		case "msg_id":
+			m.UUID = v
+		case "topic":
+			m.Topic = v
+		case "msg_key":
+			m.Key = v
+		case "payload":
+			err = textMap.Scan(rel.Columns[i].DataType, pgTextFormat, col.Data, &m.Payload)
+		case "headers":
+			headers = v
+		case "state":
+			state = v
+		case "created_at":
+			err = textMap.Scan(rel.Columns[i].DataType, pgTextFormat, col.Data, &m.CreatedAt)
+		case "available_at":
+			err = textMap.Scan(rel.Columns[i].DataType, pgTextFormat, col.Data, &due)
+		}
+		if err != nil {
+			return m, due, fmt.Errorf("column %s: %w", rel.Columns[i].Name, err)
+		}
+	}
+	if state != "pending" {
+		return Message{}, due, nil
+	}
+	if m.Payload == nil {
+		m.Payload = []byte{}
+	}
+	h, err := parseHeaders(headers)
+	if err != nil {
+		return m, due, fmt.Errorf("headers of %d: %w", m.ID, err)
+	}
+	m.Headers = h
+	return m, due, nil
+}
+
+// flush publishes the received commits in order and marks them in one
+// transaction, then acknowledges the last one fully done. A failed
+// publish (not permanent) stops the batch there: what came before is
+// marked and acknowledged, the rest waits for the retry.
+func (st *stream) flush(ctx context.Context) error {
+	s := st.s
+	d := s.db.Dialect()
+	var ids []int64
+	for _, c := range st.ready {
+		for _, m := range c.msgs {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 { // only empty commits
+		st.acked = max(st.acked, st.ready[len(st.ready)-1].end)
+		st.ready = st.ready[:0]
+		return nil
+	}
+	tx, err := s.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return errs.Errorf("outbox: begin: %w", d.Classify(err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	pending, err := claimIDs(ctx, tx, d.Q.OutboxStreamClaim, ids)
+	if err != nil {
+		return errs.Errorf("outbox: stream claim: %w", d.Classify(err))
+	}
+	bctx, endBatch := tracing.Start(ctx, s.db, "outbox.stream.batch", d, attribute.Int("sqlcoord.messages", len(ids)))
+	var published []int64
+	var ok []Message
+	done := 0 // commits fully handled
+	var failed error
+	var failedMsg Message
+commits:
+	for ci, c := range st.ready {
+		for _, m := range c.msgs {
+			if !pending[m.ID] {
+				continue // published by a polling pass, cancelled, or delayed
+			}
+			m.Attempt = st.attempts[m.ID] + 1
+			pctx, pc := context.WithTimeout(ctx, s.opt.PublishTimeout)
+			err := s.sweep.publish(pctx, bctx, m)
+			pc()
+			switch {
+			case err == nil:
+				published, ok = append(published, m.ID), append(ok, m)
+			case IsPermanent(err) || m.Attempt >= s.opt.MaxAttempts:
+				msg := storedError(err)
+				s.rec.OutboxPublish(m.Topic, "dead", 0)
+				s.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
+				if _, err := tx.Exec(ctx, d.Q.OutboxDead, msg, m.ID); err != nil {
+					endBatch(err)
+					return errs.Errorf("outbox: dead-letter %d: %w", m.ID, d.Classify(err))
+				}
+			default:
+				failed, failedMsg = err, m
+				break commits
+			}
+		}
+		done = ci + 1
+	}
+	if len(published) > 0 {
+		q := d.Q.OutboxStreamMark
+		if s.opt.DeleteOnPublish {
+			q = d.Q.OutboxStreamDelete
+		}
+		n, err := tx.Exec(ctx, q, published, st.lease.Name, st.lease.Owner, st.lease.Token)
+		if err != nil {
+			endBatch(err)
+			return errs.Errorf("outbox: mark %d published: %w", len(published), d.Classify(err))
+		}
+		if n < int64(len(published)) { // the rows are ours (locked): the fence refused
+			endBatch(errLeaseLost)
+			return errs.Errorf("outbox: mark %d published: %w", len(published), errLeaseLost)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		endBatch(err)
+		return errs.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
+	}
+	endBatch(failed)
+	for _, m := range ok {
+		delete(st.attempts, m.ID)
+		s.rec.OutboxPublish(m.Topic, "ok", time.Since(m.CreatedAt))
+	}
+	if done > 0 {
+		st.acked = max(st.acked, st.ready[done-1].end)
+	}
+	if failed == nil {
+		st.ready, st.queued = st.ready[:0], 0
+		s.health.record(nil)
+		return nil
+	}
+	// Keep the failed commit (its published messages are marked now, so
+	// the retry skips them) and those after it; wait, then retry.
+	st.ready = append(st.ready[:0], st.ready[done:]...)
+	st.queued = 0
+	for _, c := range st.ready {
+		st.queued += len(c.msgs)
+	}
+	st.attempts[failedMsg.ID] = failedMsg.Attempt
+	s.rec.OutboxPublish(failedMsg.Topic, "retry", 0)
+	s.health.record(errs.Errorf("outbox: publish %d: %w", failedMsg.ID, failed))
+	s.log.Debug("publish failed; will retry", "id", failedMsg.ID, "topic", failedMsg.Topic, "attempt", failedMsg.Attempt, "err", storedError(failed))
+	return st.pause(ctx, backoff.Policy{Base: s.opt.BaseBackoff, Max: s.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(failedMsg.Attempt-1))
+}
+
+// pause waits d, still telling the server it is alive.
+func (st *stream) pause(ctx context.Context, d time.Duration) error {
+	until := time.Now().Add(d)
+	for ctx.Err() == nil {
+		left := time.Until(until)
+		if left <= 0 {
+			return nil
+		}
+		backoff.Sleep(ctx, min(left, st.s.opt.StatusInterval))
+		if err := st.status(ctx, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func claimIDs(ctx context.Context, tx sqlcoord.Executor, q string, ids []int64) (map[int64]bool, error) {
+	rows, err := tx.Query(ctx, q, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]bool, len(ids))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// sweepPass publishes what is pending and due by polling, until a batch
+// comes back short.
+func (s *StreamRelay) sweepPass(ctx context.Context) error {
+	for ctx.Err() == nil {
+		n, err := s.sweep.Once(ctx)
+		if err != nil {
+			return err
+		}
+		if n < s.sweep.opt.BatchSize {
+			return nil
+		}
+	}
+	return nil
+}
+
+// connErr wraps a replication-connection error without secrets, as
+// ErrStreamUnsupported when the server cannot stream to this user.
+func (s *StreamRelay) connErr(what string, err error) error {
+	text := redact.Text(err.Error(), s.opt.DSN)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "42501", "28000": // insufficient_privilege; no pg_hba entry for replication
+			return errs.Errorf("%w: %s: %s (the user needs the REPLICATION attribute and a pg_hba entry)", ErrStreamUnsupported, what, text)
+		case "55000": // object_not_in_prerequisite_state: wal_level, a slot in use
+			if pe.Message != "" && (strings.Contains(pe.Message, "wal_level") || strings.Contains(pe.Message, "logical decoding requires")) {
+				return errs.Errorf("%w: %s: %s", ErrStreamUnsupported, what, text)
+			}
+		}
+	}
+	return errs.Errorf("outbox: stream %s: %s: %w", what, text, redactedErr{err: err, msg: text})
+}
+
+type redactedErr struct {
+	err error
+	msg string
+}
+
+func (e redactedErr) Error() string { return e.msg }
+func (e redactedErr) Unwrap() error { return e.err }

@@ -1,0 +1,270 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+// collector records what a publisher was given, in order.
+type collector struct {
+	mu   sync.Mutex
+	msgs []outbox.Message
+	fail func(m outbox.Message) error
+}
+
+func (c *collector) Publish(ctx context.Context, m outbox.Message) error {
+	if c.fail != nil {
+		if err := c.fail(m); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs = append(c.msgs, m)
+	return nil
+}
+
+func (c *collector) got() []outbox.Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]outbox.Message(nil), c.msgs...)
+}
+
+// waitFor waits until cond holds (or fails t after limit).
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startStream runs a streaming relay until the test ends.
+func startStream(t *testing.T, db sqlcoord.Base, pub outbox.Publisher, opt outbox.StreamOptions) *outbox.StreamRelay {
+	t.Helper()
+	r, err := outbox.NewStreamRelay(db, pub, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("stream relay: %v", err)
+		}
+	})
+	return r
+}
+
+// commitOrdered enqueues one message per transaction from several
+// goroutines; each transaction then takes a counter row's lock, so the
+// transactions commit in counter order — while their outbox ids (taken at
+// the INSERT, before the lock) are in another order. It returns each
+// message's place in commit order by UUID.
+func commitOrdered(t *testing.T, env *dbtest.Env, workers, each int) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	db := env.DB
+	if _, err := db.Executor().Exec(ctx, `CREATE TABLE commit_seq (n bigint NOT NULL); INSERT INTO commit_seq VALUES (0)`); err != nil {
+		t.Fatal(err)
+	}
+	ob := outbox.New(db)
+	var mu sync.Mutex
+	place := map[string]int64{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				id := uuid.NewString()
+				var n int64
+				err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+					if err := ob.Enqueue(ctx, tx, outbox.Msg{ID: id, Topic: "orders", Key: fmt.Sprint("k", w), Payload: []byte(fmt.Sprint(w, "/", i))}); err != nil {
+						return err
+					}
+					time.Sleep(time.Duration(rand.IntN(1500)) * time.Microsecond)
+					return tx.QueryRowContext(ctx, `UPDATE commit_seq SET n = n + 1 RETURNING n`).Scan(&n)
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				place[id] = n
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return place
+}
+
+// checkCommitOrder: every message delivered, none invented, in commit
+// order; it returns the violations.
+func checkCommitOrder(place map[string]int64, got []outbox.Message) []string {
+	var bad []string
+	seen := map[string]int{}
+	last := int64(0)
+	for _, m := range got {
+		n, ok := place[m.UUID]
+		if !ok {
+			bad = append(bad, "invented "+m.UUID)
+			continue
+		}
+		seen[m.UUID]++
+		if seen[m.UUID] > 1 {
+			bad = append(bad, fmt.Sprintf("%s delivered twice", m.UUID))
+			continue
+		}
+		if n < last {
+			bad = append(bad, fmt.Sprintf("commit %d (id %d, attempt %d) delivered after commit %d", n, m.ID, m.Attempt, last))
+		}
+		last = max(last, n)
+	}
+	for id := range place {
+		if seen[id] == 0 {
+			bad = append(bad, "lost "+id)
+		}
+	}
+	return bad
+}
+
+func TestStreamCommitOrder(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	pub := &collector{}
+	startStream(t, env.DB, pub, outbox.StreamOptions{})
+	// the relay streams before the producers start (its first polling
+	// pass, publishing what was committed before its slot, is over), so
+	// everything comes through the stream
+	if err := outbox.New(env.DB).EnqueueNow(context.Background(), outbox.Msg{ID: uuid.NewString(), Topic: "probe", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the probe", func() bool { return len(pub.got()) == 1 })
+	pub.mu.Lock()
+	pub.msgs = nil
+	pub.mu.Unlock()
+	place := commitOrdered(t, env, 8, 40)
+	waitFor(t, 30*time.Second, "every message", func() bool { return len(pub.got()) >= len(place) })
+	time.Sleep(100 * time.Millisecond) // anything more would be a duplicate
+	if bad := checkCommitOrder(place, pub.got()); len(bad) > 0 {
+		t.Fatalf("%d violations, first: %v", len(bad), bad[:min(5, len(bad))])
+	}
+	var pending int
+	env.DB.Executor().QueryRow(context.Background(), `SELECT count(*) FROM coord_outbox WHERE state <> 'published'`).Scan(&pending)
+	if pending != 0 {
+		t.Fatalf("%d messages not marked published", pending)
+	}
+}
+
+// The same producers with the polling relay: id order is not commit
+// order, so the check above fails (the reason the stream exists).
+func TestPollingIsNotCommitOrder(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	pub := &collector{}
+	place := commitOrdered(t, env, 8, 40)
+	r, err := outbox.NewRelay(env.DB, pub, outbox.RelayOptions{BatchSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	bad := checkCommitOrder(place, pub.got())
+	if len(bad) == 0 {
+		t.Skip("this run's commits happened to be in id order")
+	}
+	t.Logf("polling relay: %d order violations, e.g. %s", len(bad), bad[0])
+}
+
+func TestStreamCatchesUpAndWakes(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	ob := outbox.New(env.DB)
+	// committed before the relay's slot exists: the first polling pass
+	if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	pub := &collector{fail: func(m outbox.Message) error {
+		if string(m.Payload) == "refused" {
+			return outbox.Permanent(errors.New("no"))
+		}
+		return nil
+	}}
+	startStream(t, env.DB, pub, outbox.StreamOptions{})
+	has := func(p string) func() bool {
+		return func() bool {
+			for _, m := range pub.got() {
+				if string(m.Payload) == p {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	waitFor(t, 20*time.Second, "the message committed before the slot", has("before"))
+	t.Run("delayed", func(t *testing.T) {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("delayed"), Delay: 700 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if has("delayed")() {
+			t.Fatal("published before its delay")
+		}
+		waitFor(t, 10*time.Second, "the delayed message", has("delayed"))
+	})
+	t.Run("requeued", func(t *testing.T) {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("refused")}); err != nil {
+			t.Fatal(err)
+		}
+		var dead int
+		waitFor(t, 10*time.Second, "dead-lettering", func() bool {
+			env.DB.Executor().QueryRow(ctx, `SELECT count(*) FROM coord_outbox WHERE state = 'dead'`).Scan(&dead)
+			return dead == 1
+		})
+		pub.fail = nil
+		if _, err := outbox.NewAdmin(env.DB).Requeue(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the requeued message", has("refused"))
+	})
+	t.Run("retried in place, in order", func(t *testing.T) {
+		var mu sync.Mutex
+		fails := 2
+		pub.fail = func(m outbox.Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if string(m.Payload) == "flaky" && fails > 0 {
+				fails--
+				return errors.New("broker down")
+			}
+			return nil
+		}
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("flaky")}, outbox.Msg{Topic: "u", Payload: []byte("after")}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, "the message after the flaky one", has("after"))
+		got := pub.got()
+		if string(got[len(got)-2].Payload) != "flaky" || got[len(got)-2].Attempt != 3 {
+			t.Fatalf("want flaky (attempt 3) then after, got %q (attempt %d)", got[len(got)-2].Payload, got[len(got)-2].Attempt)
+		}
+	})
+}
