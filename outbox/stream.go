@@ -598,6 +598,10 @@ commits:
 			if !pending[m.ID] {
 				continue // published by a polling pass, cancelled, or delayed
 			}
+			if ctx.Err() != nil { // the lease ended (or the relay stops): publish no more
+				failed, failedMsg = ctx.Err(), m
+				break commits
+			}
 			m.Attempt = st.attempts[m.ID] + 1
 			pctx, pc := context.WithTimeout(ctx, s.opt.PublishTimeout)
 			err := s.sweep.publish(pctx, bctx, m)
