@@ -125,8 +125,8 @@ type Slot struct {
 	SafeBytes int64
 }
 
-// Slots lists the replication slots of the streaming relays on db's
-// server (none on MySQL and MariaDB).
+// Slots lists the replication slots of the streaming relays of db's
+// database (none on MySQL and MariaDB).
 func Slots(ctx context.Context, db sqlcoord.Base) ([]Slot, error) {
 	d := db.Dialect()
 	if d.Q.OutboxSlots == "" {

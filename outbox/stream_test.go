@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -265,6 +268,119 @@ func TestStreamCatchesUpAndWakes(t *testing.T) {
 		got := pub.got()
 		if string(got[len(got)-2].Payload) != "flaky" || got[len(got)-2].Attempt != 3 {
 			t.Fatalf("want flaky (attempt 3) then after, got %q (attempt %d)", got[len(got)-2].Payload, got[len(got)-2].Attempt)
+		}
+	})
+}
+
+// A server that keeps WAL for slots without bound is refused (unless
+// allowed), and one without wal_level=logical cannot stream: both are
+// errors Run returns at once, so `relay --mode auto` can fall back.
+func TestStreamServerChecks(t *testing.T) {
+	ctx := context.Background()
+	private := func(t *testing.T, args ...string) *sqlcoord.DB {
+		srv, err := localdb.StartPostgres(ctx, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Stop() })
+		dsn, err := srv.CreateDatabase(ctx, "streamcheck")
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := sqlcoord.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	pub := &collector{}
+	t.Run("unbounded slot", func(t *testing.T) {
+		db := private(t, "-c", "max_slot_wal_keep_size=-1")
+		t.Run("refused", func(t *testing.T) {
+			r, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if err := r.Run(rctx); !errors.Is(err, outbox.ErrUnboundedSlot) {
+				t.Fatalf("Run: %v, want ErrUnboundedSlot", err)
+			}
+			if s, _ := outbox.Slots(ctx, db); len(s) != 0 {
+				t.Fatalf("a slot was created: %v", s)
+			}
+		})
+		t.Run("allowed", func(t *testing.T) {
+			startStream(t, db, pub, outbox.StreamOptions{AllowUnboundedSlot: true})
+			if err := outbox.New(db).EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("allowed")}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 20*time.Second, "the message", func() bool { return len(pub.got()) == 1 })
+		})
+	})
+	t.Run("wal_level replica", func(t *testing.T) {
+		db := private(t, "-c", "wal_level=replica")
+		if err := outbox.CanStream(ctx, db); !errors.Is(err, outbox.ErrStreamUnsupported) || !strings.Contains(err.Error(), "wal_level is replica") {
+			t.Fatalf("CanStream: %v", err)
+		}
+		r, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := r.Run(rctx); !errors.Is(err, outbox.ErrStreamUnsupported) {
+			t.Fatalf("Run: %v, want ErrStreamUnsupported", err)
+		}
+		// a requeue still works without logical decoding (its wake-up is
+		// best effort)
+		if _, err := outbox.NewAdmin(db).Requeue(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestStreamBadInput(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	pub := &collector{}
+	for name, opt := range map[string]outbox.StreamOptions{
+		"group with a capital": {Group: "Orders"},
+		"group with a space":   {Group: "orders "},
+		"group not UTF-8":      {Group: "or\xffders"},
+		"group too long":       {Group: strings.Repeat("g", 33)},
+		"negative lease":       {LeaseTTL: -time.Second},
+		"lease under a second": {LeaseTTL: 10 * time.Millisecond},
+		"negative backoff":     {BaseBackoff: -1},
+		"batch too large":      {BatchSize: 10001},
+		"unknown DSN scheme":   {DSN: "mongodb://u:hunter2@h/db"},
+		"DSN with bad port":    {DSN: "postgres://u:hunter2@h:99999/db"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := outbox.NewStreamRelay(env.DB, pub, opt)
+			if !errors.Is(err, outbox.ErrInvalid) {
+				t.Fatalf("%v, want ErrInvalid", err)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("the password shows: %v", err)
+			}
+		})
+	}
+	t.Run("no publisher", func(t *testing.T) {
+		if _, err := outbox.NewStreamRelay(env.DB, nil, outbox.StreamOptions{}); !errors.Is(err, outbox.ErrInvalid) {
+			t.Fatalf("%v, want ErrInvalid", err)
+		}
+	})
+	t.Run("mysql", func(t *testing.T) {
+		my := dbtest.New(t, "mysql")
+		if _, err := outbox.NewStreamRelay(my.DB, pub, outbox.StreamOptions{}); !errors.Is(err, outbox.ErrStreamUnsupported) {
+			t.Fatalf("%v, want ErrStreamUnsupported", err)
+		}
+		if err := outbox.CanStream(context.Background(), my.DB); !errors.Is(err, outbox.ErrStreamUnsupported) {
+			t.Fatalf("%v, want ErrStreamUnsupported", err)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
+	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
 // doctorReport is what `sqlcoord doctor` found; --json prints it as is.
@@ -26,9 +27,12 @@ type doctorReport struct {
 	Listen string `json:"listen,omitempty"`
 	// LockProtocol (PostgreSQL, schema 15+): "advisory", "advisory+id" or
 	// "dual".
-	LockProtocol string            `json:"lock_protocol,omitempty"`
-	Forks        []sqlcoord.Fork   `json:"forks"`
-	Guarantees   []doctorGuarantee `json:"guarantees"`
+	LockProtocol string `json:"lock_protocol,omitempty"`
+	// Slots (PostgreSQL): the streaming relays' replication slots of this
+	// database and the WAL each retains.
+	Slots      []outbox.Slot     `json:"slots,omitempty"`
+	Forks      []sqlcoord.Fork   `json:"forks"`
+	Guarantees []doctorGuarantee `json:"guarantees"`
 	// Untested names what this server is that sqlcoord's tests never ran
 	// on (MySQL 8: Debian ships no MySQL 8 server).
 	Untested string       `json:"untested,omitempty"`
@@ -59,7 +63,7 @@ type doctorGuarantee struct {
 
 // requirable are the guarantees --require can add to the ones doctor
 // always requires (writes, schema).
-var requirable = []string{"sync", "listen", "epochs", "galera-locks"}
+var requirable = []string{"sync", "listen", "epochs", "galera-locks", "slots"}
 
 func newDoctorCmd() *cobra.Command {
 	var require []string
@@ -73,7 +77,8 @@ of sqlcoord's guarantees hold there. Exit status:
   4  a required guarantee fails
 Always required: writes (the server accepts writes: a hot standby enforces nothing) and schema (installed,
 current, not dirty). --require adds: sync (a failover loses no acknowledged write), listen (NOTIFY reaches
-relays), epochs (counters never go back across a failover), galera-locks (row locks are cluster-wide).`,
+relays), epochs (counters never go back across a failover), galera-locks (row locks are cluster-wide),
+slots (no streaming relay's replication slot keeps WAL with no relay attached).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, r := range require {
@@ -172,6 +177,13 @@ func doctor(ctx context.Context, db *sqlcoord.DB, require []string) doctorReport
 			rep.LockProtocol = string(mode)
 		}
 	}
+	if rep.Server != nil && rep.Server.Dialect == "postgres" {
+		if slots, err := outbox.Slots(ctx, db); err != nil {
+			unread("slots", err)
+		} else {
+			rep.Slots = slots
+		}
+	}
 	rep.Guarantees = guarantees(rep)
 	for i := range rep.Guarantees {
 		g := &rep.Guarantees[i]
@@ -254,6 +266,19 @@ func guarantees(r doctorReport) []doctorGuarantee {
 		}
 		g = append(g, l)
 	}
+	if len(r.Slots) > 0 {
+		sg := doctorGuarantee{Name: "slots", Status: holds, What: "no streaming relay's replication slot keeps WAL with no relay attached",
+			Why: fmt.Sprintf("%d slot(s), each attached or within %d MiB", len(r.Slots), slotLagLimit>>20)}
+		for _, sl := range r.Slots {
+			switch {
+			case sl.WALStatus == "lost":
+				sg.Status, sg.Why = fails, fmt.Sprintf("slot %s fell behind max_slot_wal_keep_size and is lost: drop it (`sqlcoord relay drop-slot`); its relay then makes a new one and polls what is pending", sl.Name)
+			case !sl.Active && sl.LagBytes > slotLagLimit:
+				sg.Status, sg.Why = fails, fmt.Sprintf("slot %s has no relay attached and retains %d MiB of WAL: start its relay group, or drop the slot if the group is retired (`sqlcoord relay drop-slot --group …`)", sl.Name, sl.LagBytes>>20)
+			}
+		}
+		g = append(g, sg)
+	}
 	switch {
 	case !known:
 		g = append(g, doctorGuarantee{Name: "epochs", Status: unknown,
@@ -314,6 +339,13 @@ func printDoctor(w io.Writer, r doctorReport) {
 	if r.Listen != "" {
 		fmt.Fprintf(w, "LISTEN       %s\n", r.Listen)
 	}
+	for _, sl := range r.Slots {
+		state := "no relay attached"
+		if sl.Active {
+			state = "streaming"
+		}
+		fmt.Fprintf(w, "slot         %s: %s, %s of WAL retained (%s)\n", sl.Name, state, mib(sl.LagBytes), sl.WALStatus)
+	}
 	switch r.LockProtocol {
 	case string(sqlcoord.LocksAdvisory):
 		fmt.Fprintf(w, "locks        advisory locks on a hash of each name (nothing written)\n")
@@ -340,3 +372,9 @@ func printDoctor(w io.Writer, r doctorReport) {
 
 // mysql8Untested is what doctor says on a MySQL (not MariaDB) server.
 const mysql8Untested = "MySQL 8: sqlcoord's MySQL statements are written but have never run in its tests (Debian ships no MySQL 8 server); treat every guarantee here as unverified"
+
+// slotLagLimit is how much WAL an unattached slot may retain before
+// doctor's "slots" guarantee fails.
+const slotLagLimit = 256 << 20
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -74,9 +76,9 @@ func loopbackDefault(addr string) (string, error) {
 }
 
 func newRelayCmd() *cobra.Command {
-	var pubSpec, listen, listenNotify, listenDSN string
+	var pubSpec, listen, listenNotify, listenDSN, mode, group, streamDSN string
 	var batch, maxAttempts int
-	var ordered, del bool
+	var ordered, del, unbounded bool
 	cmd := &cobra.Command{
 		Use:   "relay",
 		Short: "Run the outbox relay as a daemon (SIGINT/SIGTERM stop it gracefully)",
@@ -109,6 +111,14 @@ func newRelayCmd() *cobra.Command {
 			if batch < 1 || maxAttempts < 1 {
 				return usageError{fmt.Errorf("--batch %d, --max-attempts %d: want at least 1", batch, maxAttempts)}
 			}
+			switch mode {
+			case "poll", "stream", "auto":
+			default:
+				return usageError{fmt.Errorf("--mode %q: want poll, stream or auto", mode)}
+			}
+			if streamDSN == "" {
+				streamDSN = os.Getenv("SQLCOORD_STREAM_DSN")
+			}
 			pub, closeFn, err := publisherFor(pubSpec, cmd)
 			if err != nil {
 				return err
@@ -126,9 +136,28 @@ func newRelayCmd() *cobra.Command {
 			opt := outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del,
 				MaxAttempts: maxAttempts, Listen: outbox.ListenMode(listenNotify), Logger: logger}
 			opt.Listener = listener
-			r, err := outbox.NewRelay(db, pub, opt)
+			poll, err := outbox.NewRelay(db, pub, opt)
 			if err != nil {
 				return usageError{err}
+			}
+			var r relayRunner = poll
+			if mode != "poll" {
+				st, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{DSN: streamDSN, Group: group, BatchSize: batch,
+					DeleteOnPublish: del, MaxAttempts: maxAttempts, AllowUnboundedSlot: unbounded, Logger: logger})
+				switch {
+				case err == nil:
+					r = st
+					if mode == "auto" {
+						if cerr := outbox.CanStream(cmd.Context(), db); cerr != nil {
+							logger.Warn("relay mode auto: polling", "reason", redact.Text(cerr.Error()))
+							r = poll
+						}
+					}
+				case mode == "auto" && errors.Is(err, outbox.ErrStreamUnsupported):
+					logger.Warn("relay mode auto: polling", "reason", redact.Text(err.Error()))
+				default:
+					return usageError{err}
+				}
 			}
 			if listen != "" {
 				stop, err := serveMetrics(addr, reg, logger, "health and metrics", func(mux *http.ServeMux) {
@@ -152,7 +181,17 @@ func newRelayCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			logger.Info("relay running", "database", db.String(), "publisher", redact.URL(pubSpec))
+			if st, ok := r.(*outbox.StreamRelay); ok {
+				logger.Info("relay running", "mode", "stream", "group", group, "database", db.String(), "publisher", redact.URL(pubSpec))
+				err := st.Run(cmd.Context())
+				if mode != "auto" || !errors.Is(err, outbox.ErrStreamUnsupported) {
+					return err
+				}
+				// the server refused replication to this user: poll instead
+				logger.Warn("relay mode auto: polling", "reason", redact.Text(err.Error()))
+				r = poll
+			}
+			logger.Info("relay running", "mode", "poll", "database", db.String(), "publisher", redact.URL(pubSpec))
 			return r.Run(cmd.Context())
 		},
 	}
@@ -164,7 +203,36 @@ func newRelayCmd() *cobra.Command {
 	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 10, "attempts before dead-lettering")
 	cmd.Flags().BoolVar(&ordered, "ordered", false, "publish messages of one key in order")
 	cmd.Flags().BoolVar(&del, "delete", false, "delete published rows instead of marking them")
+	cmd.Flags().StringVar(&mode, "mode", "poll", "poll (claim batches), stream (PostgreSQL logical replication: commit order, no polling while idle; needs wal_level=logical and a user with REPLICATION) or auto (stream where the server allows it, else poll, saying why)")
+	cmd.Flags().StringVar(&group, "group", "outbox", "stream mode: the relay group (one replication slot and one active streamer per group)")
+	cmd.Flags().StringVar(&streamDSN, "stream-dsn", "", "stream mode: PostgreSQL DSN for the replication connection, directly to the primary (default: --dsn); also SQLCOORD_STREAM_DSN")
+	cmd.Flags().BoolVar(&unbounded, "allow-unbounded-slot", false, "stream mode: create the slot even when max_slot_wal_keep_size is -1 (an abandoned slot then keeps WAL until the disk fills)")
+	var dropGroup string
+	drop := &cobra.Command{Use: "drop-slot", Short: "Drop a retired stream group's replication slot (PostgreSQL; it fails while a relay streams from it)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db, err := openDB(cmd, writes)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := outbox.DropStreamSlot(cmd.Context(), db, dropGroup); err != nil {
+				if errors.Is(err, outbox.ErrInvalid) {
+					return usageError{err}
+				}
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "dropped the slot of group %s (if it existed)\n", dropGroup)
+			return nil
+		}}
+	drop.Flags().StringVar(&dropGroup, "group", "outbox", "the relay group")
+	cmd.AddCommand(drop)
 	return cmd
+}
+
+// relayRunner is a polling or a streaming relay.
+type relayRunner interface {
+	Run(ctx context.Context) error
+	Health() outbox.Health
 }
 
 func newOutboxCmd() *cobra.Command {
