@@ -298,7 +298,7 @@ type stream struct {
 	cur    []Message // the commit being received
 	inTx   bool
 	ready  []commitBatch // received commits not yet published
-	queued int          // messages in ready
+	queued int           // messages in ready
 	acked  pglogrepl.LSN
 	sent   pglogrepl.LSN // last position reported to the server
 	// sweepAt: when a polling pass is due (zero: none).
