@@ -279,6 +279,8 @@ type outboxData struct {
 	Throughput    chart
 	Lag           chart
 	PublishedHour int64
+	// Slots: the streaming relays' replication slots (PostgreSQL).
+	Slots []outbox.Slot
 }
 
 func (c *Console) outboxData(ctx context.Context) (outboxData, error) {
@@ -293,6 +295,9 @@ func (c *Console) outboxData(ctx context.Context) (outboxData, error) {
 	}
 	for i := range d.Dead {
 		d.Dead[i].LastError = redact.Text(d.Dead[i].LastError)
+	}
+	if d.Slots, err = outbox.Slots(ctx, c.db); err != nil {
+		return d, err
 	}
 	count := make([]float64, 60)
 	lag := make([]float64, 60)

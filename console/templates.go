@@ -22,6 +22,7 @@ func parseTemplates() (map[string]*template.Template, error) {
 		"plural":        plural,
 		"noun":          noun,
 		"internalGroup": internalGroup,
+		"bytes":         byteSize,
 	}
 	out := make(map[string]*template.Template, len(pages))
 	for _, p := range pages {
@@ -32,6 +33,19 @@ func parseTemplates() (map[string]*template.Template, error) {
 		out[p] = t
 	}
 	return out, nil
+}
+
+// byteSize prints a size in bytes the way a person reads it.
+func byteSize(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
 }
 
 // secs prints a duration in seconds the way a person reads it.

@@ -200,6 +200,12 @@ func seed(t *testing.T, env *dbtest.Env) seeded {
 		}
 	}
 
+	// PostgreSQL: a streaming relay group's slot with no relay attached
+	if env.Family == "postgres" {
+		if _, err := db.Executor().Exec(ctx, `SELECT pg_create_logical_replication_slot('sqlcoord_console_00000000', 'pgoutput')`); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Outbox: two published, one pending, one dead with a secret in its
 	// last error (the console must not show it).
 	ob := outbox.New(db)
@@ -338,6 +344,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Run("outbox counts, charts, dead letters without secrets", func(t *testing.T) {
 			text := visit(t, ctx, srv.URL+"/outbox")
 			wantText(t, "outbox", text, "webhooks", "HTTP 503", "hooks.example.com", "Published per minute")
+			if fam == "postgres" {
+				wantText(t, "outbox slots", text, "Streaming relays", "sqlcoord_console_00000000", "none attached")
+			}
 			if strings.Contains(text, secret) {
 				t.Errorf("outbox page shows the password in a last error")
 			}
