@@ -29,6 +29,13 @@ type PGCluster struct {
 // replication is asynchronous (PostgreSQL's and Patroni's default).
 func NewPGCluster(t testing.TB, sync bool) *PGCluster {
 	t.Helper()
+	return NewPGClusterWith(t, sync)
+}
+
+// NewPGClusterWith is NewPGCluster with extra arguments for the primary
+// (e.g. "-c", "wal_level=logical"; the standby's are the defaults).
+func NewPGClusterWith(t testing.TB, sync bool, extra ...string) *PGCluster {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	args := []string{"-c", "shared_buffers=32MB", "-c", "max_connections=200", "-c", "synchronous_commit=on",
@@ -36,6 +43,7 @@ func NewPGCluster(t testing.TB, sync bool) *PGCluster {
 	if sync {
 		args = append(args, "-c", "synchronous_standby_names=*")
 	}
+	args = append(args, extra...)
 	primary, err := localdb.StartPostgres(ctx, args...)
 	if err != nil {
 		t.Fatalf("primary: %v", err)
