@@ -296,6 +296,7 @@ type stream struct {
 
 	rels   map[uint32]*pglogrepl.RelationMessage
 	cur    []Message // the commit being received
+	curXid uint32
 	inTx   bool
 	ready  []commitBatch // received commits not yet published
 	queued int           // messages in ready
@@ -310,6 +311,7 @@ type stream struct {
 type commitBatch struct {
 	end  pglogrepl.LSN
 	at   time.Time
+	xid  uint32
 	msgs []Message
 }
 
@@ -466,7 +468,7 @@ func (st *stream) decode(data []byte) error {
 	case *pglogrepl.RelationMessage:
 		st.rels[m.RelationID] = m
 	case *pglogrepl.BeginMessage:
-		st.inTx, st.cur = true, st.cur[:0]
+		st.inTx, st.cur, st.curXid = true, st.cur[:0], m.Xid
 	case *pglogrepl.InsertMessage:
 		rel := st.rels[m.RelationID]
 		if rel == nil || rel.RelationName != "coord_outbox" {
@@ -495,7 +497,7 @@ func (st *stream) decode(data []byte) error {
 			return nil
 		}
 		msgs := append([]Message(nil), st.cur...)
-		st.ready = append(st.ready, commitBatch{end: m.TransactionEndLSN, at: m.CommitTime, msgs: msgs})
+		st.ready = append(st.ready, commitBatch{end: m.TransactionEndLSN, at: m.CommitTime, xid: st.curXid, msgs: msgs})
 		st.queued += len(msgs)
 		st.cur = st.cur[:0]
 	case *pglogrepl.LogicalDecodingMessage:
@@ -586,6 +588,11 @@ func (st *stream) flush(ctx context.Context) error {
 	if err != nil {
 		return errs.Errorf("outbox: stream claim: %w", d.Classify(err))
 	}
+	if len(pending) < len(ids) {
+		if err := st.claimLate(ctx, tx, pending); err != nil {
+			return err
+		}
+	}
 	bctx, endBatch := tracing.Start(ctx, s.db, "outbox.stream.batch", d, attribute.Int("sqlcoord.messages", len(ids)))
 	var published []int64
 	var ok []Message
@@ -668,6 +675,87 @@ commits:
 	s.health.record(errs.Errorf("outbox: publish %d: %w", failedMsg.ID, failed))
 	s.log.Debug("publish failed; will retry", "id", failedMsg.ID, "topic", failedMsg.Topic, "attempt", failedMsg.Attempt, "err", storedError(failed))
 	return st.pause(ctx, backoff.Policy{Base: s.opt.BaseBackoff, Max: s.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(failedMsg.Attempt-1))
+}
+
+// claimLate handles streamed rows the claim did not find. A commit reaches
+// the stream once its WAL is flushed, a moment before the committing
+// session leaves the proc array and its rows become visible to others: a
+// row missing from the claim may only be not yet visible. claimLate waits
+// until no streamed transaction with a missing row is still in progress in
+// a snapshot, then claims those rows again (the others were published by
+// a polling pass, cancelled, or are delayed).
+func (st *stream) claimLate(ctx context.Context, tx sqlcoord.OwnedTx, pending map[int64]bool) error {
+	d := st.s.db.Dialect()
+	var missing []int64
+	xids := map[uint32]bool{}
+	for _, c := range st.ready {
+		for _, m := range c.msgs {
+			if !pending[m.ID] {
+				missing = append(missing, m.ID)
+				xids[c.xid] = true
+			}
+		}
+	}
+	for wait := 50 * time.Microsecond; ; wait = min(wait*2, 10*time.Millisecond) {
+		var snap string
+		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
+			return errs.Errorf("outbox: stream snapshot: %w", d.Classify(err))
+		}
+		running, err := inProgress(snap, xids)
+		if err != nil {
+			return errs.Errorf("outbox: stream snapshot %q: %w", snap, err)
+		}
+		if !running {
+			break
+		}
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+	late, err := claimIDs(ctx, tx, d.Q.OutboxStreamClaim, missing)
+	if err != nil {
+		return errs.Errorf("outbox: stream claim: %w", d.Classify(err))
+	}
+	for id := range late {
+		pending[id] = true
+	}
+	return nil
+}
+
+// inProgress reports whether any of the 32-bit transaction ids is in
+// progress in the snapshot snap (pg_snapshot text: xmin:xmax:xip,…, with
+// 64-bit ids; a streamed transaction's id was assigned, so it is below
+// xmax: its epoch is xmax's, or the one before).
+func inProgress(snap string, xids map[uint32]bool) (bool, error) {
+	parts := strings.SplitN(snap, ":", 3)
+	if len(parts) != 3 {
+		return false, errors.New("not a snapshot")
+	}
+	xmax, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return false, err
+	}
+	if parts[2] == "" {
+		return false, nil
+	}
+	running := map[uint64]bool{}
+	for _, f := range strings.Split(parts[2], ",") {
+		x, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return false, err
+		}
+		running[x] = true
+	}
+	for x := range xids {
+		full := xmax&^0xFFFFFFFF | uint64(x)
+		if full >= xmax && full >= 1<<32 {
+			full -= 1 << 32
+		}
+		if running[full] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // pause waits d, still telling the server it is alive.

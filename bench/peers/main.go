@@ -16,8 +16,6 @@ import (
 	"database/sql"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -46,7 +44,7 @@ var (
 	msgs    = flag.Int("msgs", 200000, "messages per drain (≥ 200,000 so that start-up does not dominate)")
 	dur     = flag.Duration("duration", 2*time.Second, "measuring time of a throughput case")
 	outPath = flag.String("out", "", "also write the markdown table here")
-	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, snowflake); default all")
+	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, snowflake); default all")
 )
 
 // row is one comparison's result.
@@ -186,7 +184,7 @@ func main() {
 	}
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 	var rows []row
-	if want("drain-pg") || want("enqueue") {
+	if want("drain-pg") || want("enqueue") || want("stream") {
 		pg, err := localdb.Start(ctx, "postgres")
 		if err != nil {
 			fail(err)
@@ -207,6 +205,10 @@ func main() {
 		}
 		if want("enqueue") {
 			rows = append(rows, enqueue(ctx, db, wsql.DefaultPostgreSQLSchema{})...)
+		}
+		if want("stream") {
+			riverMigrate(ctx, pool)
+			rows = append(rows, streamRows(ctx, pg, db, func() (float64, error) { return riverDrain(ctx, pool, 1) })...)
 		}
 	}
 	if want("drain-mariadb") || want("enqueue") {
@@ -313,7 +315,8 @@ func (w *noopWorker) Work(_ context.Context, j *river.Job[noopArgs]) error {
 	return nil
 }
 
-func drainPG(ctx context.Context, db *sqlcoord.DB, pool *pgxpool.Pool) []row {
+// riverMigrate installs River's schema (once is enough; again is a no-op).
+func riverMigrate(ctx context.Context, pool *pgxpool.Pool) {
 	mig, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
 		fail(err)
@@ -321,6 +324,10 @@ func drainPG(ctx context.Context, db *sqlcoord.DB, pool *pgxpool.Pool) []row {
 	if _, err := mig.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		fail(err)
 	}
+}
+
+func drainPG(ctx context.Context, db *sqlcoord.DB, pool *pgxpool.Pool) []row {
+	riverMigrate(ctx, pool)
 	var rows []row
 	for _, n := range []int{1, 3} {
 		rows = append(rows, compare(fmt.Sprintf("outbox drain PG, %d relay(s) vs %d River client(s), %d msgs, rows kept on both sides", n, n, *msgs), "msgs/s", "River",
@@ -370,7 +377,6 @@ func relayDrain(ctx context.Context, db *sqlcoord.DB, n int, del bool) (float64,
 	pub := outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error { u.add(m.UUID); return nil })
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < n; i++ {
@@ -398,7 +404,6 @@ func riverDrain(ctx context.Context, pool *pgxpool.Pool, n int) (float64, error)
 	done := newUnique(*msgs)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &noopWorker{done: done})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: quiet, Workers: workers})
 	if err != nil {
 		return 0, err

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+// --- the streaming relay (logical replication) beside the polling relay ---
+
+// relayKind names a relay configuration of the latency and cost runs.
+type relayKind string
+
+const (
+	streaming relayKind = "stream"
+	polling   relayKind = "poll" // the default relay: LISTEN/NOTIFY wake-up on PostgreSQL
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// startRelay runs one relay of kind until the returned stop; it returns
+// once the relay publishes (a probe message went through).
+func startRelay(ctx context.Context, db *sqlcoord.DB, kind relayKind, pub outbox.Publisher, del bool) (stop func(), err error) {
+	probe := uuid.NewString()
+	up := make(chan struct{})
+	var once sync.Once
+	wrapped := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
+		if m.UUID == probe {
+			once.Do(func() { close(up) })
+			return nil
+		}
+		return pub.Publish(ctx, m)
+	})
+	var run func(context.Context) error
+	switch kind {
+	case streaming:
+		r, err := outbox.NewStreamRelay(db, wrapped, outbox.StreamOptions{BatchSize: 1000, DeleteOnPublish: del, Logger: quiet})
+		if err != nil {
+			return nil, err
+		}
+		run = r.Run
+	default:
+		r, err := outbox.NewRelay(db, wrapped, outbox.RelayOptions{BatchSize: 1000, DeleteOnPublish: del, Logger: quiet})
+		if err != nil {
+			return nil, err
+		}
+		run = r.Run
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); run(rctx) }()
+	stop = func() { cancel(); <-done }
+	if err := outbox.New(db).EnqueueNow(ctx, outbox.Msg{ID: probe, Topic: "probe", Payload: []byte("{}")}); err != nil {
+		stop()
+		return nil, err
+	}
+	select {
+	case <-up:
+		return stop, nil
+	case <-time.After(time.Minute):
+		stop()
+		return nil, fmt.Errorf("%s relay did not start", kind)
+	}
+}
+
+// streamDrain times the streaming relay through a backlog of *msgs
+// messages waiting in its slot (made first, so the backlog comes from the
+// WAL, not the first polling pass); rows are marked published (kept).
+func streamDrain(ctx context.Context, db *sqlcoord.DB) (float64, error) {
+	none := outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil })
+	stop, err := startRelay(ctx, db, streaming, none, false)
+	if err != nil {
+		return 0, err
+	}
+	stop()
+	defer func() {
+		outbox.DropStreamSlot(ctx, db, "outbox")
+		db.ExecContext(ctx, `DELETE FROM coord_outbox`)
+	}()
+	if err := prefill(ctx, db, *msgs); err != nil {
+		return 0, err
+	}
+	u := newUnique(*msgs)
+	pub := outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error { u.add(m.UUID); return nil })
+	r, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{BatchSize: 1000, Logger: quiet})
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { defer close(done); r.Run(rctx) }()
+	werr := u.wait("stream drain", 10*time.Minute)
+	el := time.Since(start)
+	cancel()
+	<-done
+	u.recordDups()
+	return float64(*msgs) / el.Seconds(), werr
+}
+
+// latencyRun is one relay kind at one offered rate: commit→delivery
+// percentiles (from the producer's Commit returning to the publisher
+// seeing the message), the rate achieved, and the database's CPU per
+// 1,000 messages.
+type latencyRun struct {
+	p50, p99      time.Duration
+	rate          float64
+	cpuPerK       float64 // ms of server CPU per 1,000 messages
+	idleCPUPerMin float64 // ms of server CPU per minute while idle (relay running, no producers)
+	idleXactsMin  float64 // transactions per minute while idle
+}
+
+func measureLatency(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, kind relayKind, offered int, dur, idle time.Duration) (latencyRun, error) {
+	var out latencyRun
+	var mu sync.Mutex
+	committed := map[string]time.Time{}
+	delivered := map[string]time.Time{}
+	var lat []time.Duration
+	record := func(id string, commit, del time.Time) { lat = append(lat, max(del.Sub(commit), 0)) }
+	pub := outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := committed[m.UUID]; ok {
+			record(m.UUID, c, now)
+			delete(committed, m.UUID)
+		} else {
+			delivered[m.UUID] = now // before Commit returned to the producer
+		}
+		return nil
+	})
+	stop, err := startRelay(ctx, db, kind, pub, true)
+	if err != nil {
+		return out, err
+	}
+	defer func() {
+		stop()
+		if kind == streaming {
+			outbox.DropStreamSlot(ctx, db, "outbox")
+		}
+		db.ExecContext(ctx, `DELETE FROM coord_outbox`)
+	}()
+	if idle > 0 {
+		time.Sleep(time.Second) // the relay settles (the poller backs off, falls asleep)
+		c0, x0 := serverCPU(srv), xacts(ctx, db)
+		time.Sleep(idle)
+		c1, x1 := serverCPU(srv), xacts(ctx, db)
+		out.idleCPUPerMin = float64(c1-c0) / idle.Minutes()
+		out.idleXactsMin = float64(x1-x0-1) / idle.Minutes() // minus the reading itself
+	}
+	ob := outbox.New(db)
+	const producers = 32
+	per := time.Duration(float64(time.Second) * producers / float64(offered))
+	pctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	c0 := serverCPU(srv)
+	var wg sync.WaitGroup
+	var sent int64
+	var sm sync.Mutex
+	start := time.Now()
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := time.Now().Add(time.Duration(p) * per / producers)
+			for {
+				time.Sleep(time.Until(next))
+				next = next.Add(per)
+				if pctx.Err() != nil {
+					return
+				}
+				id := uuid.NewString()
+				err := txn.Do(pctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+					return ob.Enqueue(ctx, tx, outbox.Msg{ID: id, Topic: "orders.created", Payload: []byte(`{"order":1}`)})
+				})
+				now := time.Now()
+				if err != nil {
+					continue
+				}
+				sm.Lock()
+				sent++
+				sm.Unlock()
+				mu.Lock()
+				if d, ok := delivered[id]; ok {
+					record(id, now, d)
+					delete(delivered, id)
+				} else {
+					committed[id] = now
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		left := len(committed)
+		mu.Unlock()
+		if left == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c1 := serverCPU(srv)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(committed) > 0 {
+		return out, fmt.Errorf("%s relay: %d messages undelivered", kind, len(committed))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) == 0 {
+		return out, fmt.Errorf("%s relay: no message", kind)
+	}
+	out.p50, out.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	out.rate = float64(sent) / el.Seconds()
+	out.cpuPerK = float64(c1-c0) / float64(sent) * 1000
+	return out, nil
+}
+
+// xacts is the database's committed transactions so far.
+func xacts(ctx context.Context, db *sqlcoord.DB) int64 {
+	var n int64
+	db.QueryRowContext(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
+	if db.Dialect().Family() != "postgres" {
+		var name string
+		db.QueryRowContext(ctx, `SHOW GLOBAL STATUS LIKE 'Com_select'`).Scan(&name, &n)
+	}
+	return n
+}
+
+// serverCPU is the CPU time, in ms, of the server process and all its
+// children, living (utime+stime) and exited (the postmaster's cutime and
+// cstime).
+func serverCPU(srv *localdb.Server) int64 {
+	root := srv.Pid()
+	ticks := int64(0)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		// fields after the name: state ppid ... utime(12) stime(13) cutime(14) cstime(15)
+		if len(f) < 14 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		if pid != root && ppid != root {
+			continue
+		}
+		for i := 11; i <= 12; i++ {
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			ticks += v
+		}
+		if pid == root {
+			for i := 13; i <= 14; i++ {
+				v, _ := strconv.ParseInt(f[i], 10, 64)
+				ticks += v
+			}
+		}
+	}
+	return ticks * 10 // USER_HZ = 100
+}
+
+// streamRows: the streaming relay beside the polling one (and River) on
+// PostgreSQL: drain, commit→delivery at 1,000 and 10,000 msgs/s, server
+// CPU per 1,000 messages and while idle.
+func streamRows(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, river func() (float64, error)) []row {
+	var rows []row
+	rows = append(rows, compare(fmt.Sprintf("outbox drain PG, streaming relay (backlog in its slot) vs polling relay, 1 each, %d msgs, rows kept", *msgs), "msgs/s", "polling relay",
+		func() (float64, error) { return streamDrain(ctx, db) },
+		func() (float64, error) { return relayDrain(ctx, db, 1, false) }))
+	rows = append(rows, compare(fmt.Sprintf("outbox drain PG, streaming relay vs 1 River client, %d msgs, rows kept", *msgs), "msgs/s", "River",
+		func() (float64, error) { return streamDrain(ctx, db) },
+		river))
+	for _, offered := range []int{1000, 10000} {
+		var p50, p99, cpu, rate, idleCPU, idleX [2][]float64 // [stream, poll] per round
+		for i := 0; i < *rounds; i++ {
+			order := []relayKind{streaming, polling}
+			if i%2 == 1 {
+				order = []relayKind{polling, streaming}
+			}
+			for _, k := range order {
+				idle := time.Duration(0)
+				if offered == 1000 {
+					idle = 20 * time.Second
+				}
+				r, err := measureLatency(ctx, srv, db, k, offered, *dur*3, idle)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "peers: latency %s at %d/s round %d: %v\n", k, offered, i+1, err)
+					continue
+				}
+				j := 0
+				if k == polling {
+					j = 1
+				}
+				p50[j] = append(p50[j], float64(r.p50.Microseconds())/1000)
+				p99[j] = append(p99[j], float64(r.p99.Microseconds())/1000)
+				cpu[j], rate[j] = append(cpu[j], r.cpuPerK), append(rate[j], r.rate)
+				idleCPU[j], idleX[j] = append(idleCPU[j], r.idleCPUPerMin), append(idleX[j], r.idleXactsMin)
+				fmt.Printf("  %-8s at %5d/s offered: %6.0f/s achieved, commit→delivery p50 %6.2f ms p99 %6.2f ms, server CPU %6.1f ms per 1,000 msgs; idle: %5.0f ms CPU/min, %4.0f xacts/min\n",
+					k, offered, r.rate, float64(r.p50.Microseconds())/1000, float64(r.p99.Microseconds())/1000, r.cpuPerK, r.idleCPUPerMin, r.idleXactsMin)
+			}
+		}
+		name := func(what string) string {
+			return fmt.Sprintf("PG %s at %d msgs/s offered, streaming vs polling relay (lower is better)", what, offered)
+		}
+		rows = append(rows,
+			row{name: name("commit→delivery p50"), unit: "ms", peer: "polling relay", ours: p50[0], theirs: p50[1]},
+			row{name: name("commit→delivery p99"), unit: "ms", peer: "polling relay", ours: p99[0], theirs: p99[1]},
+			row{name: name("server CPU per 1,000 msgs"), unit: "ms", peer: "polling relay", ours: cpu[0], theirs: cpu[1]},
+			row{name: fmt.Sprintf("PG rate achieved at %d msgs/s offered (32 producers, 1 message per transaction)", offered), unit: "msgs/s", peer: "polling relay", ours: rate[0], theirs: rate[1]})
+		if offered == 1000 {
+			rows = append(rows,
+				row{name: "PG idle server CPU, relay running, no messages (lower is better)", unit: "ms/min", peer: "polling relay", ours: idleCPU[0], theirs: idleCPU[1]},
+				row{name: "PG idle transactions, relay running, no messages (stream: lease renewals only; lower is better)", unit: "xacts/min", peer: "polling relay", ours: idleX[0], theirs: idleX[1]})
+		}
+	}
+	return rows
+}
