@@ -722,10 +722,11 @@ func (st *stream) claimLate(ctx context.Context, tx sqlcoord.OwnedTx, pending ma
 	return nil
 }
 
-// inProgress reports whether any of the 32-bit transaction ids is in
-// progress in the snapshot snap (pg_snapshot text: xmin:xmax:xip,…, with
-// 64-bit ids; a streamed transaction's id was assigned, so it is below
-// xmax: its epoch is xmax's, or the one before).
+// inProgress reports whether any of the 32-bit transaction ids is still
+// in progress in the snapshot snap (pg_snapshot text: xmin:xmax:xip,…,
+// 64-bit ids): at or above xmax (xmax is the latest completed id + 1: a
+// transaction that has not left the proc array can be there), or listed.
+// A 32-bit id is read as the 64-bit id nearest xmax (within 2³¹).
 func inProgress(snap string, xids map[uint32]bool) (bool, error) {
 	parts := strings.SplitN(snap, ":", 3)
 	if len(parts) != 3 {
@@ -735,23 +736,19 @@ func inProgress(snap string, xids map[uint32]bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if parts[2] == "" {
-		return false, nil
-	}
 	running := map[uint64]bool{}
-	for _, f := range strings.Split(parts[2], ",") {
-		x, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return false, err
+	if parts[2] != "" {
+		for _, f := range strings.Split(parts[2], ",") {
+			x, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				return false, err
+			}
+			running[x] = true
 		}
-		running[x] = true
 	}
 	for x := range xids {
-		full := xmax&^0xFFFFFFFF | uint64(x)
-		if full >= xmax && full >= 1<<32 {
-			full -= 1 << 32
-		}
-		if running[full] {
+		d := int32(x - uint32(xmax)) // x - xmax, in 32-bit wraparound arithmetic
+		if d >= 0 || running[uint64(int64(xmax)+int64(d))] {
 			return true, nil
 		}
 	}

@@ -208,7 +208,7 @@ func main() {
 		}
 		if want("stream") {
 			riverMigrate(ctx, pool)
-			rows = append(rows, streamRows(ctx, pg, db, func() (float64, error) { return riverDrain(ctx, pool, 1) })...)
+			rows = append(rows, streamRows(ctx, db, dsn, func() (float64, error) { return riverDrain(ctx, pool, 1) })...)
 		}
 	}
 	if want("drain-mariadb") || want("enqueue") {

@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -50,7 +49,7 @@ func startRelay(ctx context.Context, db *sqlcoord.DB, kind relayKind, pub outbox
 	var run func(context.Context) error
 	switch kind {
 	case streaming:
-		r, err := outbox.NewStreamRelay(db, wrapped, outbox.StreamOptions{BatchSize: 1000, DeleteOnPublish: del, Logger: quiet})
+		r, err := outbox.NewStreamRelay(db, wrapped, outbox.StreamOptions{BatchSize: 1000, DeleteOnPublish: del, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			return nil, err
 		}
@@ -124,9 +123,10 @@ type latencyRun struct {
 	cpuPerK       float64 // ms of server CPU per 1,000 messages
 	idleCPUPerMin float64 // ms of server CPU per minute while idle (relay running, no producers)
 	idleXactsMin  float64 // transactions per minute while idle
+	txP50         time.Duration // the producers' transaction (BEGIN, Enqueue, COMMIT), median
 }
 
-func measureLatency(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, kind relayKind, offered int, dur, idle time.Duration) (latencyRun, error) {
+func measureLatency(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKind, offered int, dur, idle time.Duration) (latencyRun, error) {
 	var out latencyRun
 	var mu sync.Mutex
 	committed := map[string]time.Time{}
@@ -145,7 +145,16 @@ func measureLatency(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, k
 		}
 		return nil
 	})
-	stop, err := startRelay(ctx, db, kind, pub, true)
+	// idle cost without a relay first: the baseline subtracted below
+	// (autovacuum after the drains, the statistics collector's own work)
+	var baseCPU, baseX int64
+	if idle > 0 {
+		time.Sleep(time.Second)
+		c0, x0 := relayCPU(ctx, db), xacts(ctx, db)
+		time.Sleep(idle)
+		baseCPU, baseX = relayCPU(ctx, db)-c0, xacts(ctx, db)-x0-1
+	}
+	stop, err := startRelay(ctx, relayDB, kind, pub, true)
 	if err != nil {
 		return out, err
 	}
@@ -158,21 +167,22 @@ func measureLatency(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, k
 	}()
 	if idle > 0 {
 		time.Sleep(time.Second) // the relay settles (the poller backs off, falls asleep)
-		c0, x0 := serverCPU(srv), xacts(ctx, db)
+		c0, x0 := relayCPU(ctx, db), xacts(ctx, db)
 		time.Sleep(idle)
-		c1, x1 := serverCPU(srv), xacts(ctx, db)
-		out.idleCPUPerMin = float64(c1-c0) / idle.Minutes()
-		out.idleXactsMin = float64(x1-x0-1) / idle.Minutes() // minus the reading itself
+		c1, x1 := relayCPU(ctx, db), xacts(ctx, db)
+		out.idleCPUPerMin = float64(c1-c0-baseCPU) / idle.Minutes()
+		out.idleXactsMin = float64(x1-x0-1-baseX) / idle.Minutes() // minus the reading itself and the baseline
 	}
 	ob := outbox.New(db)
 	const producers = 32
 	per := time.Duration(float64(time.Second) * producers / float64(offered))
 	pctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
-	c0 := serverCPU(srv)
+	c0 := relayCPU(ctx, db)
 	var wg sync.WaitGroup
 	var sent int64
 	var sm sync.Mutex
+	var txLat []time.Duration
 	start := time.Now()
 	for p := range producers {
 		wg.Add(1)
@@ -186,6 +196,7 @@ func measureLatency(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, k
 					return
 				}
 				id := uuid.NewString()
+				t0 := time.Now()
 				err := txn.Do(pctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 					return ob.Enqueue(ctx, tx, outbox.Msg{ID: id, Topic: "orders.created", Payload: []byte(`{"order":1}`)})
 				})
@@ -195,6 +206,7 @@ func measureLatency(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, k
 				}
 				sm.Lock()
 				sent++
+				txLat = append(txLat, now.Sub(t0))
 				sm.Unlock()
 				mu.Lock()
 				if d, ok := delivered[id]; ok {
@@ -219,17 +231,27 @@ func measureLatency(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, k
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	c1 := serverCPU(srv)
+	c1 := relayCPU(ctx, db)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(committed) > 0 {
-		return out, fmt.Errorf("%s relay: %d messages undelivered", kind, len(committed))
+		var left int
+		db.QueryRowContext(ctx, `SELECT count(*) FROM coord_outbox`).Scan(&left)
+		for id := range committed {
+			var state string
+			var oid int64
+			db.QueryRowContext(ctx, `SELECT id, state FROM coord_outbox WHERE msg_id = $1`, id).Scan(&oid, &state)
+			fmt.Fprintf(os.Stderr, "undelivered %s: row %d %q\n", id, oid, state)
+		}
+		return out, fmt.Errorf("%s relay: %d messages undelivered (%d rows left)", kind, len(committed), left)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) == 0 {
 		return out, fmt.Errorf("%s relay: no message", kind)
 	}
 	out.p50, out.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	sort.Slice(txLat, func(i, j int) bool { return txLat[i] < txLat[j] })
+	out.txP50 = txLat[len(txLat)/2]
 	out.rate = float64(sent) / el.Seconds()
 	out.cpuPerK = float64(c1-c0) / float64(sent) * 1000
 	return out, nil
@@ -246,40 +268,34 @@ func xacts(ctx context.Context, db *sqlcoord.DB) int64 {
 	return n
 }
 
-// serverCPU is the CPU time, in ms, of the server process and all its
-// children, living (utime+stime) and exited (the postmaster's cutime and
-// cstime).
-func serverCPU(srv *localdb.Server) int64 {
-	root := srv.Pid()
+// relayApp is the application_name of the relays' connections here
+// (the streaming relay's replication connection adds its own).
+const relayApp = "sqlcoord_bench_relay"
+
+// relayCPU is the CPU time, in ms, the server's backends for the relay
+// (its pool and its replication connection) have used so far: their
+// processes' utime+stime.
+func relayCPU(ctx context.Context, db *sqlcoord.DB) int64 {
+	rows, err := db.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 OR application_name LIKE 'sqlcoord-stream-%'`, relayApp)
+	if err != nil {
+		return 0
+	}
+	defer rows.Close()
 	ticks := int64(0)
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+	for rows.Next() {
+		var pid int
+		rows.Scan(&pid)
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
 			continue
 		}
 		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		// fields after the name: state ppid ... utime(12) stime(13) cutime(14) cstime(15)
-		if len(f) < 14 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		if pid != root && ppid != root {
+		if len(f) < 13 { // after the name: state ppid … utime(11) stime(12)
 			continue
 		}
 		for i := 11; i <= 12; i++ {
 			v, _ := strconv.ParseInt(f[i], 10, 64)
 			ticks += v
-		}
-		if pid == root {
-			for i := 13; i <= 14; i++ {
-				v, _ := strconv.ParseInt(f[i], 10, 64)
-				ticks += v
-			}
 		}
 	}
 	return ticks * 10 // USER_HZ = 100
@@ -288,7 +304,12 @@ func serverCPU(srv *localdb.Server) int64 {
 // streamRows: the streaming relay beside the polling one (and River) on
 // PostgreSQL: drain, commit→delivery at 1,000 and 10,000 msgs/s, server
 // CPU per 1,000 messages and while idle.
-func streamRows(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, river func() (float64, error)) []row {
+func streamRows(ctx context.Context, db *sqlcoord.DB, dsn string, river func() (float64, error)) []row {
+	relayDB, err := sqlcoord.Open(ctx, dsn+"&application_name="+relayApp, sqlcoord.Options{MaxOpenConns: 8, MaxIdleConns: 8})
+	if err != nil {
+		fail(err)
+	}
+	defer relayDB.Close()
 	var rows []row
 	rows = append(rows, compare(fmt.Sprintf("outbox drain PG, streaming relay (backlog in its slot) vs polling relay, 1 each, %d msgs, rows kept", *msgs), "msgs/s", "polling relay",
 		func() (float64, error) { return streamDrain(ctx, db) },
@@ -308,7 +329,7 @@ func streamRows(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, river
 				if offered == 1000 {
 					idle = 20 * time.Second
 				}
-				r, err := measureLatency(ctx, srv, db, k, offered, *dur*3, idle)
+				r, err := measureLatency(ctx, db, relayDB, k, offered, *dur*3, idle)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "peers: latency %s at %d/s round %d: %v\n", k, offered, i+1, err)
 					continue
@@ -321,8 +342,8 @@ func streamRows(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, river
 				p99[j] = append(p99[j], float64(r.p99.Microseconds())/1000)
 				cpu[j], rate[j] = append(cpu[j], r.cpuPerK), append(rate[j], r.rate)
 				idleCPU[j], idleX[j] = append(idleCPU[j], r.idleCPUPerMin), append(idleX[j], r.idleXactsMin)
-				fmt.Printf("  %-8s at %5d/s offered: %6.0f/s achieved, commit→delivery p50 %6.2f ms p99 %6.2f ms, server CPU %6.1f ms per 1,000 msgs; idle: %5.0f ms CPU/min, %4.0f xacts/min\n",
-					k, offered, r.rate, float64(r.p50.Microseconds())/1000, float64(r.p99.Microseconds())/1000, r.cpuPerK, r.idleCPUPerMin, r.idleXactsMin)
+				fmt.Printf("  %-8s at %5d/s offered: %6.0f/s achieved (producer tx p50 %v), commit→delivery p50 %6.2f ms p99 %6.2f ms, relay's server CPU %6.1f ms per 1,000 msgs; idle: %5.0f ms CPU/min, %4.0f xacts/min\n",
+					k, offered, r.rate, r.txP50.Round(10*time.Microsecond), float64(r.p50.Microseconds())/1000, float64(r.p99.Microseconds())/1000, r.cpuPerK, r.idleCPUPerMin, r.idleXactsMin)
 			}
 		}
 		name := func(what string) string {
@@ -331,12 +352,12 @@ func streamRows(ctx context.Context, srv *localdb.Server, db *sqlcoord.DB, river
 		rows = append(rows,
 			row{name: name("commit→delivery p50"), unit: "ms", peer: "polling relay", ours: p50[0], theirs: p50[1]},
 			row{name: name("commit→delivery p99"), unit: "ms", peer: "polling relay", ours: p99[0], theirs: p99[1]},
-			row{name: name("server CPU per 1,000 msgs"), unit: "ms", peer: "polling relay", ours: cpu[0], theirs: cpu[1]},
+			row{name: name("relay's server CPU per 1,000 msgs (its backends: pool, replication connection)"), unit: "ms", peer: "polling relay", ours: cpu[0], theirs: cpu[1]},
 			row{name: fmt.Sprintf("PG rate achieved at %d msgs/s offered (32 producers, 1 message per transaction)", offered), unit: "msgs/s", peer: "polling relay", ours: rate[0], theirs: rate[1]})
 		if offered == 1000 {
 			rows = append(rows,
-				row{name: "PG idle server CPU, relay running, no messages (lower is better)", unit: "ms/min", peer: "polling relay", ours: idleCPU[0], theirs: idleCPU[1]},
-				row{name: "PG idle transactions, relay running, no messages (stream: lease renewals only; lower is better)", unit: "xacts/min", peer: "polling relay", ours: idleX[0], theirs: idleX[1]})
+				row{name: "PG idle: the relay's server CPU, no messages (lower is better)", unit: "ms/min", peer: "polling relay", ours: idleCPU[0], theirs: idleCPU[1]},
+				row{name: "PG idle: transactions the relay adds, no messages (stream: lease renewals only; lower is better)", unit: "xacts/min", peer: "polling relay", ours: idleX[0], theirs: idleX[1]})
 		}
 	}
 	return rows

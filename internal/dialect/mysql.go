@@ -286,6 +286,7 @@ func mariaDBPatch(q *Queries) {
 	q.IdemInsertNowait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + q.IdemInsert
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 	q.IdleTxTimeoutReset = `SET SESSION idle_transaction_timeout = DEFAULT`
+	q.OutboxWaitCommit = `SET STATEMENT max_statement_time = %s FOR SELECT id FROM coord_outbox ORDER BY id DESC LIMIT 1 LOCK IN SHARE MODE`
 }
 
 func classifyMySQL(err error) error {

@@ -310,9 +310,11 @@ SELECT pg_notify('coord_outbox', '') WHERE NOT pg_try_advisory_xact_lock_shared(
 			OutboxSleep:         `SELECT pg_advisory_xact_lock(` + pgOutboxSleep + `)::text`,
 			OutboxStreamClaim:   `SELECT id FROM coord_outbox WHERE id = ANY($1) AND state = 'pending' AND available_at <= clock_timestamp() ORDER BY id FOR UPDATE`,
 			OutboxStreamMark: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1
-WHERE id = ANY($1) AND EXISTS (SELECT 1 FROM coord_leases WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp())`,
+WHERE id = ANY($1) AND EXISTS (SELECT 1 FROM coord_leases WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp())
+  AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
 			OutboxStreamDelete: `DELETE FROM coord_outbox
-WHERE id = ANY($1) AND EXISTS (SELECT 1 FROM coord_leases WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp())`,
+WHERE id = ANY($1) AND EXISTS (SELECT 1 FROM coord_leases WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp())
+  AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
 			OutboxStreamWake: `SELECT pg_logical_emit_message(false, 'sqlcoord.outbox', 'pending')`,
 			OutboxSlots: `SELECT slot_name, database, active, coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_receive_lsn() ELSE pg_current_wal_lsn() END, confirmed_flush_lsn), 0)::bigint,
   coalesce(wal_status, ''), coalesce(safe_wal_size, -1)

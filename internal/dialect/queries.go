@@ -353,6 +353,12 @@ type Queries struct {
 	OutboxSleep string
 	// OutboxSleeper reports whether a relay holds the sleep lock.
 	OutboxSleeper string
+	// OutboxWaitCommit (MariaDB; "" elsewhere) is the polling relay's
+	// wake-up: a locking read of the newest outbox row, run at READ
+	// COMMITTED (no gap lock: producers never wait on it), that waits for
+	// the producer inserting it to commit — or returns at once when that
+	// row is committed — for at most %s seconds (max_statement_time).
+	OutboxWaitCommit string
 	// The streaming relay (PostgreSQL logical replication; "" elsewhere).
 	// OutboxStreamClaim locks the streamed ids ($1) still pending and due,
 	// in id order: what the stream may publish (the others were published
@@ -360,7 +366,11 @@ type Queries struct {
 	OutboxStreamClaim string
 	// OutboxStreamMark / OutboxStreamDelete mark or delete the published
 	// ids ($1) if the streamer's lease ($2 name, $3 owner, $4 token) is
-	// still live: fewer rows than ids means the lease was lost.
+	// still live: fewer rows than ids means the lease was lost. Their
+	// transaction commits with synchronous_commit off: the slot's position
+	// records progress, and a mark lost in a server crash leaves a row
+	// that looks pending (a later polling pass publishes it again: a
+	// duplicate after a crash, never a loss).
 	OutboxStreamMark, OutboxStreamDelete string
 	// OutboxStreamWake tells a streaming relay (through the WAL) that
 	// messages became pending without an INSERT (a requeue).
