@@ -119,7 +119,7 @@ type Relay struct {
 	opt       RelayOptions
 	log       *slog.Logger
 	rec       metrics.Recorder
-	listening atomic.Bool // notifications wake the relay
+	listening atomic.Bool  // notifications wake the relay
 	newest    atomic.Int64 // the newest outbox id waitCommit has seen
 	// beforeSleep, in tests, runs between the relay's last empty poll and
 	// its taking the sleep lock.

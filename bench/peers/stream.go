@@ -120,9 +120,9 @@ func streamDrain(ctx context.Context, db *sqlcoord.DB) (float64, error) {
 type latencyRun struct {
 	p50, p99      time.Duration
 	rate          float64
-	cpuPerK       float64 // ms of server CPU per 1,000 messages
-	idleCPUPerMin float64 // ms of server CPU per minute while idle (relay running, no producers)
-	idleXactsMin  float64 // transactions per minute while idle
+	cpuPerK       float64       // ms of server CPU per 1,000 messages
+	idleCPUPerMin float64       // ms of server CPU per minute while idle (relay running, no producers)
+	idleXactsMin  float64       // transactions per minute while idle
 	txP50         time.Duration // the producers' transaction (BEGIN, Enqueue, COMMIT), median
 }
 
