@@ -211,7 +211,7 @@ func main() {
 			rows = append(rows, streamRows(ctx, db, dsn, func() (float64, error) { return riverDrain(ctx, pool, 1) })...)
 		}
 	}
-	if want("drain-mariadb") || want("enqueue") {
+	if want("drain-mariadb") || want("enqueue") || want("stream") {
 		my, err := localdb.Start(ctx, "mysql")
 		if err != nil {
 			fail(err)
@@ -227,6 +227,9 @@ func main() {
 		}
 		if want("enqueue") {
 			rows = append(rows, enqueue(ctx, db, wsql.DefaultMySQLSchema{})...)
+		}
+		if want("stream") {
+			rows = append(rows, mariaDBLatencyRows(ctx, db, dsn)...)
 		}
 	}
 	if want("snowflake") {
