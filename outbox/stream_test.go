@@ -374,6 +374,29 @@ func TestStreamBadInput(t *testing.T) {
 			t.Fatalf("%v, want ErrInvalid", err)
 		}
 	})
+	t.Run("a user without REPLICATION", func(t *testing.T) {
+		ctx := context.Background()
+		role := "norepl_" + env.Name
+		if _, err := env.DB.Executor().Exec(ctx, `CREATE ROLE `+role+` LOGIN PASSWORD 'hunter2'`); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { env.DB.Executor().Exec(context.Background(), `DROP ROLE IF EXISTS `+role) })
+		dsn := fmt.Sprintf("postgres://%s:hunter2@%s:%d/%s?sslmode=disable", role, env.Server.Host, env.Server.Port, env.Name)
+		r, err := outbox.NewStreamRelay(env.DB, pub, outbox.StreamOptions{DSN: dsn, Group: "norepl"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		err = r.Run(rctx)
+		if !errors.Is(err, outbox.ErrStreamUnsupported) {
+			t.Fatalf("Run: %v, want ErrStreamUnsupported", err)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Fatalf("the password shows: %v", err)
+		}
+		outbox.DropStreamSlot(ctx, env.DB, "norepl")
+	})
 	t.Run("mysql", func(t *testing.T) {
 		my := dbtest.New(t, "mysql")
 		if _, err := outbox.NewStreamRelay(my.DB, pub, outbox.StreamOptions{}); !errors.Is(err, outbox.ErrStreamUnsupported) {

@@ -44,7 +44,7 @@ var (
 	msgs    = flag.Int("msgs", 200000, "messages per drain (≥ 200,000 so that start-up does not dominate)")
 	dur     = flag.Duration("duration", 2*time.Second, "measuring time of a throughput case")
 	outPath = flag.String("out", "", "also write the markdown table here")
-	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, snowflake); default all")
+	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, stream-idle, snowflake); default all")
 )
 
 // row is one comparison's result.
@@ -184,7 +184,7 @@ func main() {
 	}
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 	var rows []row
-	if want("drain-pg") || want("enqueue") || want("stream") {
+	if want("drain-pg") || want("enqueue") || want("stream") || want("stream-idle") {
 		pg, err := localdb.Start(ctx, "postgres")
 		if err != nil {
 			fail(err)
@@ -209,6 +209,9 @@ func main() {
 		if want("stream") {
 			riverMigrate(ctx, pool)
 			rows = append(rows, streamRows(ctx, db, dsn, func() (float64, error) { return riverDrain(ctx, pool, 1) })...)
+		}
+		if want("stream-idle") {
+			rows = append(rows, idleRows(ctx, db, dsn, 30*time.Second)...)
 		}
 	}
 	if want("drain-mariadb") || want("enqueue") || want("stream") {

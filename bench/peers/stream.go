@@ -126,7 +126,7 @@ type latencyRun struct {
 	txP50         time.Duration // the producers' transaction (BEGIN, Enqueue, COMMIT), median
 }
 
-func measureLatency(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKind, offered int, dur, idle time.Duration) (latencyRun, error) {
+func measureLatency(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKind, offered int, dur time.Duration) (latencyRun, error) {
 	var out latencyRun
 	var mu sync.Mutex
 	committed := map[string]time.Time{}
@@ -145,15 +145,6 @@ func measureLatency(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKin
 		}
 		return nil
 	})
-	// idle cost without a relay first: the baseline subtracted below
-	// (autovacuum after the drains, the statistics collector's own work)
-	var baseCPU, baseX int64
-	if idle > 0 {
-		time.Sleep(time.Second)
-		c0, x0 := relayCPU(ctx, db), xacts(ctx, db)
-		time.Sleep(idle)
-		baseCPU, baseX = relayCPU(ctx, db)-c0, xacts(ctx, db)-x0-1
-	}
 	stop, err := startRelay(ctx, relayDB, kind, pub, true)
 	if err != nil {
 		return out, err
@@ -165,14 +156,6 @@ func measureLatency(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKin
 		}
 		db.ExecContext(ctx, `DELETE FROM coord_outbox`)
 	}()
-	if idle > 0 {
-		time.Sleep(time.Second) // the relay settles (the poller backs off, falls asleep)
-		c0, x0 := relayCPU(ctx, db), xacts(ctx, db)
-		time.Sleep(idle)
-		c1, x1 := relayCPU(ctx, db), xacts(ctx, db)
-		out.idleCPUPerMin = float64(c1-c0-baseCPU) / idle.Minutes()
-		out.idleXactsMin = float64(x1-x0-1-baseX) / idle.Minutes() // minus the reading itself and the baseline
-	}
 	ob := outbox.New(db)
 	const producers = 32
 	per := time.Duration(float64(time.Second) * producers / float64(offered))
@@ -307,10 +290,7 @@ func relayCPU(ctx context.Context, db *sqlcoord.DB) int64 {
 // PostgreSQL: drain, commit→delivery at 1,000 and 10,000 msgs/s, server
 // CPU per 1,000 messages and while idle.
 func streamRows(ctx context.Context, db *sqlcoord.DB, dsn string, river func() (float64, error)) []row {
-	relayDB, err := sqlcoord.Open(ctx, dsn+"&application_name="+relayApp, sqlcoord.Options{MaxOpenConns: 8, MaxIdleConns: 8})
-	if err != nil {
-		fail(err)
-	}
+	relayDB := openRelayDB(ctx, dsn)
 	defer relayDB.Close()
 	var rows []row
 	rows = append(rows, compare(fmt.Sprintf("outbox drain PG, streaming relay (backlog in its slot) vs polling relay, 1 each, %d msgs, rows kept", *msgs), "msgs/s", "polling relay",
@@ -320,18 +300,14 @@ func streamRows(ctx context.Context, db *sqlcoord.DB, dsn string, river func() (
 		func() (float64, error) { return streamDrain(ctx, db) },
 		river))
 	for _, offered := range []int{100, 1000, 10000} {
-		var p50, p99, cpu, rate, idleCPU, idleX [2][]float64 // [stream, poll] per round
+		var p50, p99, cpu, rate [2][]float64 // [stream, poll] per round
 		for i := 0; i < *rounds; i++ {
 			order := []relayKind{streaming, polling}
 			if i%2 == 1 {
 				order = []relayKind{polling, streaming}
 			}
 			for _, k := range order {
-				idle := time.Duration(0)
-				if offered == 1000 {
-					idle = 20 * time.Second
-				}
-				r, err := measureLatency(ctx, db, relayDB, k, offered, *dur*3, idle)
+				r, err := measureLatency(ctx, db, relayDB, k, offered, *dur*3)
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "peers: latency %s at %d/s round %d: %v\n", k, offered, i+1, err)
 					continue
@@ -343,9 +319,8 @@ func streamRows(ctx context.Context, db *sqlcoord.DB, dsn string, river func() (
 				p50[j] = append(p50[j], float64(r.p50.Microseconds())/1000)
 				p99[j] = append(p99[j], float64(r.p99.Microseconds())/1000)
 				cpu[j], rate[j] = append(cpu[j], r.cpuPerK), append(rate[j], r.rate)
-				idleCPU[j], idleX[j] = append(idleCPU[j], r.idleCPUPerMin), append(idleX[j], r.idleXactsMin)
-				fmt.Printf("  %-8s at %5d/s offered: %6.0f/s achieved (producer tx p50 %v), commit→delivery p50 %6.2f ms p99 %6.2f ms, relay's server CPU %6.1f ms per 1,000 msgs; idle: %5.0f ms CPU/min, %4.0f xacts/min\n",
-					k, offered, r.rate, r.txP50.Round(10*time.Microsecond), float64(r.p50.Microseconds())/1000, float64(r.p99.Microseconds())/1000, r.cpuPerK, r.idleCPUPerMin, r.idleXactsMin)
+				fmt.Printf("  %-8s at %5d/s offered: %6.0f/s achieved (producer tx p50 %v), commit→delivery p50 %6.2f ms p99 %6.2f ms, relay's server CPU %6.1f ms per 1,000 msgs\n",
+					k, offered, r.rate, r.txP50.Round(10*time.Microsecond), float64(r.p50.Microseconds())/1000, float64(r.p99.Microseconds())/1000, r.cpuPerK)
 			}
 		}
 		name := func(what string) string {
@@ -356,11 +331,6 @@ func streamRows(ctx context.Context, db *sqlcoord.DB, dsn string, river func() (
 			row{name: name("commit→delivery p99"), unit: "ms", peer: "polling relay", ours: p99[0], theirs: p99[1]},
 			row{name: name("relay's server CPU per 1,000 msgs (its backends: pool, replication connection)"), unit: "ms", peer: "polling relay", ours: cpu[0], theirs: cpu[1]},
 			row{name: fmt.Sprintf("PG rate achieved at %d msgs/s offered (32 producers, 1 message per transaction)", offered), unit: "msgs/s", peer: "polling relay", ours: rate[0], theirs: rate[1]})
-		if offered == 1000 {
-			rows = append(rows,
-				row{name: "PG idle: the relay's server CPU, no messages (lower is better)", unit: "ms/min", peer: "polling relay", ours: idleCPU[0], theirs: idleCPU[1]},
-				row{name: "PG idle: transactions the relay adds, no messages (stream: lease renewals only; lower is better)", unit: "xacts/min", peer: "polling relay", ours: idleX[0], theirs: idleX[1]})
-		}
 	}
 	return rows
 }
@@ -378,7 +348,7 @@ func mariaDBLatencyRows(ctx context.Context, db *sqlcoord.DB, dsn string) []row 
 	for _, offered := range []int{1000, 10000} {
 		var p50, p99, rate []float64
 		for i := 0; i < *rounds; i++ {
-			r, err := measureLatency(ctx, db, relayDB, polling, offered, *dur*3, 0)
+			r, err := measureLatency(ctx, db, relayDB, polling, offered, *dur*3)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "peers: MariaDB latency at %d/s round %d: %v\n", offered, i+1, err)
 				continue
@@ -394,4 +364,80 @@ func mariaDBLatencyRows(ctx context.Context, db *sqlcoord.DB, dsn string) []row 
 			row{name: fmt.Sprintf("MariaDB rate achieved at %d msgs/s offered", offered), unit: "msgs/s", peer: "—", ours: rate})
 	}
 	return rows
+}
+
+func openRelayDB(ctx context.Context, dsn string) *sqlcoord.DB {
+	relayDB, err := sqlcoord.Open(ctx, dsn+"&application_name="+relayApp, sqlcoord.Options{MaxOpenConns: 8, MaxIdleConns: 8})
+	if err != nil {
+		fail(err)
+	}
+	return relayDB
+}
+
+// idleRows: what a running relay costs the primary while no message
+// comes: the statements its connections send (counted in the server's
+// log, log_min_duration_statement = 0 for the window) and its backends'
+// CPU, streaming vs polling (LISTEN on: it sleeps between polls).
+func idleRows(ctx context.Context, db *sqlcoord.DB, dsn string, window time.Duration) []row {
+	relayDB := openRelayDB(ctx, dsn)
+	defer relayDB.Close()
+	var dataDir string
+	if err := db.QueryRowContext(ctx, `SELECT current_setting('data_directory')`).Scan(&dataDir); err != nil {
+		fail(err)
+	}
+	logPath := filepath.Join(filepath.Dir(dataDir), "server.log")
+	var stmts, cpu [2][]float64
+	none := outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil })
+	for i := 0; i < *rounds; i++ {
+		for j, k := range []relayKind{streaming, polling} {
+			stop, err := startRelay(ctx, relayDB, k, none, true)
+			if err != nil {
+				fail(err)
+			}
+			time.Sleep(5 * time.Second) // the poller backs off and falls asleep
+			for _, q := range []string{`ALTER SYSTEM SET log_min_duration_statement = 0`, `ALTER SYSTEM SET log_line_prefix = '[%a] '`, `SELECT pg_reload_conf()`} {
+				db.ExecContext(ctx, q)
+			}
+			time.Sleep(200 * time.Millisecond)
+			st, _ := os.Stat(logPath)
+			c0 := relayCPU(ctx, db)
+			time.Sleep(window)
+			c1 := relayCPU(ctx, db)
+			for _, q := range []string{`ALTER SYSTEM RESET log_min_duration_statement`, `ALTER SYSTEM RESET log_line_prefix`, `SELECT pg_reload_conf()`} {
+				db.ExecContext(ctx, q)
+			}
+			n := countLogLines(logPath, st.Size(), "["+relayApp+"]")
+			stop()
+			if k == streaming {
+				outbox.DropStreamSlot(ctx, db, "outbox")
+			}
+			db.ExecContext(ctx, `DELETE FROM coord_outbox`)
+			stmts[j] = append(stmts[j], float64(n)/window.Minutes())
+			cpu[j] = append(cpu[j], float64(c1-c0)/window.Minutes())
+			fmt.Printf("  %-8s idle for %v: %d statements from the relay's connections, its backends %d ms CPU\n", k, window, n, c1-c0)
+		}
+	}
+	return []row{
+		{name: "PG idle: statements the relay sends, no messages (stream: its lease renewals; lower is better)", unit: "stmts/min", peer: "polling relay", ours: stmts[0], theirs: stmts[1]},
+		{name: "PG idle: the relay's backends' server CPU, no messages (lower is better)", unit: "ms/min", peer: "polling relay", ours: cpu[0], theirs: cpu[1]},
+	}
+}
+
+// countLogLines counts the lines of the log written after offset that
+// carry tag and log a statement.
+func countLogLines(path string, offset int64, tag string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	f.Seek(offset, io.SeekStart)
+	b, _ := io.ReadAll(f)
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, tag) && (strings.Contains(l, "statement: ") || strings.Contains(l, " execute ")) {
+			n++
+		}
+	}
+	return n
 }
