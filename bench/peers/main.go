@@ -126,7 +126,7 @@ func median(xs []float64) float64 {
 func (r row) ratios() []float64 {
 	var out []float64
 	for i := range r.ours {
-		if r.theirs[i] > 0 {
+		if i < len(r.theirs) && r.theirs[i] > 0 {
 			out = append(out, r.ours[i]/r.theirs[i])
 		}
 	}
