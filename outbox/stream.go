@@ -72,6 +72,10 @@ type StreamOptions struct {
 	// StatusInterval between status updates to the server when nothing
 	// else is sent; default 10s (below wal_sender_timeout, 60s).
 	StatusInterval time.Duration
+	// ShutdownTimeout: after Run's context ends, the batch in flight is
+	// finished (published, marked, acknowledged) within this time, or
+	// abandoned (published again by the next streamer); default 10s.
+	ShutdownTimeout time.Duration
 	// AllowUnboundedSlot lets the relay create its slot on a server with
 	// max_slot_wal_keep_size = -1 (an abandoned slot then keeps WAL until
 	// the disk fills: watch `sqlcoord doctor`).
@@ -136,7 +140,7 @@ func NewStreamRelay(db sqlcoord.Base, pub Publisher, opt StreamOptions) (*Stream
 		return nil, errs.Errorf("%w: batch size 1-10000 and max attempts >= 0", ErrInvalid)
 	}
 	for name, d := range map[string]time.Duration{"BaseBackoff": opt.BaseBackoff, "MaxBackoff": opt.MaxBackoff,
-		"PublishTimeout": opt.PublishTimeout, "LeaseTTL": opt.LeaseTTL, "StatusInterval": opt.StatusInterval} {
+		"PublishTimeout": opt.PublishTimeout, "LeaseTTL": opt.LeaseTTL, "StatusInterval": opt.StatusInterval, "ShutdownTimeout": opt.ShutdownTimeout} {
 		if d < 0 {
 			return nil, errs.Errorf("%w: negative %s %v", ErrInvalid, name, d)
 		}
@@ -154,6 +158,7 @@ func NewStreamRelay(db sqlcoord.Base, pub Publisher, opt StreamOptions) (*Stream
 	def(&opt.PublishTimeout, 30*time.Second)
 	def(&opt.LeaseTTL, 10*time.Second)
 	def(&opt.StatusInterval, 10*time.Second)
+	def(&opt.ShutdownTimeout, 10*time.Second)
 	if opt.LeaseTTL < time.Second {
 		return nil, errs.Errorf("%w: lease TTL %v: at least 1s", ErrInvalid, opt.LeaseTTL)
 	}
@@ -359,6 +364,12 @@ func (st *stream) run(ctx context.Context) error {
 	st.attempts = map[int64]int{}
 	s.log.Info("streaming", "slot", s.slot, "group", s.opt.Group)
 	nextStatus := time.Now().Add(s.opt.StatusInterval)
+	// on the way out, report what was acknowledged last (best effort)
+	defer func() {
+		if st.acked > st.sent {
+			st.status(context.Background(), false)
+		}
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil
@@ -565,9 +576,23 @@ func decodeOutboxRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (Me
 // transaction, then acknowledges the last one fully done. A failed
 // publish (not permanent) stops the batch there: what came before is
 // marked and acknowledged, the rest waits for the retry.
-func (st *stream) flush(ctx context.Context) error {
+func (st *stream) flush(lctx context.Context) error {
 	s := st.s
 	d := s.db.Dialect()
+	// A relay stopping (its context cancelled: SIGTERM) finishes the batch
+	// in flight — the publish under way, then marks and acknowledges what
+	// was published — within ShutdownTimeout; a lost lease stops it at
+	// once (the fence and the row locks make a late mark harmless).
+	ctx, cancel := context.WithCancel(context.WithoutCancel(lctx))
+	defer cancel()
+	stopAfter := context.AfterFunc(lctx, func() {
+		if errors.Is(context.Cause(lctx), context.Canceled) {
+			time.AfterFunc(s.opt.ShutdownTimeout, cancel)
+			return
+		}
+		cancel()
+	})
+	defer stopAfter()
 	var ids []int64
 	for _, c := range st.ready {
 		for _, m := range c.msgs {
@@ -605,8 +630,8 @@ commits:
 			if !pending[m.ID] {
 				continue // published by a polling pass, cancelled, or delayed
 			}
-			if ctx.Err() != nil { // the lease ended (or the relay stops): publish no more
-				failed, failedMsg = ctx.Err(), m
+			if lctx.Err() != nil { // the lease ended or the relay stops: publish no more
+				failed, failedMsg = lctx.Err(), m
 				break commits
 			}
 			m.Attempt = st.attempts[m.ID] + 1
@@ -674,7 +699,7 @@ commits:
 	s.rec.OutboxPublish(failedMsg.Topic, "retry", 0)
 	s.health.record(errs.Errorf("outbox: publish %d: %w", failedMsg.ID, failed))
 	s.log.Debug("publish failed; will retry", "id", failedMsg.ID, "topic", failedMsg.Topic, "attempt", failedMsg.Attempt, "err", storedError(failed))
-	return st.pause(ctx, backoff.Policy{Base: s.opt.BaseBackoff, Max: s.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(failedMsg.Attempt-1))
+	return st.pause(lctx, backoff.Policy{Base: s.opt.BaseBackoff, Max: s.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(failedMsg.Attempt-1))
 }
 
 // claimLate handles streamed rows the claim did not find. A commit reaches

@@ -473,3 +473,62 @@ func TestStreamSeesEveryCommitUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d messages, all delivered", len(sent))
 }
+
+// A streaming relay stopped (its context cancelled, as on SIGTERM) in the
+// middle of a batch finishes the publish under way, marks and
+// acknowledges what it published: the next streamer publishes each
+// remaining message once, and none again.
+func TestStreamStopsCleanly(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	var mu sync.Mutex
+	count := map[string]int{}
+	slow := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		count[m.UUID]++
+		return nil
+	})
+	delivered := func() int { mu.Lock(); defer mu.Unlock(); return len(count) }
+	r, err := outbox.NewStreamRelay(env.DB, slow, outbox.StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	ob := outbox.New(env.DB)
+	if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "probe", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the probe", func() bool { return delivered() == 1 })
+	msgs := make([]outbox.Msg, 100)
+	for i := range msgs {
+		msgs[i] = outbox.Msg{Topic: "t", Payload: []byte(fmt.Sprint(i))}
+	}
+	if err := ob.EnqueueNow(ctx, msgs...); err != nil { // one commit, one batch
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the batch under way", func() bool { return delivered() >= 10 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	first := delivered()
+	startStream(t, env.DB, slow, outbox.StreamOptions{})
+	waitFor(t, 30*time.Second, "every message", func() bool { return delivered() == 101 })
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	twice := 0
+	for _, n := range count {
+		if n > 1 {
+			twice++
+		}
+	}
+	if twice > 0 {
+		t.Fatalf("%d messages published twice (%d before the stop)", twice, first)
+	}
+	t.Logf("%d published before the stop, the rest by the next relay, none twice", first-1)
+}
