@@ -216,32 +216,50 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	default:
 		return nil, errs.Errorf("%w: listen mode %q (want auto, on or off)", ErrInvalid, opt.Listen)
 	}
-	for name, d := range map[string]time.Duration{"BaseBackoff": opt.BaseBackoff, "MaxBackoff": opt.MaxBackoff,
-		"PollMin": opt.PollMin, "PollMax": opt.PollMax, "PollBusy": opt.PollBusy, "PublishTimeout": opt.PublishTimeout, "ShutdownTimeout": opt.ShutdownTimeout, "FrozenTimeout": opt.FrozenTimeout} {
-		if d < 0 {
-			return nil, errs.Errorf("%w: negative %s %v", ErrInvalid, name, d)
-		}
+	if err := durations(
+		duration{"BaseBackoff", &opt.BaseBackoff, time.Second},
+		duration{"MaxBackoff", &opt.MaxBackoff, 5 * time.Minute},
+		duration{"PollMin", &opt.PollMin, 50 * time.Millisecond},
+		duration{"PollMax", &opt.PollMax, 2 * time.Second},
+		duration{"FrozenTimeout", &opt.FrozenTimeout, 2 * time.Minute},
+		duration{"PollBusy", &opt.PollBusy, 5 * time.Millisecond},
+		duration{"PublishTimeout", &opt.PublishTimeout, 30 * time.Second},
+		duration{"ShutdownTimeout", &opt.ShutdownTimeout, 10 * time.Second}); err != nil {
+		return nil, err
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&opt.BaseBackoff, time.Second)
-	def(&opt.MaxBackoff, 5*time.Minute)
-	def(&opt.PollMin, 50*time.Millisecond)
-	def(&opt.PollMax, 2*time.Second)
-	def(&opt.FrozenTimeout, 2*time.Minute)
-	def(&opt.PollBusy, 5*time.Millisecond)
-	def(&opt.PublishTimeout, 30*time.Second)
-	def(&opt.ShutdownTimeout, 10*time.Second)
-	l := opt.Logger
-	if l == nil {
-		l = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	r := &Relay{db: db, pub: pub, opt: opt, log: l}
+	r := &Relay{db: db, pub: pub, opt: opt, log: logger(opt.Logger)}
 	r.rec = metrics.Of(db)
 	return r, nil
+}
+
+// duration is one of a relay's duration options: its name, where it is,
+// and its default.
+type duration struct {
+	name string
+	d    *time.Duration
+	def  time.Duration
+}
+
+// durations refuses negative durations and gives zero ones their
+// defaults.
+func durations(ds ...duration) error {
+	for _, d := range ds {
+		if *d.d < 0 {
+			return errs.Errorf("%w: negative %s %v", ErrInvalid, d.name, *d.d)
+		}
+		if *d.d == 0 {
+			*d.d = d.def
+		}
+	}
+	return nil
+}
+
+// logger is l, or one writing warnings to stderr.
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return l
 }
 
 // Run relays until ctx ends (then it returns nil). Database errors (a

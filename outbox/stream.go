@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -139,33 +138,22 @@ func NewStreamRelay(db sqlcoord.Base, pub Publisher, opt StreamOptions) (*Stream
 	if opt.BatchSize < 0 || opt.BatchSize > 10000 || opt.MaxAttempts < 0 {
 		return nil, errs.Errorf("%w: batch size 1-10000 and max attempts >= 0", ErrInvalid)
 	}
-	for name, d := range map[string]time.Duration{"BaseBackoff": opt.BaseBackoff, "MaxBackoff": opt.MaxBackoff,
-		"PublishTimeout": opt.PublishTimeout, "LeaseTTL": opt.LeaseTTL, "StatusInterval": opt.StatusInterval, "ShutdownTimeout": opt.ShutdownTimeout} {
-		if d < 0 {
-			return nil, errs.Errorf("%w: negative %s %v", ErrInvalid, name, d)
-		}
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
+	if err := durations(
+		duration{"BaseBackoff", &opt.BaseBackoff, time.Second},
+		duration{"MaxBackoff", &opt.MaxBackoff, 5 * time.Minute},
+		duration{"PublishTimeout", &opt.PublishTimeout, 30 * time.Second},
+		duration{"LeaseTTL", &opt.LeaseTTL, 10 * time.Second},
+		duration{"StatusInterval", &opt.StatusInterval, 10 * time.Second},
+		duration{"ShutdownTimeout", &opt.ShutdownTimeout, 10 * time.Second}); err != nil {
+		return nil, err
 	}
 	if opt.MaxAttempts == 0 {
 		opt.MaxAttempts = 10
 	}
-	def(&opt.BaseBackoff, time.Second)
-	def(&opt.MaxBackoff, 5*time.Minute)
-	def(&opt.PublishTimeout, 30*time.Second)
-	def(&opt.LeaseTTL, 10*time.Second)
-	def(&opt.StatusInterval, 10*time.Second)
-	def(&opt.ShutdownTimeout, 10*time.Second)
 	if opt.LeaseTTL < time.Second {
 		return nil, errs.Errorf("%w: lease TTL %v: at least 1s", ErrInvalid, opt.LeaseTTL)
 	}
-	s := &StreamRelay{db: db, pub: pub, opt: opt, log: opt.Logger, rec: metrics.Of(db)}
-	if s.log == nil {
-		s.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
+	s := &StreamRelay{db: db, pub: pub, opt: opt, log: logger(opt.Logger), rec: metrics.Of(db)}
 	switch {
 	case opt.DSN != "":
 		cfg, err := pgconn.ParseConfig(opt.DSN)
