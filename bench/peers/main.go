@@ -44,7 +44,7 @@ var (
 	msgs    = flag.Int("msgs", 200000, "messages per drain (≥ 200,000 so that start-up does not dominate)")
 	dur     = flag.Duration("duration", 2*time.Second, "measuring time of a throughput case")
 	outPath = flag.String("out", "", "also write the markdown table here")
-	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, stream-idle, snowflake); default all")
+	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, stream-idle, latency-mariadb, snowflake); default all")
 )
 
 // row is one comparison's result.
@@ -214,7 +214,7 @@ func main() {
 			rows = append(rows, idleRows(ctx, db, dsn, 30*time.Second)...)
 		}
 	}
-	if want("drain-mariadb") || want("enqueue") || want("stream") {
+	if want("drain-mariadb") || want("enqueue") || want("stream") || want("latency-mariadb") {
 		my, err := localdb.Start(ctx, "mysql")
 		if err != nil {
 			fail(err)
@@ -231,7 +231,7 @@ func main() {
 		if want("enqueue") {
 			rows = append(rows, enqueue(ctx, db, wsql.DefaultMySQLSchema{})...)
 		}
-		if want("stream") {
+		if want("stream") || want("latency-mariadb") {
 			rows = append(rows, mariaDBLatencyRows(ctx, db, dsn)...)
 		}
 	}
@@ -298,6 +298,10 @@ func table(rows []row) string {
 		var rs []string
 		for _, x := range r.ratios() {
 			rs = append(rs, fmt.Sprintf("%.2f", x))
+		}
+		if len(r.theirs) == 0 { // absolute figures, no peer
+			fmt.Fprintf(&b, "| %s (%s) | %s | — | — | — | — | %d / — |\n", r.name, r.unit, num(median(r.ours)), r.dups[0])
+			continue
 		}
 		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | **%.2f** | %d / %d |\n", r.name, r.unit, num(median(r.ours)), r.peer, num(median(r.theirs)),
 			strings.Join(rs, " / "), median(r.ratios()), r.dups[0], r.dups[1])
