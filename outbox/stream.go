@@ -825,13 +825,17 @@ func (s *StreamRelay) connErr(what string, err error) error {
 		switch pe.Code {
 		case "42501", "28000": // insufficient_privilege; no pg_hba entry for replication
 			return errs.Errorf("%w: %s: %s (the user needs the REPLICATION attribute and a pg_hba entry)", ErrStreamUnsupported, what, text)
+		case "08P01": // protocol_violation: PgBouncer refuses the replication parameter
+			if strings.Contains(pe.Message, "replication") {
+				return errs.Errorf("%w: %s: %s (a pooler such as PgBouncer does not pass replication connections: give the relay a direct DSN, StreamOptions.DSN or --stream-dsn)", ErrStreamUnsupported, what, text)
+			}
 		case "55000": // object_not_in_prerequisite_state: wal_level, a slot in use
 			if pe.Message != "" && (strings.Contains(pe.Message, "wal_level") || strings.Contains(pe.Message, "logical decoding requires")) {
 				return errs.Errorf("%w: %s: %s", ErrStreamUnsupported, what, text)
 			}
 		}
 	}
-	return errs.Errorf("outbox: stream %s: %s: %w", what, text, redactedErr{err: err, msg: text})
+	return errs.Errorf("outbox: stream %s: %w", what, redactedErr{err: err, msg: text})
 }
 
 type redactedErr struct {

@@ -532,3 +532,20 @@ func TestStreamStopsCleanly(t *testing.T) {
 	}
 	t.Logf("%d published before the stop, the rest by the next relay, none twice", first-1)
 }
+
+// PgBouncer does not pass replication connections: a streaming relay
+// pointed through it says so (ErrStreamUnsupported, so `--mode auto`
+// polls) instead of retrying for ever.
+func TestStreamThroughPgBouncer(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	bouncer := env.PgBouncer(t, 4)
+	r, err := outbox.NewStreamRelay(env.DB, &collector{}, outbox.StreamOptions{DSN: bouncer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.Run(ctx); !errors.Is(err, outbox.ErrStreamUnsupported) {
+		t.Fatalf("Run: %v, want ErrStreamUnsupported", err)
+	}
+}
