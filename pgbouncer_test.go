@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,24 +132,6 @@ func TestListenProbeBehindPgBouncer(t *testing.T) {
 	}
 }
 
-// syncBuf is a log sink safe for the relay's goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Issue 12: a relay in the default (auto) listen mode behind PgBouncer
 // logs why it does not listen and delivers everything by polling; given a
 // direct Listener it is woken by NOTIFY.
@@ -177,7 +158,7 @@ func TestRelayBehindPgBouncer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got atomic.Int64
-			logs := &syncBuf{}
+			logs := &dbtest.Buffer{}
 			r, err := outbox.NewRelay(bdb, outbox.PublisherFunc(func(context.Context, outbox.Message) error {
 				got.Add(1)
 				return nil

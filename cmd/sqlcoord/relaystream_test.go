@@ -2,36 +2,16 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
-
-// lockedBuf is a bytes.Buffer safe to read while a process writes it.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // `sqlcoord relay --mode stream|auto|poll`: on PostgreSQL (wal_level
 // logical here) stream and auto stream; on MariaDB stream is refused as a
@@ -55,7 +35,7 @@ func TestRelayModes(t *testing.T) {
 				}
 				cmd := exec.Command(bin, "relay", "--dsn", env.DSN, "--mode", mode, "--group", "cli_"+mode)
 				stdout, _ := cmd.StdoutPipe()
-				var stderr lockedBuf
+				var stderr dbtest.Buffer
 				cmd.Stderr = &stderr
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
