@@ -100,6 +100,16 @@ func mariaDBFailover(t *testing.T, semi bool) {
 	if !semi && lastToken == zombie {
 		t.Logf("async: the stalled tail reached the replica after all (token %d)", lastToken)
 	}
+	if !semi {
+		// The proxy's stall can let the tail's first grant through and
+		// hold back its release: the promoted replica then shows the lease
+		// held by the old primary's holder, as after any asynchronous
+		// failover that loses a release. Its successor waits out the TTL.
+		if st, err := f.c.LeaseInfo(ctx, fkLease); err == nil && st.Live {
+			t.Logf("async: the tail's grant arrived without its release; waiting %v for the lease to expire", st.ExpiresAt.Sub(st.Now).Round(time.Second))
+			time.Sleep(st.ExpiresAt.Sub(st.Now) + 200*time.Millisecond)
+		}
+	}
 	promoted := history{name: "promoted replica"}
 	if err := f.work(ctx, &promoted, 5); err != nil {
 		t.Fatal(err)
