@@ -554,19 +554,17 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 			ok = append(ok, m)
 			continue
 		}
-		// Stored and logged without URL credentials, as valid UTF-8.
-		msg := storedError(perr)
-		if IsPermanent(perr) || m.Attempt >= r.opt.MaxAttempts {
-			r.rec.OutboxPublish(m.Topic, "dead", 0)
-			r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
-			if _, err := tx.Exec(dctx, d.Q.OutboxDead, msg, m.ID); err != nil {
-				return 0, errs.Errorf("outbox: dead-letter %d: %w", m.ID, d.Classify(err))
+		if r.isLast(m, perr) {
+			if err := r.deadLetter(dctx, tx, m, perr); err != nil {
+				return 0, err
 			}
 			continue
 		}
+		// Stored and logged without URL credentials, as valid UTF-8.
+		msg := storedError(perr)
 		r.rec.OutboxPublish(m.Topic, "retry", 0)
 		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
-		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, backoff.Policy{Base: r.opt.BaseBackoff, Max: r.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(m.Attempt-1).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
+		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, r.retryDelay(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
 			return 0, errs.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
 	}
@@ -586,6 +584,30 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 		r.rec.OutboxPublish(m.Topic, "ok", time.Since(m.CreatedAt))
 	}
 	return len(msgs) - skipped, nil
+}
+
+// isLast: the failed publish perr of m ends it — a permanent error, or
+// its last attempt.
+func (r *Relay) isLast(m Message, perr error) bool {
+	return IsPermanent(perr) || m.Attempt >= r.opt.MaxAttempts
+}
+
+// deadLetter records in tx that m will not be published: perr stored
+// without URL credentials, as valid UTF-8, and logged.
+func (r *Relay) deadLetter(ctx context.Context, tx sqlcoord.Executor, m Message, perr error) error {
+	msg := storedError(perr)
+	r.rec.OutboxPublish(m.Topic, "dead", 0)
+	r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
+	if _, err := tx.Exec(ctx, r.db.Dialect().Q.OutboxDead, msg, m.ID); err != nil {
+		return errs.Errorf("outbox: dead-letter %d: %w", m.ID, r.db.Dialect().Classify(err))
+	}
+	return nil
+}
+
+// retryDelay is the wait after failed attempt n: random in [d/2, d],
+// d = min(MaxBackoff, BaseBackoff·2ⁿ⁻¹).
+func (r *Relay) retryDelay(n int) time.Duration {
+	return backoff.Policy{Base: r.opt.BaseBackoff, Max: r.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(n - 1)
 }
 
 // keepTxAwake runs a trivial statement in tx every interval until the

@@ -30,8 +30,9 @@ import (
 
 // ErrStreamUnsupported: the database cannot stream the outbox — not
 // PostgreSQL (MySQL and MariaDB: no binlog client is available to this
-// library; see docs/outbox.md), wal_level is not logical, or the user may
-// not replicate. RelayMode "auto" falls back to polling on it.
+// library; see docs/outbox-stream.md), wal_level is not logical, a
+// standby, a user who may not replicate, or a replication connection
+// through PgBouncer. `sqlcoord relay --mode auto` polls on it.
 var ErrStreamUnsupported = errors.New("outbox: streaming unsupported")
 
 // ErrUnboundedSlot: the server keeps WAL for a replication slot without
@@ -98,10 +99,8 @@ type StreamOptions struct {
 // published by a polling pass the stream triggers.
 type StreamRelay struct {
 	db     sqlcoord.Base
-	pub    Publisher
 	opt    StreamOptions
 	cfg    *pgconn.Config
-	shown  string // the DSN for messages, without secrets
 	slot   string
 	lease  string
 	owner  string
@@ -153,14 +152,14 @@ func NewStreamRelay(db sqlcoord.Base, pub Publisher, opt StreamOptions) (*Stream
 	if opt.LeaseTTL < time.Second {
 		return nil, errs.Errorf("%w: lease TTL %v: at least 1s", ErrInvalid, opt.LeaseTTL)
 	}
-	s := &StreamRelay{db: db, pub: pub, opt: opt, log: logger(opt.Logger), rec: metrics.Of(db)}
+	s := &StreamRelay{db: db, opt: opt, log: logger(opt.Logger), rec: metrics.Of(db)}
 	switch {
 	case opt.DSN != "":
 		cfg, err := pgconn.ParseConfig(opt.DSN)
 		if err != nil {
 			return nil, errs.Errorf("%w: replication DSN: %s", ErrInvalid, redact.Text(err.Error(), opt.DSN))
 		}
-		s.cfg, s.shown = cfg, redact.DSN(opt.DSN)
+		s.cfg = cfg
 	default:
 		if c, ok := db.(pgConfigured); ok {
 			s.cfg = c.PgConnConfig()
@@ -168,7 +167,6 @@ func NewStreamRelay(db sqlcoord.Base, pub Publisher, opt StreamOptions) (*Stream
 		if s.cfg == nil {
 			return nil, errs.Errorf("%w: %s: give StreamOptions.DSN for the replication connection", ErrInvalid, db)
 		}
-		s.shown = db.String()
 	}
 	s.cfg.RuntimeParams["replication"] = "database"
 	s.cfg.RuntimeParams["application_name"] = "sqlcoord-stream-" + opt.Group
@@ -303,7 +301,6 @@ type stream struct {
 
 type commitBatch struct {
 	end  pglogrepl.LSN
-	at   time.Time
 	xid  uint32
 	msgs []Message
 }
@@ -355,7 +352,7 @@ func (st *stream) run(ctx context.Context) error {
 	// on the way out, report what was acknowledged last (best effort)
 	defer func() {
 		if st.acked > st.sent {
-			st.status(context.Background(), false)
+			st.status(context.Background())
 		}
 	}()
 	for {
@@ -370,7 +367,7 @@ func (st *stream) run(ctx context.Context) error {
 			}
 		}
 		if !now.Before(nextStatus) || st.acked > st.sent {
-			if err := st.status(ctx, false); err != nil {
+			if err := st.status(ctx); err != nil {
 				return err
 			}
 			nextStatus = time.Now().Add(s.opt.StatusInterval)
@@ -412,11 +409,11 @@ func (st *stream) run(ctx context.Context) error {
 
 // status reports the acknowledged position (also as flushed and applied:
 // the server may then recycle WAL before it).
-func (st *stream) status(ctx context.Context, reply bool) error {
+func (st *stream) status(ctx context.Context) error {
 	if st.acked == 0 {
 		return nil
 	}
-	if err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: st.acked, ReplyRequested: reply}); err != nil {
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: st.acked}); err != nil {
 		return st.s.connErr("status update", err)
 	}
 	st.sent = st.acked
@@ -445,7 +442,7 @@ func (st *stream) handle(ctx context.Context, raw pgproto3.BackendMessage) error
 				st.acked = k.ServerWALEnd
 			}
 			if k.ReplyRequested {
-				return st.status(ctx, false)
+				return st.status(ctx)
 			}
 		case pglogrepl.XLogDataByteID:
 			x, err := pglogrepl.ParseXLogData(m.Data[1:])
@@ -487,16 +484,12 @@ func (st *stream) decode(data []byte) error {
 		}
 	case *pglogrepl.CommitMessage:
 		st.inTx = false
-		if len(st.cur) == 0 {
-			if len(st.ready) == 0 {
-				st.acked = max(st.acked, m.TransactionEndLSN)
-			} else {
-				st.ready = append(st.ready, commitBatch{end: m.TransactionEndLSN, at: m.CommitTime})
-			}
+		if len(st.cur) == 0 && len(st.ready) == 0 { // nothing to publish, nothing before it waiting
+			st.acked = max(st.acked, m.TransactionEndLSN)
 			return nil
 		}
 		msgs := append([]Message(nil), st.cur...)
-		st.ready = append(st.ready, commitBatch{end: m.TransactionEndLSN, at: m.CommitTime, xid: st.curXid, msgs: msgs})
+		st.ready = append(st.ready, commitBatch{end: m.TransactionEndLSN, xid: st.curXid, msgs: msgs})
 		st.queued += len(msgs)
 		st.cur = st.cur[:0]
 	case *pglogrepl.LogicalDecodingMessage:
@@ -629,13 +622,10 @@ commits:
 			switch {
 			case err == nil:
 				published, ok = append(published, m.ID), append(ok, m)
-			case IsPermanent(err) || m.Attempt >= s.opt.MaxAttempts:
-				msg := storedError(err)
-				s.rec.OutboxPublish(m.Topic, "dead", 0)
-				s.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
-				if _, err := tx.Exec(ctx, d.Q.OutboxDead, msg, m.ID); err != nil {
+			case s.sweep.isLast(m, err):
+				if err := s.sweep.deadLetter(ctx, tx, m, err); err != nil {
 					endBatch(err)
-					return errs.Errorf("outbox: dead-letter %d: %w", m.ID, d.Classify(err))
+					return err
 				}
 			default:
 				failed, failedMsg = err, m
@@ -687,7 +677,7 @@ commits:
 	s.rec.OutboxPublish(failedMsg.Topic, "retry", 0)
 	s.health.record(errs.Errorf("outbox: publish %d: %w", failedMsg.ID, failed))
 	s.log.Debug("publish failed; will retry", "id", failedMsg.ID, "topic", failedMsg.Topic, "attempt", failedMsg.Attempt, "err", storedError(failed))
-	return st.pause(lctx, backoff.Policy{Base: s.opt.BaseBackoff, Max: s.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(failedMsg.Attempt-1))
+	return st.pause(lctx, s.sweep.retryDelay(failedMsg.Attempt))
 }
 
 // claimLate handles streamed rows the claim did not find. A commit reaches
@@ -777,7 +767,7 @@ func (st *stream) pause(ctx context.Context, d time.Duration) error {
 			return nil
 		}
 		backoff.Sleep(ctx, min(left, st.s.opt.StatusInterval))
-		if err := st.status(ctx, false); err != nil {
+		if err := st.status(ctx); err != nil {
 			return err
 		}
 	}
