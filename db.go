@@ -17,6 +17,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
@@ -85,9 +86,9 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	if err := sdb.PingContext(pctx); err != nil {
 		sdb.Close()
 		if errors.Is(d.Classify(err), ErrReadOnly) {
-			return nil, redactedError{fmt.Sprintf("%v: %s is a hot standby or a read-only replica; connect to the primary (Options.AllowReadOnly opens it for reading; the CLI's read-only commands and doctor do)", ErrReadOnly, shown), d.Classify(err)}
+			return nil, redact.Error{Msg: fmt.Sprintf("%v: %s is a hot standby or a read-only replica; connect to the primary (Options.AllowReadOnly opens it for reading; the CLI's read-only commands and doctor do)", ErrReadOnly, shown), Err: d.Classify(err)}
 		}
-		return nil, redactedError{fmt.Sprintf("%v to %s: %s", ErrUnreachable, shown, redactErr(err, dsn)), errors.Join(ErrUnreachable, d.Classify(err))}
+		return nil, redact.Error{Msg: fmt.Sprintf("%v to %s: %s", ErrUnreachable, shown, redactErr(err, dsn)), Err: errors.Join(ErrUnreachable, d.Classify(err))}
 	}
 	if family == "postgres" && !strings.Contains(driverDSN, "default_query_exec_mode=") && behindPooler(pctx, name, driverDSN) {
 		// A pooler or proxy in between: sqlcoord's statements (and the
@@ -108,7 +109,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		galera, err := dialect.IsGalera(pctx, core.SQLExec{Q: sdb})
 		if err != nil {
 			sdb.Close()
-			return nil, redactedError{fmt.Sprintf("%v to %s: %s", ErrUnreachable, shown, redactErr(err, dsn)), errors.Join(ErrUnreachable, d.Classify(err))}
+			return nil, redact.Error{Msg: fmt.Sprintf("%v to %s: %s", ErrUnreachable, shown, redactErr(err, dsn)), Err: errors.Join(ErrUnreachable, d.Classify(err))}
 		}
 		if galera {
 			sdb.Close()
@@ -124,7 +125,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	checked, err := core.Check(pctx, core.PoolExecutor(sdb, nil, d), co, shown)
 	if err != nil {
 		sdb.Close()
-		return nil, redactedError{redactErr(err, dsn), err}
+		return nil, redact.Error{Msg: redactErr(err, dsn), Err: err}
 	}
 	db := &DB{DB: sdb, dialect: checked.Dialect, writer: checked.Writer, dsn: driverDSN, shown: shown,
 		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics}
@@ -153,7 +154,7 @@ func openPool(name, driverDSN, shown, dsn string) (*sql.DB, error) {
 	}
 	c, err := dc.OpenConnector(driverDSN)
 	if err != nil {
-		return nil, redactedError{fmt.Sprintf("%v %s: %s", ErrBadDSN, shown, redactErr(err, dsn)), ErrBadDSN}
+		return nil, redact.Error{Msg: fmt.Sprintf("%v %s: %s", ErrBadDSN, shown, redactErr(err, dsn)), Err: ErrBadDSN}
 	}
 	if name == "mysql" {
 		c = resetConnector{c}

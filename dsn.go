@@ -194,16 +194,6 @@ func quietTLS(msg string) string {
 	return strings.Join(kept, "\n")
 }
 
-// redactedError shows a message with the DSN's secrets removed and still
-// matches what it wraps with errors.Is and errors.As.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e redactedError) Error() string { return e.msg }
-func (e redactedError) Unwrap() error { return e.err }
-
 // pgPort is the one TCP port a PostgreSQL DSN names (5432 when it names
 // none), 0 when it names several hosts or ports (then nothing is
 // compared).

@@ -825,13 +825,5 @@ func (s *StreamRelay) connErr(what string, err error) error {
 			}
 		}
 	}
-	return errs.Errorf("outbox: stream %s: %w", what, redactedErr{err: err, msg: text})
+	return errs.Errorf("outbox: stream %s: %w", what, redact.Error{Msg: text, Err: err})
 }
-
-type redactedErr struct {
-	err error
-	msg string
-}
-
-func (e redactedErr) Error() string { return e.msg }
-func (e redactedErr) Unwrap() error { return e.err }

@@ -78,21 +78,3 @@ func (r rows) Close() error           { r.r.Close(); return r.r.Err() }
 
 // redactErr returns err's text with every secret of dsn removed.
 func redactErr(err error, dsn string) string { return redact.Text(err.Error(), dsn) }
-
-// redacted is err with dsn's secrets removed from its text, still
-// matching what it wraps.
-func redacted(err error, dsn string) error {
-	msg := redactErr(err, dsn)
-	if msg == err.Error() {
-		return err
-	}
-	return redactedError{msg, err}
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e redactedError) Error() string { return e.msg }
-func (e redactedError) Unwrap() error { return e.err }

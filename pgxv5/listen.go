@@ -13,6 +13,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/pgxconf"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
 // CanListen: always (a pgx pool is PostgreSQL).
@@ -139,7 +140,7 @@ func (l *DSNListener) Listen(ctx context.Context, channel string, opt sqlcoord.L
 		return err
 	}
 	if err := listenWith(ctx, cfg.Copy(), channel, opt, notify, wake); err != nil {
-		return redactedError{"sqlcoord: listen on " + l.shown + ": " + redactErr(err, l.dsn), err}
+		return redact.Error{Msg: "sqlcoord: listen on " + l.shown + ": " + redactErr(err, l.dsn), Err: err}
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
@@ -113,7 +114,7 @@ func Open(ctx context.Context, dsn string, opts ...sqlcoord.Options) (*Driver, e
 	d, err := Wrap(ctx, pool, o)
 	if err != nil {
 		pool.Close()
-		return nil, redacted(err, dsn)
+		return nil, redact.Err(err, dsn)
 	}
 	d.owned = true
 	return d, nil

@@ -189,6 +189,26 @@ func Text(s string, dsns ...string) string {
 	return s
 }
 
+// Error is an error shown as Msg, a text with the secrets removed, that
+// still matches what Err matches with errors.Is and errors.As.
+type Error struct {
+	Msg string
+	Err error
+}
+
+func (e Error) Error() string { return e.Msg }
+func (e Error) Unwrap() error { return e.Err }
+
+// Err is err with its text redacted (Text): err itself when that changes
+// nothing, else an Error wrapping it.
+func Err(err error, dsns ...string) error {
+	msg := Text(err.Error(), dsns...)
+	if msg == err.Error() {
+		return err
+	}
+	return Error{Msg: msg, Err: err}
+}
+
 // Stored is an error message as a last_error column keeps it: credentials
 // removed (Text), valid UTF-8 without NUL (PostgreSQL's text refuses it),
 // at most max bytes, cut at a rune boundary.
