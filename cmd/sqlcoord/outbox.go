@@ -141,6 +141,11 @@ func newRelayCmd() *cobra.Command {
 				return usageError{err}
 			}
 			var r relayRunner = poll
+			// auto: the server (or this user, or a pooler) cannot stream
+			pollInstead := func(why error) {
+				logger.Warn("relay mode auto: polling", "reason", redact.Text(why.Error()))
+				r = poll
+			}
 			if mode != "poll" {
 				st, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{DSN: streamDSN, Group: group, BatchSize: batch,
 					DeleteOnPublish: del, MaxAttempts: maxAttempts, AllowUnboundedSlot: unbounded, Logger: logger})
@@ -149,12 +154,11 @@ func newRelayCmd() *cobra.Command {
 					r = st
 					if mode == "auto" {
 						if cerr := outbox.CanStream(cmd.Context(), db); cerr != nil {
-							logger.Warn("relay mode auto: polling", "reason", redact.Text(cerr.Error()))
-							r = poll
+							pollInstead(cerr)
 						}
 					}
 				case mode == "auto" && errors.Is(err, outbox.ErrStreamUnsupported):
-					logger.Warn("relay mode auto: polling", "reason", redact.Text(err.Error()))
+					pollInstead(err)
 				default:
 					return usageError{err}
 				}
@@ -187,9 +191,7 @@ func newRelayCmd() *cobra.Command {
 				if mode != "auto" || !errors.Is(err, outbox.ErrStreamUnsupported) {
 					return err
 				}
-				// the server refused replication to this user: poll instead
-				logger.Warn("relay mode auto: polling", "reason", redact.Text(err.Error()))
-				r = poll
+				pollInstead(err) // refused when it connected (privilege, pooler)
 			}
 			logger.Info("relay running", "mode", "poll", "database", db.String(), "publisher", redact.URL(pubSpec))
 			return r.Run(cmd.Context())
