@@ -704,33 +704,23 @@ func TestStart(t *testing.T) {
 // The participant's endpoint refuses what is not a driver's call with 400
 // and never runs the business function for it.
 func TestHandlerRefusesBadRequests(t *testing.T) {
+	// call is a driver's POST to branch b of gid with op and body
+	call := func(gid, op, body string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		r.Header.Set(saga.HeaderGID, gid)
+		r.Header.Set(saga.HeaderBranch, "b")
+		r.Header.Set(saga.HeaderOp, op)
+		return r
+	}
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ran := false
 		h := saga.Handler(txn.NewBarrier(env.DB), func(ctx context.Context, tx *sql.Tx, c saga.Call) error { ran = true; return nil })
 		for name, r := range map[string]func() *http.Request{
-			"GET":        func() *http.Request { return httptest.NewRequest(http.MethodGet, "/", nil) },
-			"no headers": func() *http.Request { return httptest.NewRequest(http.MethodPost, "/", nil) },
-			"unknown op": func() *http.Request {
-				r := httptest.NewRequest(http.MethodPost, "/", nil)
-				r.Header.Set(saga.HeaderGID, "g")
-				r.Header.Set(saga.HeaderBranch, "b")
-				r.Header.Set(saga.HeaderOp, "drop")
-				return r
-			},
-			"gid not UTF-8": func() *http.Request {
-				r := httptest.NewRequest(http.MethodPost, "/", nil)
-				r.Header.Set(saga.HeaderGID, "g\xff")
-				r.Header.Set(saga.HeaderBranch, "b")
-				r.Header.Set(saga.HeaderOp, "try")
-				return r
-			},
-			"payload too large": func() *http.Request {
-				r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(strings.Repeat("x", saga.MaxPayload+1)))
-				r.Header.Set(saga.HeaderGID, "g")
-				r.Header.Set(saga.HeaderBranch, "b")
-				r.Header.Set(saga.HeaderOp, "try")
-				return r
-			},
+			"GET":               func() *http.Request { return httptest.NewRequest(http.MethodGet, "/", nil) },
+			"no headers":        func() *http.Request { return httptest.NewRequest(http.MethodPost, "/", nil) },
+			"unknown op":        func() *http.Request { return call("g", "drop", "") },
+			"gid not UTF-8":     func() *http.Request { return call("g\xff", "try", "") },
+			"payload too large": func() *http.Request { return call("g", "try", strings.Repeat("x", saga.MaxPayload+1)) },
 		} {
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r())
