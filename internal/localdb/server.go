@@ -159,8 +159,7 @@ func (s *Server) DropDatabase(ctx context.Context, name string) error {
 		// streaming relay's): end their sessions and drop them first.
 		for i := 0; i < 20; i++ {
 			db.ExecContext(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL`, name)
-			var left int
-			db.QueryRowContext(ctx, `SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHERE database = $1 AND NOT active`, name).Scan(&left)
+			db.ExecContext(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active`, name)
 			var n int
 			if db.QueryRowContext(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = $1`, name).Scan(&n); n == 0 {
 				break
