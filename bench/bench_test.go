@@ -98,3 +98,29 @@ func TestMeasure(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+func TestMeasureRate(t *testing.T) {
+	t.Parallel()
+	t.Run("keeps to the offer", func(t *testing.T) {
+		t.Parallel()
+		r := bench.MeasureRate(context.Background(), 4, 300*time.Millisecond, 100, func(ctx context.Context, w int) error {
+			return nil
+		})
+		// 100/s for 0.3 s offers 30; a loaded machine may start the last late
+		if r.Ops < 20 || r.Ops > 31 {
+			t.Fatalf("%d operations offered at 100/s in 300 ms: %+v", r.Ops, r)
+		}
+	})
+	t.Run("latency counts from when an operation was due", func(t *testing.T) {
+		t.Parallel()
+		// one client, 10 ms per operation, offered one per millisecond:
+		// the queue grows, and so does the latency, beyond the 10 ms each takes
+		r := bench.MeasureRate(context.Background(), 1, 200*time.Millisecond, 1000, func(ctx context.Context, w int) error {
+			time.Sleep(10 * time.Millisecond)
+			return nil
+		})
+		if r.Ops > 21 || r.P99 < 50*time.Millisecond {
+			t.Fatalf("a client that cannot keep up: %+v", r)
+		}
+	})
+}

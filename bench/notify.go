@@ -20,16 +20,30 @@ import (
 // of every notifying transaction (PostgreSQL takes one lock for the
 // notification queue from the commit until its end), so with fsync on,
 // notifying producers commit one at a time. The relays publish to a no-op
-// publisher and mark rows published.
-func NotifyCost(ctx context.Context, db *sqlcoord.DB, cfg Config, relays, rounds int) ([]Result, error) {
+// publisher and mark rows published. With cfg.Rate the producers are
+// offered that many messages per second (open loop) rather than running
+// flat out: what the relays then cost shows as a rate not reached and as
+// the producers' p99.
+//
+// listen false runs relays that only poll (ListenOff): beside the default
+// it tells the NOTIFY's share of the cost from the relays' own work.
+func NotifyCost(ctx context.Context, db *sqlcoord.DB, cfg Config, relays, rounds int, listen bool) ([]Result, error) {
 	cfg.defaults()
 	s := &suite{db: db, cfg: cfg, group: "outbox-notify"}
 	ob := outbox.New(db)
 	op := func(ctx context.Context, _ int) error {
 		return ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
 	}
-	without := "enqueue, no relay"
-	with := fmt.Sprintf("enqueue, %d relay(s) running", relays)
+	without, with := "enqueue, no relay", fmt.Sprintf("enqueue, %d relay(s) running", relays)
+	mode := outbox.ListenAuto
+	if !listen {
+		mode = outbox.ListenOff
+		with = fmt.Sprintf("enqueue, %d polling relay(s) running", relays)
+	}
+	if cfg.Rate > 0 {
+		offered := fmt.Sprintf(", %.0f msgs/s offered", cfg.Rate)
+		without, with = without+offered, with+offered
+	}
 	withRelays := func(c int) error {
 		rctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -37,7 +51,7 @@ func NotifyCost(ctx context.Context, db *sqlcoord.DB, cfg Config, relays, rounds
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 		for i := 0; i < relays; i++ {
 			r, err := outbox.NewRelay(db, outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil }),
-				outbox.RelayOptions{Logger: quiet})
+				outbox.RelayOptions{Logger: quiet, Listen: mode})
 			if err != nil {
 				return err
 			}

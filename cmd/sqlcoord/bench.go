@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -182,19 +183,21 @@ func newBenchCmd() *cobra.Command {
 	leaseWait.Flags().DurationVar(&poll, "poll", 10*time.Millisecond, "the polling baseline's interval")
 	leaseWait.Flags().DurationVar(&hold, "hold", 2*time.Millisecond, "how long each holder keeps the lease")
 	var relays, rounds int
+	var rate float64
+	listen := true
 	notify := &cobra.Command{
 		Use:   "notify",
 		Short: "What running relays cost producers: Enqueue throughput without and with listening relays (throwaway servers with fsync on)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := parseInts(clients)
-			if err != nil || relays <= 0 || rounds <= 0 {
-				return usageError{fmt.Errorf("--clients, --relays and --rounds must be positive")}
+			if err != nil || relays <= 0 || rounds <= 0 || rate < 0 || math.IsNaN(rate) || math.IsInf(rate, 0) {
+				return usageError{fmt.Errorf("--clients, --relays and --rounds must be positive, --rate a finite number, 0 or more")}
 			}
 			durableThrowaways() // the cost is the commit's: measure it with fsync on
 			var all []bench.Result
 			settings, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
-				rs, err := bench.NotifyCost(ctx, db, bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout()}, relays, rounds)
+				rs, err := bench.NotifyCost(ctx, db, bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout(), Rate: rate}, relays, rounds, listen)
 				all = append(all, rs...)
 				return err
 			})
@@ -207,6 +210,8 @@ func newBenchCmd() *cobra.Command {
 	}
 	notify.Flags().IntVar(&relays, "relays", 3, "relays running in the second case")
 	notify.Flags().IntVar(&rounds, "rounds", 3, "rounds per client count")
+	notify.Flags().BoolVar(&listen, "listen", true, "relays listen for NOTIFY (PostgreSQL); false: they only poll")
+	notify.Flags().Float64Var(&rate, "rate", 0, "messages per second offered to the producers in all (open loop); 0: as fast as they go")
 	var sizesS, growthGroups, mergeFrom string
 	var jobsMax int
 	var cleanupFor time.Duration
