@@ -45,6 +45,11 @@ type Result struct {
 	// and COMMIT included (PostgreSQL: pg_stat_statements when installed;
 	// MySQL family: the global Questions counter). 0: not measured.
 	Statements float64 `json:"statements_per_op,omitempty"`
+	// Pages read from disk per operation, where a case measured them
+	// (PostgreSQL: blocks not found in shared_buffers, which the OS cache
+	// may still hold; MariaDB: Innodb_buffer_pool_reads, from disk — the
+	// throwaway servers use O_DIRECT). nil: not measured.
+	DiskReads *float64 `json:"disk_reads_per_op,omitempty"`
 }
 
 // Op is one operation of client number worker.
@@ -248,7 +253,19 @@ func (s *suite) statements(ctx context.Context) (float64, bool) {
 // Markdown renders results as a table.
 func Markdown(rs []Result) string {
 	var b strings.Builder
-	b.WriteString("| dialect | group | case | clients | ops/s | p50 | p99 | vs baseline | statements/op | WAL bytes/op | WAL syncs/op | errors |\n|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
+	reads := false
+	for _, r := range rs {
+		reads = reads || r.DiskReads != nil
+	}
+	b.WriteString("| dialect | group | case | clients | ops/s | p50 | p99 | vs baseline | statements/op | WAL bytes/op | WAL syncs/op | errors |")
+	if reads {
+		b.WriteString(" pages read/op |")
+	}
+	b.WriteString("\n|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+	if reads {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
 	for _, r := range rs {
 		ratio := ""
 		if r.Baseline != "" && r.Ratio > 0 {
@@ -265,8 +282,14 @@ func Markdown(rs []Result) string {
 		if r.Statements > 0 {
 			stmts = fmt.Sprintf("%.2f", r.Statements)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %v | %v | %s | %s | %s | %s | %d |\n", r.Dialect, r.Group, r.Case, r.Clients,
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.0f | %v | %v | %s | %s | %s | %s | %d |", r.Dialect, r.Group, r.Case, r.Clients,
 			r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), ratio, stmts, walB, walS, r.Errors)
+		if reads && r.DiskReads != nil {
+			fmt.Fprintf(&b, " %.1f |", *r.DiskReads)
+		} else if reads {
+			b.WriteString(" |")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

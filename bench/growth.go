@@ -112,6 +112,7 @@ func (g *growth) outbox(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		reads0, readsOK := g.diskReads(ctx)
 		start = time.Now()
 		batches := 0
 		for ; batches < 20; batches++ {
@@ -123,7 +124,12 @@ func (g *growth) outbox(ctx context.Context) error {
 		}
 		el = time.Since(start)
 		if batches > 0 {
-			g.add(Result{Clients: 1, Ops: int64(batches), Elapsed: el, OpsPerS: float64(batches) / el.Seconds()}, "batch of 1,000 claimed and marked, backlog max(size, 20 k)", size, "")
+			r := Result{Clients: 1, Ops: int64(batches), Elapsed: el, OpsPerS: float64(batches) / el.Seconds()}
+			if reads1, ok := g.diskReads(ctx); ok && readsOK {
+				per := (reads1 - reads0) / float64(batches)
+				r.DiskReads = &per
+			}
+			g.add(r, "batch of 1,000 claimed and marked, backlog max(size, 20 k)", size, "")
 		}
 		// the backlog left is removed; published rows stay
 		if _, err := db.ExecContext(ctx, `DELETE FROM coord_outbox WHERE state = 'pending'`); err != nil {
