@@ -58,34 +58,11 @@ type Op func(ctx context.Context, worker int) error
 // Measure runs op from clients goroutines for d and records throughput and
 // latency percentiles. A failing op counts as an error, not as a sample.
 func Measure(ctx context.Context, clients int, d time.Duration, op Op) Result {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var errs int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(d)
-	for w := 0; w < clients; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			local := make([]time.Duration, 0, 1024)
-			var le int64
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				t0 := time.Now()
-				if err := op(ctx, w); err != nil {
-					le++
-					continue
-				}
-				local = append(local, time.Since(t0))
-			}
-			mu.Lock()
-			lat = append(lat, local...)
-			errs += le
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return summary(clients, lat, errs, time.Since(start))
+	deadline := time.Now().Add(d)
+	return measure(ctx, clients, func() (time.Time, bool) {
+		now := time.Now()
+		return now, now.Before(deadline) && ctx.Err() == nil
+	}, op)
 }
 
 // MeasureRate offers op at rate operations per second in all (open loop),
@@ -95,9 +72,6 @@ func Measure(ctx context.Context, clients int, d time.Duration, op Op) Result {
 // p99 rather than as a slower offer. Operations still waiting at the end
 // are not started.
 func MeasureRate(ctx context.Context, clients int, d time.Duration, rate float64, op Op) Result {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var errs int64
 	every := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
 	deadline := start.Add(d)
@@ -109,17 +83,31 @@ func MeasureRate(ctx context.Context, clients int, d time.Duration, rate float64
 			due <- t
 		}
 	}()
+	return measure(ctx, clients, func() (time.Time, bool) {
+		for t := range due {
+			if time.Now().Before(deadline) && ctx.Err() == nil {
+				return t, true
+			} // else drain what is left unstarted
+		}
+		return time.Time{}, false
+	}, op)
+}
+
+// measure runs op from clients goroutines, each asking next for the time
+// its next operation was due (false: stop); latency counts from then.
+func measure(ctx context.Context, clients int, next func() (time.Time, bool), op Op) Result {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs int64
 	var wg sync.WaitGroup
+	start := time.Now()
 	for w := 0; w < clients; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			local := make([]time.Duration, 0, 1024)
 			var le int64
-			for t := range due {
-				if !time.Now().Before(deadline) || ctx.Err() != nil {
-					continue // drain what is left unstarted
-				}
+			for t, ok := next(); ok; t, ok = next() {
 				if err := op(ctx, w); err != nil {
 					le++
 					continue
