@@ -72,10 +72,11 @@ func Measure(ctx context.Context, clients int, d time.Duration, op Op) Result {
 // p99 rather than as a slower offer. Operations still waiting at the end
 // are not started.
 func MeasureRate(ctx context.Context, clients int, d time.Duration, rate float64, op Op) Result {
-	every := time.Duration(float64(time.Second) / rate)
+	every := max(time.Duration(float64(time.Second)/rate), time.Nanosecond)
 	start := time.Now()
 	deadline := start.Add(d)
-	due := make(chan time.Time, int(rate*d.Seconds())+1) // the offer never waits for the clients
+	// the offer does not wait for the clients (up to a million behind)
+	due := make(chan time.Time, min(int(d/every)+1, 1<<20))
 	go func() {
 		defer close(due)
 		for t := start; t.Before(deadline) && ctx.Err() == nil; t = t.Add(every) {

@@ -96,6 +96,8 @@ func TestCLIUsage(t *testing.T) {
 		{"console", "--listen", "nonsense", "--dsn", "postgres://u@127.0.0.1:1/db"},
 		{"console", "--token", "short", "--dsn", "postgres://u@127.0.0.1:1/db"},
 		{"locks", "protocol", "sideways", "--dsn", "postgres://u@127.0.0.1:1/db"},
+		{"bench", "notify", "--rate", "-1"}, {"bench", "notify", "--rate", "NaN"}, {"bench", "notify", "--rate", "1e12"},
+		{"bench", "notify", "--relays", "0"},
 	} {
 		if _, err := runCLI(t, args...); !errors.As(err, &ue) {
 			t.Errorf("%v: %v, want a usage error", args, err)
