@@ -5,7 +5,9 @@
 //
 // Per dialect: producers enqueue an outbox message with each business row
 // (one transaction); three relay processes publish them into a consumer
-// table whose unique key absorbs redeliveries; two scheduler processes run
+// table whose unique key absorbs redeliveries (on PostgreSQL two streaming
+// relay processes of one group publish beside them from the WAL, and the
+// WAL their slot retains is a judged series); two scheduler processes run
 // a sharded job every second whose effect is fenced and completed in one
 // transaction; three workers take turns on a lease kept alive, writing
 // fenced rows; workers update one session's counter and churn short
@@ -121,9 +123,10 @@ type sample struct {
 	DeadTuples      int64              `json:"dead_tuples,omitempty"`
 	Autovacuums     int64              `json:"autovacuums,omitempty"`
 	HistoryLength   int64              `json:"history_list_length,omitempty"`
-	PurgeLag        int64              `json:"purge_lag_trx,omitempty"` // MariaDB: transactions not yet purged (Trx id counter − purge done)
-	Errors          int64              `json:"errors"`                  // producer errors in the window (a restart's)
-	ServerDown      bool               `json:"server_down"`             // the server did not answer: its series repeat the last sample
+	PurgeLag        int64              `json:"purge_lag_trx,omitempty"`    // MariaDB: transactions not yet purged (Trx id counter − purge done)
+	SlotMB          float64            `json:"slot_retained_mb,omitempty"` // PostgreSQL: WAL the streaming relays' slot retains
+	Errors          int64              `json:"errors"`                     // producer errors in the window (a restart's)
+	ServerDown      bool               `json:"server_down"`                // the server did not answer: its series repeat the last sample
 }
 
 type report struct {
@@ -178,12 +181,14 @@ func soak(ctx context.Context, family string, cfg config) *report {
 	s := &soakRun{db: db, cfg: cfg, rep: rep, say: say, dsn: dsn, children: map[int]*childProc{}}
 	runCtx, stopLoad := context.WithTimeout(ctx, cfg.dur)
 	defer stopLoad()
-	// children: three relays, two schedulers
-	for i := 0; i < 5; i++ {
-		role := "relay"
-		if i >= 3 {
-			role = "scheduler"
-		}
+	// children: three polling relays, two schedulers and, on PostgreSQL,
+	// two streaming relays of one group (one streams, one waits to take
+	// over) publishing beside the polling ones, which poll slowly there
+	roles := []string{"relay", "relay", "relay", "scheduler", "scheduler"}
+	if db.Dialect().Family() == "postgres" {
+		roles = append(roles, "streamer", "streamer")
+	}
+	for i, role := range roles {
 		if err := s.spawn(i, role); err != nil {
 			return fail(err)
 		}
@@ -232,7 +237,7 @@ func soak(ctx context.Context, family string, cfg config) *report {
 func createTables(ctx context.Context, db *sqlcoord.DB) error {
 	stmts := []string{
 		`CREATE TABLE soak_orders (id BIGINT PRIMARY KEY)`,
-		`CREATE TABLE soak_effects (order_id BIGINT PRIMARY KEY, deliveries INT NOT NULL)`,
+		`CREATE TABLE soak_effects (order_id BIGINT PRIMARY KEY, deliveries INT NOT NULL, first_by VARCHAR(16) NOT NULL)`,
 		`CREATE TABLE soak_job_effects (id BIGINT PRIMARY KEY AUTO_INCREMENT, fire_time DATETIME(6) NOT NULL, shard INT NOT NULL, attempt INT NOT NULL)`,
 		`CREATE TABLE soak_lease_log (id BIGINT PRIMARY KEY AUTO_INCREMENT, token BIGINT NOT NULL, worker INT NOT NULL)`,
 	}
@@ -593,12 +598,17 @@ func (s *soakRun) sampler(ctx context.Context) {
 			s.mu.Lock()
 			if n := len(s.rep.Samples); n > 0 {
 				p := s.rep.Samples[n-1]
-				sm.ServerConns, sm.TableMB, sm.DeadTuples, sm.Autovacuums, sm.HistoryLength, sm.PurgeLag = p.ServerConns, p.TableMB, p.DeadTuples, p.Autovacuums, p.HistoryLength, p.PurgeLag
+				sm.ServerConns, sm.TableMB, sm.DeadTuples, sm.Autovacuums, sm.HistoryLength, sm.PurgeLag, sm.SlotMB = p.ServerConns, p.TableMB, p.DeadTuples, p.Autovacuums, p.HistoryLength, p.PurgeLag, p.SlotMB
 			}
 			s.mu.Unlock()
 			sm.ServerDown = true
 		} else if pg {
 			s.db.QueryRowContext(sctx, `SELECT COALESCE(SUM(n_dead_tup), 0), COALESCE(SUM(autovacuum_count), 0) FROM pg_stat_user_tables WHERE relname LIKE 'coord\_%'`).Scan(&sm.DeadTuples, &sm.Autovacuums)
+			if slots, err := outbox.Slots(sctx, s.db); err == nil {
+				for _, sl := range slots {
+					sm.SlotMB += float64(sl.LagBytes) / (1 << 20)
+				}
+			}
 		} else {
 			s.db.QueryRowContext(sctx, `SELECT count FROM information_schema.INNODB_METRICS WHERE name = 'trx_rseg_history_len'`).Scan(&sm.HistoryLength)
 			sm.PurgeLag = purgeLag(sctx, s.db)
@@ -620,9 +630,9 @@ func (s *soakRun) sampler(ctx context.Context) {
 		s.mu.Lock()
 		s.rep.Samples = append(s.rep.Samples, sm)
 		s.mu.Unlock()
-		s.say("%6.0fs orders %5.0f/s delivered %5.0f/s p99 %6.1f ms goroutines %d+%d heap %.0f+%.0f MB conns %d/%d outbox %.1f MB runs %.1f MB sessions %.1f MB dead %d hist %d",
+		s.say("%6.0fs orders %5.0f/s delivered %5.0f/s p99 %6.1f ms goroutines %d+%d heap %.0f+%.0f MB conns %d/%d outbox %.1f MB runs %.1f MB sessions %.1f MB dead %d hist %d slot %.1f MB",
 			sm.At, sm.OrdersPerS, sm.DeliveredPerS, sm.EnqueueP99ms, sm.Goroutines, sm.ChildGoroutines, sm.HeapMB, sm.ChildHeapMB, sm.PoolConns, sm.ServerConns,
-			sm.TableMB["coord_outbox"], sm.TableMB["coord_job_runs"], sm.TableMB["coord_sessions"], sm.DeadTuples, sm.HistoryLength)
+			sm.TableMB["coord_outbox"], sm.TableMB["coord_job_runs"], sm.TableMB["coord_sessions"], sm.DeadTuples, sm.HistoryLength, sm.SlotMB)
 	}
 }
 
@@ -697,6 +707,10 @@ func (s *soakRun) drainAndCheck(ctx context.Context) {
 		s.event("history list length once the load stopped: %d, a minute later at most: %d (purge lag %d transactions)", h0, h1, purgeLag(ctx, db))
 	}
 	dups := count(`SELECT COALESCE(SUM(deliveries - 1), 0) FROM soak_effects`)
+	if db.Dialect().Family() == "postgres" {
+		s.event("first deliveries: %d by the streaming relays, %d by the polling ones",
+			count(`SELECT count(*) FROM soak_effects WHERE first_by = 'streamer'`), count(`SELECT count(*) FROM soak_effects WHERE first_by = 'relay'`))
+	}
 	jobsDone := count(`SELECT count(*) FROM soak_job_effects`)
 	leaseWrites := count(`SELECT count(*) FROM soak_lease_log`)
 	s.event("checked: %d orders, %d redeliveries absorbed by the consumer's key, %d job effects, %d fenced lease writes, session counter %d (%d ok, %d ambiguous)",
@@ -721,9 +735,13 @@ func judgeGrowth(rep *report) {
 		"server connections":        func(s sample) float64 { return float64(s.ServerConns) },
 		"dead tuples":               func(s sample) float64 { return float64(s.DeadTuples) },
 		"purge lag (transactions)":  func(s sample) float64 { return float64(s.PurgeLag) },
+		"slot's retained WAL MB":    func(s sample) float64 { return s.SlotMB },
 	}
 	slack := map[string]float64{"goroutines (this process)": 30, "goroutines (children)": 30, "heap MB (this process)": 16, "heap MB (children)": 16,
-		"pool connections": 10, "server connections": 10, "dead tuples": 50_000, "purge lag (transactions)": 20_000}
+		"pool connections": 10, "server connections": 10, "dead tuples": 50_000, "purge lag (transactions)": 20_000, "slot's retained WAL MB": 64}
+	if rep.Dialect != "postgres" {
+		delete(series, "slot's retained WAL MB") // no streaming relay
+	}
 	for _, t := range tables {
 		series[t+" MB"] = func(s sample) float64 { return s.TableMB[t] }
 		slack[t+" MB"] = 4
@@ -792,21 +810,36 @@ func child(ctx context.Context, role string) error {
 		}
 	}()
 	ph := db.Dialect().Placeholder
+	// relays publish into the consumer table, counting deliveries
+	// (first_by: which kind of relay delivered it first)
+	upsert := `INSERT INTO soak_effects (order_id, deliveries, first_by) VALUES ($1, 1, $2) ON CONFLICT (order_id) DO UPDATE SET deliveries = soak_effects.deliveries + 1`
+	if db.Dialect().Family() != "postgres" {
+		upsert = `INSERT INTO soak_effects (order_id, deliveries, first_by) VALUES (?, 1, ?) ON DUPLICATE KEY UPDATE deliveries = deliveries + 1`
+	}
+	pub := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
+		id, err := strconv.ParseInt(string(m.Payload), 10, 64)
+		if err != nil {
+			return err
+		}
+		_, err = db.ExecContext(ctx, upsert, id, role)
+		return err
+	})
 	switch role {
 	case "relay":
-		upsert := `INSERT INTO soak_effects (order_id, deliveries) VALUES ($1, 1) ON CONFLICT (order_id) DO UPDATE SET deliveries = soak_effects.deliveries + 1`
-		if db.Dialect().Family() != "postgres" {
-			upsert = `INSERT INTO soak_effects (order_id, deliveries) VALUES (?, 1) ON DUPLICATE KEY UPDATE deliveries = deliveries + 1`
+		opt := outbox.RelayOptions{BatchSize: 100}
+		if db.Dialect().Family() == "postgres" {
+			// beside the streaming relays: poll slowly, so the stream
+			// publishes most messages and the polling relays what it
+			// leaves while it is down
+			opt.Listen, opt.PollMin, opt.PollMax, opt.PollBusy = outbox.ListenOff, 500*time.Millisecond, 2*time.Second, 500*time.Millisecond
 		}
-		pub := outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error {
-			id, err := strconv.ParseInt(string(m.Payload), 10, 64)
-			if err != nil {
-				return err
-			}
-			_, err = db.ExecContext(ctx, upsert, id)
+		r, err := outbox.NewRelay(db, pub, opt)
+		if err != nil {
 			return err
-		})
-		r, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: 100})
+		}
+		return r.Run(ctx)
+	case "streamer":
+		r, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{DSN: dsn, Group: "soak", BatchSize: 100})
 		if err != nil {
 			return err
 		}

@@ -93,11 +93,12 @@ func chart(reps []*report, path string) error {
 	}{
 		{"throughput (per s)", []line{{"orders enqueued", func(s sample) float64 { return s.OrdersPerS }}, {"delivered", func(s sample) float64 { return s.DeliveredPerS }}}},
 		{"enqueue p99 (ms)", []line{{"p99", func(s sample) float64 { return s.EnqueueP99ms }}}},
-		{"goroutines", []line{{"this process", func(s sample) float64 { return float64(s.Goroutines) }}, {"relays + schedulers", func(s sample) float64 { return float64(s.ChildGoroutines) }}}},
-		{"heap in use (MB)", []line{{"this process", func(s sample) float64 { return s.HeapMB }}, {"relays + schedulers", func(s sample) float64 { return s.ChildHeapMB }}}},
+		{"goroutines", []line{{"this process", func(s sample) float64 { return float64(s.Goroutines) }}, {"relays, streamers, schedulers", func(s sample) float64 { return float64(s.ChildGoroutines) }}}},
+		{"heap in use (MB)", []line{{"this process", func(s sample) float64 { return s.HeapMB }}, {"relays, streamers, schedulers", func(s sample) float64 { return s.ChildHeapMB }}}},
 		{"connections", []line{{"pool (this process)", func(s sample) float64 { return float64(s.PoolConns) }}, {"server (all)", func(s sample) float64 { return float64(s.ServerConns) }}}},
 		{"tables + indexes (MB)", nil},
 		{"dead tuples / history list / purge lag", []line{{"PG dead tuples (coord_)", func(s sample) float64 { return float64(s.DeadTuples) }}, {"MariaDB history list", func(s sample) float64 { return float64(s.HistoryLength) }}, {"MariaDB purge lag (trx)", func(s sample) float64 { return float64(s.PurgeLag) }}, {"PG autovacuums ×1000", func(s sample) float64 { return float64(s.Autovacuums) * 1000 }}}},
+		{"WAL retained by the stream slot (MB, PostgreSQL)", []line{{"slot", func(s sample) float64 { return s.SlotMB }}}},
 	}
 	for _, t := range tables {
 		panels[5].lines = append(panels[5].lines, line{t, func(s sample) float64 { return s.TableMB[t] }})
