@@ -201,11 +201,17 @@ func (s *suite) wal(ctx context.Context) ([3]float64, bool) {
 	if s.db.Dialect().Family() != "postgres" {
 		return w, false
 	}
-	s.db.SetMaxIdleConns(0)
-	s.db.SetMaxIdleConns(64)
-	time.Sleep(100 * time.Millisecond) // the backends' exits
+	flushStats(s.db)
 	err := s.db.QueryRowContext(ctx, `SELECT wal_records::float8, wal_bytes::float8, wal_sync::float8 FROM pg_stat_wal`).Scan(&w[0], &w[1], &w[2])
 	return w, err == nil
+}
+
+// flushStats closes the pool's idle PostgreSQL connections, whose
+// backends report their statistics (WAL, blocks read) as they exit.
+func flushStats(db *sqlcoord.DB) {
+	db.SetMaxIdleConns(0)
+	db.SetMaxIdleConns(64)
+	time.Sleep(100 * time.Millisecond) // the backends' exits
 }
 
 // warm opens the case's connections before it is timed (reading the WAL

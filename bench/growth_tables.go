@@ -106,8 +106,7 @@ func (g *growth) say(s string) {
 }
 
 // diskReads is the server's count of pages read into its buffer cache
-// (PostgreSQL: this database's blks_read, reported by backends as they
-// exit, so the pool's idle connections are closed first; MariaDB:
+// (PostgreSQL: this database's blks_read, after flushStats; MariaDB:
 // Innodb_buffer_pool_reads, server-wide).
 func (g *growth) diskReads(ctx context.Context) (float64, bool) {
 	var n float64
@@ -116,9 +115,7 @@ func (g *growth) diskReads(ctx context.Context) (float64, bool) {
 		err := g.db.QueryRowContext(ctx, `SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_reads'`).Scan(&name, &n)
 		return n, err == nil
 	}
-	g.db.SetMaxIdleConns(0)
-	g.db.SetMaxIdleConns(64)
-	time.Sleep(100 * time.Millisecond) // the backends' exits
+	flushStats(g.db)
 	err := g.db.QueryRowContext(ctx, `SELECT blks_read::float8 FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
 	return n, err == nil
 }
