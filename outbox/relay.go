@@ -361,14 +361,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // per statement) polls.
 func (r *Relay) waitCommit(ctx context.Context, d time.Duration) bool {
 	until := time.Now().Add(d)
-	sleep := func() {
-		t := time.NewTimer(time.Until(until))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-	}
+	sleep := func() { backoff.Sleep(ctx, time.Until(until)) } // the rest of d, or until ctx ends
 	tx, err := r.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		sleep()

@@ -699,7 +699,8 @@ func (st *stream) claimLate(ctx context.Context, tx sqlcoord.OwnedTx, pending ma
 			}
 		}
 	}
-	for wait := 50 * time.Microsecond; ; wait = min(wait*2, 10*time.Millisecond) {
+	wait := backoff.Policy{Base: 50 * time.Microsecond, Max: 10 * time.Millisecond}
+	for i := 0; ; i++ {
 		var snap string
 		if err := tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
 			return errs.Errorf("outbox: stream snapshot: %w", d.Classify(err))
@@ -711,7 +712,7 @@ func (st *stream) claimLate(ctx context.Context, tx sqlcoord.OwnedTx, pending ma
 		if !running {
 			break
 		}
-		if err := backoff.Sleep(ctx, wait); err != nil {
+		if err := backoff.Sleep(ctx, wait.Delay(i)); err != nil {
 			return err
 		}
 	}
