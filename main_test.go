@@ -6,4 +6,6 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+func TestMain(m *testing.M) {
+	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{"snap-worker": runSnapWorker})
+}

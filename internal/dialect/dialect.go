@@ -19,10 +19,11 @@ type Dialect struct {
 	numbered bool // placeholders are $1, $2 (PostgreSQL) rather than ?
 	classify func(error) error
 	ops      operations
-	// epochCheck builds the condition that refuses a stale primary (the
-	// client's high-water mark in the given placeholder); nil where the
-	// dialect has no failover epoch.
-	epochCheck func(hwm string) string
+	// tokenCheck builds the condition of a fenced write that refuses a
+	// token issued before the current failover epoch began (at or below
+	// its base) and a stale primary (older than the client's high-water
+	// mark hwm): placeholders of the token and of hwm.
+	tokenCheck func(token, hwm string) string
 
 	// Q holds the text of every statement sqlcoord sends to this dialect.
 	Q *Queries

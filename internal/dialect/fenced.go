@@ -10,8 +10,9 @@ import (
 //	UPDATE Table SET FenceColumn = Token, Columns[0] = Values[0], ...
 //	 WHERE KeyColumn = Key AND FenceColumn <= Token
 //
-// Every identifier is validated and quoted by QuoteIdent. With HWM above
-// 0 the update also refuses a stale primary (see Queries.FenceAdvanceChecked).
+// Every identifier is validated and quoted by QuoteIdent. The update also
+// refuses a token issued before the current failover epoch began and, with
+// HWM above 0, a stale primary (see Queries.FenceAdvanceChecked).
 type FencedRow struct {
 	Table, KeyColumn, FenceColumn string
 	Columns                       []string
@@ -21,7 +22,7 @@ type FencedRow struct {
 	HWM                           int64
 }
 
-// FencedUpdate builds the statement of r (ignoring r.HWM); the returned
+// FencedUpdate builds the statement of r (with r.HWM 0); the returned
 // args are in placeholder order. The statement affects no row when the
 // row's fence is newer than the token (or the row does not exist).
 func (d *Dialect) FencedUpdate(r FencedRow) (string, []any, error) {
@@ -68,9 +69,9 @@ func (d *Dialect) fencedStatements(r FencedRow) (update, check string, args []an
 	args = append(args, r.Key)
 	fmt.Fprintf(&b, " AND %s <= %s", f, d.Placeholder(len(args)+1))
 	args = append(args, r.Token)
-	if r.HWM > 0 && d.epochCheck != nil {
-		fmt.Fprintf(&b, " AND %s", d.epochCheck(d.Placeholder(len(args)+1)))
-		args = append(args, r.HWM)
+	if d.tokenCheck != nil {
+		fmt.Fprintf(&b, " AND %s", d.tokenCheck(d.Placeholder(len(args)+2), d.Placeholder(len(args)+1)))
+		args = append(args, r.HWM, r.Token)
 	}
 	check = fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s FOR UPDATE", f, t, k, d.Placeholder(1))
 	return b.String(), check, args, nil

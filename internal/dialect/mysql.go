@@ -47,10 +47,6 @@ ORDER BY created_at LIMIT ? FOR UPDATE SKIP LOCKED`,
 WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
 		LeaseGet: `SELECT owner, token, expires_at, UTC_TIMESTAMP(6) FROM coord_leases WHERE name = ?`,
 
-		FenceAdvance: `INSERT INTO coord_fences (resource, fence, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6))
-ON DUPLICATE KEY UPDATE
-  updated_at = IF(fence <= VALUES(fence), VALUES(updated_at), updated_at),
-  fence      = IF(fence <= VALUES(fence), VALUES(fence), fence)`,
 		// A locking read: a plain read could return an old snapshot of the
 		// caller's REPEATABLE READ transaction instead of the latest fence.
 		FenceRead: `SELECT fence FROM coord_fences WHERE resource = ? FOR UPDATE`,
@@ -257,8 +253,10 @@ func newMySQL(name string, patch func(*Queries), epoch string) *Dialect {
 		patch(&q)
 	}
 	d := &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q, ops: mysqlOps{q: &q}}
-	if epoch == mysqlEpoch {
-		d.epochCheck = func(hwm string) string { return mysqlEpoch + " >= " + hwm }
+	// NULL (no epoch recorded for this run yet) matches no row: the
+	// caller records one (epochNow) and runs the statement again.
+	d.tokenCheck = func(token, hwm string) string {
+		return epoch + " >= " + hwm + " AND " + epoch + " < " + token
 	}
 	return d
 }
@@ -277,7 +275,10 @@ func mariaDBPatch(q *Queries) {
 	// statement left it (inserted, updated or unchanged).
 	q.LeaseAcquireReturning = q.LeaseAcquire + "\nRETURNING owner, token, expires_at, " + q.EpochRead[len("SELECT "):]
 	q.JobClaimReturning = q.JobClaim + "\nRETURNING attempt"
-	q.FenceAdvanceReturning = q.FenceAdvance + "\nRETURNING fence"
+	q.FenceAdvanceReturning = q.FenceAdvanceChecked + "\nRETURNING fence"
+	if q.EpochRun != "" {
+		q.EpochRun = `SET STATEMENT lock_wait_timeout = 1 FOR INSERT IGNORE INTO coord_run (k, id) VALUES (1, UUID())`
+	}
 	q.Console.LocksHeld = mariaDBLocksHeld
 	q.Console.LockWaits = mariaDBLockWaits
 	// innodb_lock_wait_timeout = 0: MariaDB fails at once (1205).

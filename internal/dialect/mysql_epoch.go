@@ -9,10 +9,15 @@ import (
 
 // Failover epochs on the MySQL family (migration 16; the design is
 // PostgreSQL's, see pgEpochBase). A history is a server writing as the
-// primary, named by @@server_id. The epoch expression is the recorded base
-// of this server's history when it is the newest one recorded, and NULL
-// otherwise — a promoted replica's first counter statement, or a server
-// promoted again after rejoining: the statements then issue nothing, and
+// primary, named by @@server_id, in one run of that server (migration 20):
+// coord_run is a MEMORY table, empty whenever mariadbd starts — after a
+// restart, a crash, or on a data directory restored from a snapshot or
+// mariabackup, which cannot be told apart from the inside — and the
+// first counter statement of a run records the run's id there. The epoch
+// expression is the recorded base of this server's history when it is the
+// newest one recorded and was recorded in this run, and NULL otherwise —
+// a promoted replica's first counter statement, a server promoted again
+// after rejoining, a new run: the statements then issue nothing, and
 // the client records a new epoch (EpochEnsure, in the same connection)
 // and runs them again. There are no stored functions (creating one needs
 // SUPER or log_bin_trust_function_creators where binary logging is on),
@@ -22,7 +27,8 @@ import (
 // mysqlEpoch is the expression; Galera uses "(SELECT 0)": every commit is
 // certified by the whole cluster, and nodes with their own server ids
 // would take turns starting epochs.
-const mysqlEpoch = `(SELECT f.base FROM coord_forks f WHERE f.server_id = @@server_id AND f.base = (SELECT MAX(m.base) FROM coord_forks m))`
+const mysqlEpoch = `(SELECT f.base FROM coord_forks f WHERE f.server_id = @@server_id AND f.run = (SELECT r.id FROM coord_run r WHERE r.k = 1)
+  AND f.base = (SELECT MAX(m.base) FROM coord_forks m))`
 
 // mysqlEpochQueries sets the statements that issue or check counters with
 // epoch as the failover epoch expression.
@@ -31,10 +37,22 @@ func mysqlEpochQueries(q *Queries, epoch string) {
 	if epoch == mysqlEpoch {
 		// A new epoch for this server's history: above every recorded base
 		// and the clock's (milliseconds since 2020 · 2²²). Arg: reason.
-		q.EpochEnsure = `INSERT INTO coord_forks (server_id, base, first_seen, reason)
+		q.EpochEnsure = `INSERT INTO coord_forks (server_id, base, first_seen, reason, run)
 SELECT @@server_id, GREATEST(COALESCE(t.m, -1) + 1, (TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '2020-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000) << 22),
-  UTC_TIMESTAMP(6), ? FROM (SELECT MAX(base) AS m FROM coord_forks) t
-ON DUPLICATE KEY UPDATE base = GREATEST(base, VALUES(base)), first_seen = VALUES(first_seen), reason = VALUES(reason)`
+  UTC_TIMESTAMP(6), ?, (SELECT r.id FROM coord_run r WHERE r.k = 1) FROM (SELECT MAX(base) AS m FROM coord_forks) t
+ON DUPLICATE KEY UPDATE base = GREATEST(base, VALUES(base)), first_seen = VALUES(first_seen), reason = VALUES(reason), run = VALUES(run)`
+		// This run's id, recorded by the first caller (MEMORY: gone when
+		// the server stops). A MEMORY table is locked whole: the insert
+		// waits for every statement reading coord_run to end, and one of
+		// them can be waiting for a row lock the inserting transaction
+		// holds — a deadlock InnoDB does not see. So it waits at most a
+		// second, then fails with 1205 (ErrLockTimeout) and the caller's
+		// transaction is retried; this happens only in the first moments
+		// of a run.
+		q.EpochRun = `INSERT /*+ SET_VAR(lock_wait_timeout = 1) */ IGNORE INTO coord_run (k, id) VALUES (1, UUID())`
+		// Why the server's history is not the newest recorded: whether
+		// this server recorded one before (then this is a new run).
+		q.EpochKnown = `SELECT COUNT(*) FROM coord_forks WHERE server_id = @@server_id`
 		q.EpochAdvance = q.EpochEnsure
 		q.EpochList = `SELECT CAST(server_id AS CHAR), base, first_seen, reason,
   server_id = @@server_id AND base = (SELECT MAX(m.base) FROM coord_forks m) FROM coord_forks ORDER BY base`
@@ -67,8 +85,12 @@ ON DUPLICATE KEY UPDATE
 	q.LeaseRenew = `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, renewed_at = UTC_TIMESTAMP(6)
 WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6) AND token > ` + epoch + ` AND ` + epoch + ` >= ?`
 	q.LeaseExpiry = `SELECT expires_at, COALESCE(` + epoch + `, 0) FROM coord_leases WHERE name = ? AND owner = ? AND token = ?`
-	// Args: resource, token, high-water mark.
-	q.FenceAdvanceChecked = `INSERT INTO coord_fences (resource, fence, updated_at) SELECT ?, ?, UTC_TIMESTAMP(6) FROM DUAL WHERE ` + epoch + ` >= ?
+	// Refuses (changes nothing) a token at or below the epoch's base —
+	// issued on a history that ended — and a server older than the
+	// high-water mark, or with no epoch for this run yet (NULL): the
+	// caller then checks the epoch (epochNow). Args: resource, token,
+	// high-water mark, token.
+	q.FenceAdvanceChecked = `INSERT INTO coord_fences (resource, fence, updated_at) SELECT ?, ?, UTC_TIMESTAMP(6) FROM (SELECT ` + epoch + ` AS b) e WHERE e.b >= ? AND e.b < ?
 ON DUPLICATE KEY UPDATE
   updated_at = IF(fence <= VALUES(fence), VALUES(updated_at), updated_at),
   fence      = IF(fence <= VALUES(fence), VALUES(fence), fence)`
@@ -102,7 +124,7 @@ FROM (SELECT ` + epoch + ` AS b) e`
 
 // errStale is ErrStalePrimary for a server in epoch e, below hwm.
 func errStale(e, hwm int64) error {
-	return &Error{Kind: ErrStalePrimary, Err: fmt.Errorf("this server writes in failover epoch %d, older than epoch %d which this client saw on another server (split brain, or a restore)", e, hwm)}
+	return &Error{Kind: ErrStalePrimary, Err: fmt.Errorf("this server writes in failover epoch %d, older than epoch %d which this client saw (an old primary after a promotion, or a copy of the database restored over a newer one): point the client at the current primary, or after a restore run sqlcoord epoch advance", e, hwm)}
 }
 
 // epochNow reads the server's epoch on x. When its history is not the
@@ -118,7 +140,25 @@ func (o mysqlOps) epochNow(ctx context.Context, x Executor, hwm int64) (epoch in
 		if o.q.EpochEnsure == "" {
 			return 0, false, errors.New("sqlcoord: no failover epoch recorded")
 		}
-		if _, err := x.Exec(ctx, o.q.EpochEnsure, "a history this database had not recorded: a promoted replica"); err != nil {
+		// This run's id first: when another client recorded the run's
+		// epoch meanwhile, it is read back and no second epoch starts.
+		if _, err := x.Exec(ctx, o.q.EpochRun); err != nil {
+			return 0, false, err
+		}
+		if err := x.QueryRow(ctx, o.q.EpochRead).Scan(&e); err != nil {
+			return 0, false, err
+		}
+	}
+	if !e.Valid {
+		why := "a history this database had not recorded: a promoted replica"
+		var known int
+		if err := x.QueryRow(ctx, o.q.EpochKnown).Scan(&known); err != nil {
+			return 0, false, err
+		}
+		if known > 0 {
+			why = "the server restarted (a new run): a restart, a crash, or a data directory restored from a snapshot or backup, which can have lost what was issued since the copy"
+		}
+		if _, err := x.Exec(ctx, o.q.EpochEnsure, why); err != nil {
 			return 0, false, err
 		}
 		if err := x.QueryRow(ctx, o.q.EpochRead).Scan(&e); err != nil {

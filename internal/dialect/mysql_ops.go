@@ -159,41 +159,33 @@ func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner str
 	}
 }
 
+// fenceAdvance: when the fence did not move to token — a newer fence, a
+// token from before the epoch's base, a stale server, or no epoch yet for
+// this run — the epoch is checked (and recorded for a new run, then the
+// statement runs once more).
 func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
-	if hwm > 0 {
-		for i := 0; ; i++ {
-			if _, err := tx.Exec(ctx, o.q.FenceAdvanceChecked, resource, token, hwm); err != nil {
-				return false, err
-			}
-			var fence int64
-			err := tx.QueryRow(ctx, o.q.FenceRead, resource).Scan(&fence)
-			if err == nil && fence == token {
-				return true, nil
-			}
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return false, err
-			}
-			_, retry, eerr := o.epochNow(ctx, tx, hwm)
-			if eerr != nil || !retry || i > 0 {
-				return false, eerr
-			}
-		}
-	}
-	if o.q.FenceAdvanceReturning != "" { // MariaDB: one round trip
+	for i := 0; ; i++ {
 		var fence int64
-		if err := tx.QueryRow(ctx, o.q.FenceAdvanceReturning, resource, token).Scan(&fence); err != nil {
+		var err error
+		if o.q.FenceAdvanceReturning != "" { // MariaDB: one round trip
+			err = tx.QueryRow(ctx, o.q.FenceAdvanceReturning, resource, token, hwm, token).Scan(&fence)
+		} else if _, err = tx.Exec(ctx, o.q.FenceAdvanceChecked, resource, token, hwm, token); err == nil {
+			err = tx.QueryRow(ctx, o.q.FenceRead, resource).Scan(&fence)
+		}
+		if err == nil && fence == token {
+			return true, nil
+		}
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return false, err
 		}
-		return fence == token, nil
+		if o.q.EpochEnsure == "" { // Galera: no epoch to record
+			return false, nil
+		}
+		_, retry, eerr := o.epochNow(ctx, tx, hwm)
+		if eerr != nil || !retry || i > 0 {
+			return false, eerr
+		}
 	}
-	if _, err := tx.Exec(ctx, o.q.FenceAdvance, resource, token); err != nil {
-		return false, err
-	}
-	var fence int64
-	if err := tx.QueryRow(ctx, o.q.FenceRead, resource).Scan(&fence); err != nil {
-		return false, err
-	}
-	return fence == token, nil
 }
 
 // fencedUpdate does not rely on clientFoundRows: an update that changed
@@ -204,7 +196,7 @@ func (o mysqlOps) fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate)
 	if err != nil || n > 0 {
 		return n > 0, err
 	}
-	if u.hwm > 0 && o.q.EpochEnsure != "" { // refused as a stale primary, or no epoch yet?
+	if o.q.EpochEnsure != "" { // refused as a stale primary, or no epoch yet for this run?
 		if retry, err := o.epochCheck(ctx, tx, u.hwm); err != nil || retry {
 			if err != nil {
 				return false, err
@@ -283,6 +275,9 @@ func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, att
 func (o mysqlOps) epochAdvance(ctx context.Context, x Executor) (int64, error) {
 	if o.q.EpochAdvance == "" {
 		return 0, errors.New("sqlcoord: no failover epoch on this dialect")
+	}
+	if _, err := x.Exec(ctx, o.q.EpochRun); err != nil {
+		return 0, err
 	}
 	if _, err := x.Exec(ctx, o.q.EpochAdvance, "advance"); err != nil {
 		return 0, err

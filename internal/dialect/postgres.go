@@ -19,8 +19,11 @@ var Postgres = newPostgres()
 
 // pgEpochBase is the failover epoch folded into every counter that must
 // never go back — fencing tokens, segment ranges, job attempts, worker
-// grants: the base recorded in coord_forks (migration 16) for the history
-// this server writes on, its (system identifier, WAL timeline). A history
+// grants: the base recorded in coord_forks (migrations 16 and 20) for the
+// history this server writes on: its (system identifier, WAL timeline), in
+// this run of the server (pg_postmaster_start_time(): a restored disk
+// snapshot is a new run, and so is a restart) and in this table (a dump
+// restored into the cluster names another table oid). A history
 // the database has not recorded — a promoted standby, a point-in-time
 // recovery, a restore into another cluster — or one whose base is not the
 // newest (a server promoted again after rejoining) starts a new epoch in
@@ -33,6 +36,7 @@ var Postgres = newPostgres()
 const pgEpochBase = `(CASE WHEN pg_is_in_recovery() THEN 0 ELSE COALESCE((SELECT f.base FROM coord_forks f
     WHERE f.system_id = COALESCE(nullif(current_setting('sqlcoord.system_id', true), '')::bigint, coord_system_id())
       AND f.timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+      AND f.boot = pg_postmaster_start_time() AND f.rel = f.tableoid
       AND f.base = (SELECT max(base) FROM coord_forks)),
   coord_epoch_advance('a history this database had not recorded: promotion, recovery or restore')) END)`
 
@@ -50,7 +54,22 @@ func pgEpochCTE(hwm string) string {
 // epoch older than hwm, which raises SC001; for statements that issue no
 // counter but must not run on a stale primary (fences, job completion).
 func pgEpochCheck(hwm string) string {
-	return `(SELECT CASE WHEN x.b < ` + hwm + `::bigint AND NOT pg_is_in_recovery() THEN coord_stale_primary(x.b, ` + hwm + `::bigint) ELSE x.b END FROM (SELECT ` + pgEpochBase + ` AS b) x) IS NOT NULL`
+	return pgEpochChecked(hwm) + ` IS NOT NULL`
+}
+
+// pgEpochChecked is the epoch base, raising SC001 when it is older than
+// hwm.
+func pgEpochChecked(hwm string) string {
+	return `(SELECT CASE WHEN x.b < ` + hwm + `::bigint AND NOT pg_is_in_recovery() THEN coord_stale_primary(x.b, ` + hwm + `::bigint) ELSE x.b END FROM (SELECT ` + pgEpochBase + ` AS b) x)`
+}
+
+// pgTokenCheck is a condition that is true when the fencing token (a
+// placeholder) was issued in the current epoch — above its base — and
+// raises SC001 on a server in an epoch older than hwm. A token at or below
+// the base was issued on a history that ended (before a promotion, a
+// restart or a restore) and may have been issued again on this one.
+func pgTokenCheck(token, hwm string) string {
+	return pgEpochChecked(hwm) + ` < ` + token + `::bigint`
 }
 
 func newPostgres() *Dialect {
@@ -61,7 +80,7 @@ func newPostgres() *Dialect {
 		quote:      `"`,
 		numbered:   true,
 		classify:   classifyPostgres,
-		epochCheck: pgEpochCheck,
+		tokenCheck: pgTokenCheck,
 		Q: withCommitTS(&Queries{
 			Console:  pgConsole,
 			Saga:     pgSaga,
@@ -171,12 +190,10 @@ SELECT CASE WHEN p.row_locks OR p.id_locks OR NOT pg_try_advisory_xact_lock_shar
 FROM r CROSS JOIN coord_lock_protocol p`,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
-			FenceAdvance: `INSERT INTO coord_fences AS f (resource, fence, updated_at) VALUES ($1, $2, clock_timestamp())
-ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at
-WHERE f.fence <= EXCLUDED.fence
-RETURNING fence`,
-			// FenceAdvance refusing a stale primary (args: …, high-water mark).
-			FenceAdvanceChecked: `INSERT INTO coord_fences AS f (resource, fence, updated_at) SELECT $1, $2, clock_timestamp() WHERE ` + pgEpochCheck("$3") + `
+			// A token at or below the epoch's base is refused like one below
+			// the fence (no row returned); a stale primary raises SC001.
+			// Args: resource, token, high-water mark.
+			FenceAdvanceChecked: `INSERT INTO coord_fences AS f (resource, fence, updated_at) SELECT $1, $2, clock_timestamp() WHERE ` + pgTokenCheck("$2", "$3") + `
 ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at
 WHERE f.fence <= EXCLUDED.fence
 RETURNING fence`,

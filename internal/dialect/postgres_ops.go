@@ -236,12 +236,7 @@ func (o pgOps) leaseRenew(ctx context.Context, pool Executor, name, owner string
 
 func (o pgOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
 	var fence int64
-	var err error
-	if hwm > 0 {
-		err = tx.QueryRow(ctx, o.q.FenceAdvanceChecked, resource, token, hwm).Scan(&fence)
-	} else {
-		err = tx.QueryRow(ctx, o.q.FenceAdvance, resource, token).Scan(&fence)
-	}
+	err := tx.QueryRow(ctx, o.q.FenceAdvanceChecked, resource, token, hwm).Scan(&fence)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

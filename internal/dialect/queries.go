@@ -24,6 +24,10 @@ type Queries struct {
 	// reads the epoch (NULL: this server's history is not the newest
 	// recorded), EpochEnsure records a new one (arg: reason).
 	EpochAdvance, EpochRead, EpochEnsure string
+	// EpochRun records the server's current run (MySQL family: a row in
+	// the MEMORY table coord_run, empty after every start) and EpochKnown
+	// counts this server's recorded histories (to name a new run as one).
+	EpochRun, EpochKnown string
 	// EpochList lists coord_forks: history, base, first_seen, reason,
 	// current.
 	EpochList string
@@ -97,15 +101,20 @@ type Queries struct {
 	ReadOnly string
 
 	// LeaseAcquireReturning / FenceAdvanceReturning (MariaDB; empty for
-	// MySQL 8, which has no RETURNING): LeaseAcquire and FenceAdvance
+	// MySQL 8, which has no RETURNING): LeaseAcquire and FenceAdvanceChecked
 	// returning the row as the statement left it — owner, token,
 	// expires_at / fence — so each is one round trip.
 	LeaseAcquireReturning, FenceAdvanceReturning string
-	// FenceAdvanceChecked, JobFenceChecked, JobFinishChecked: the same
-	// statements refusing (ErrStalePrimary) a server that writes in a
-	// failover epoch older than the client's high-water mark, their last
-	// argument. Used when the mark is above 0; empty where the dialect has
-	// no epoch.
+	// FenceAdvanceChecked raises coord_fences.fence to the token when the
+	// token is not older than the fence and above the current failover
+	// epoch's base (a token at or below it was issued on a history that
+	// ended: before a promotion, a restart or a restore), creating the row
+	// on first use; it refuses (ErrStalePrimary) a server in an epoch
+	// older than the client's high-water mark. Always used. PostgreSQL
+	// returns a row only when accepted.
+	// JobFenceChecked, JobFinishChecked: the job statements refusing a
+	// stale primary the same way, the mark their last argument; used when
+	// the mark is above 0.
 	FenceAdvanceChecked, JobFenceChecked, JobFinishChecked string
 
 	// --- row locks (coord_locks) ---
@@ -177,10 +186,6 @@ type Queries struct {
 
 	// --- fences (coord_fences and callers' own tables) ---
 
-	// FenceAdvance raises coord_fences.fence to the token if the token is
-	// not older than the fence, creating the row on first use.
-	// Args: resource, token. PostgreSQL returns a row only when accepted.
-	FenceAdvance string
 	// FenceRead reads the fence under lock (MySQL follow-up). Args: resource.
 	FenceRead string
 	// Fenced updates of callers' own tables are built by

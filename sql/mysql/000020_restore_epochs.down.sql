@@ -1,0 +1,2 @@
+ALTER TABLE coord_forks DROP COLUMN IF EXISTS run;
+DROP TABLE IF EXISTS coord_run;
