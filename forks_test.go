@@ -469,3 +469,56 @@ func waitPromoted(t *testing.T, ctx context.Context, s *localdb.Server) {
 	}
 	t.Fatal("the recovered server did not promote within 60 s")
 }
+
+// A dump restored into another database of the same cluster: same system
+// identifier, timeline and server run, but coord_forks is a new table (its
+// rows name the dumped one's oid), so the restored database starts a new
+// epoch — also for a client that never saw the lost tail.
+func TestForkRestoreFromDumpSameCluster(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	src, err := localdb.StartPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Stop()
+	const name = "sqlcoord_restore_src"
+	dsn, err := src.CreateDatabase(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := openForkClient(t, dsn)
+	if err := migrate.Migrate(ctx, f.db, migrate.Up); err != nil {
+		t.Fatal(err)
+	}
+	before := history{name: "before the dump"}
+	if err := f.work(ctx, &before, 3); err != nil {
+		t.Fatal(err)
+	}
+	dump, err := src.Dump(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := history{name: "after the dump (lost)"}
+	if err := f.work(ctx, &lost, 5); err != nil {
+		t.Fatal(err)
+	}
+	const copyName = "sqlcoord_restore_dst"
+	if err := src.Restore(ctx, dump, copyName, src); err != nil {
+		t.Fatal(err)
+	}
+	g := openForkClient(t, src.DSN(copyName))
+	restored := history{name: "restored"}
+	if err := g.work(ctx, &restored, 5); err != nil {
+		t.Fatal(err)
+	}
+	above(t, restored, lost, before)
+	forks, err := sqlcoord.Forks(ctx, g.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := forks[len(forks)-1]; !last.Current || !strings.Contains(last.Reason, "dump") {
+		t.Errorf("the newest fork is %+v, want the current one recorded for a restored dump", last)
+	}
+}
