@@ -18,7 +18,7 @@ type StaleTokenError struct {
 }
 
 func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("coord: write to %q with token %d refused: a newer token has written", e.Resource, e.Token)
+	return fmt.Sprintf("coord: write to %q with token %d refused: a newer token has written, or the token was issued before the current failover epoch began (a promotion, restart or restore since)", e.Resource, e.Token)
 }
 
 // Is makes errors.Is(err, ErrStaleToken) true.
@@ -30,7 +30,10 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 // it holds that row's lock until tx ends: every write tx makes after Fence
 // commits only if the fence held, and fenced transactions on one resource
 // are serialised in token order. Equal tokens pass (one holder, many
-// writes). The row is created on first use.
+// writes). The row is created on first use. A token at or below the
+// current failover epoch's base is refused too: it was issued on a history
+// that ended — before a promotion, a restart of the server or a restore
+// (docs/failover.md) — and may have been issued again since.
 //
 // Use it as the first statement of the transaction that the lease
 // protects. Whatever tx does to resource without calling Fence is not
@@ -71,7 +74,8 @@ type FencedUpdate struct {
 //	UPDATE table SET fence = token, col = val, … WHERE key = ? AND fence <= token
 //
 // in tx and returns a *StaleTokenError when no row matched: the row's fence
-// is newer than Token (or no row has that key). An update that changes no
+// is newer than Token (or no row has that key), or Token was issued before
+// the current failover epoch began (as for Fence). An update that changes no
 // value is accepted on every driver setting (on MySQL a 0-row result is
 // checked with a locking read of the fence; clientFoundRows is not needed).
 func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) (retErr error) {

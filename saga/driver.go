@@ -262,6 +262,15 @@ func (c *Coordinator[TTx]) record(ctx context.Context, g *claimed, ch change) er
 		r.Idx, r.BranchStatus, r.BranchTries, r.BranchErr = b.idx, b.status, b.tries, b.lastErr
 	}
 	ok, err := d.SagaRecord(ctx, c.db.Executor(), r)
+	for attempt := 1; err != nil && errors.Is(d.ClassifyCommit(err), sqlcoord.ErrUnreachable); attempt++ {
+		// No connection could be opened, so nothing was sent and the
+		// claim is still ours: try again at once, then backing off,
+		// within the call's timeout.
+		if backoff.Sleep(ctx, backoff.Policy{Base: 10 * time.Millisecond, Max: time.Second, Jitter: backoff.Full}.Delay(attempt)) != nil {
+			break
+		}
+		ok, err = d.SagaRecord(ctx, c.db.Executor(), r)
+	}
 	if err != nil {
 		return d.ClassifyCommit(err)
 	}

@@ -285,9 +285,9 @@ func guarantees(r doctorReport) []doctorGuarantee {
 			What: "fencing tokens, segment ranges and job attempts never go back across a failover, a split brain or a restore",
 			Why:  "the server could not be inspected"})
 	case !info.Galera:
-		w := "each is floored by the failover epoch of the history that issues it; a promoted, recovered or restored server starts a new one (see `sqlcoord epoch`)"
+		w := "each is floored by the failover epoch of the history that issues it; a promoted, recovered, restarted or restored server (a disk snapshot cannot be told from a restart) starts a new one at its first counter statement (see `sqlcoord epoch`, docs/failover.md)"
 		if !pg {
-			w += "; a MariaDB/MySQL restore from a dump or snapshot keeps server_id and cannot be detected: run `sqlcoord epoch advance` after one"
+			w += "; a dump reloaded into the same running MariaDB/MySQL server is not detected: run `sqlcoord epoch advance` after one"
 		}
 		g = append(g, doctorGuarantee{Name: "epochs", Status: holds,
 			What: "fencing tokens, segment ranges and job attempts never go back across a failover, a split brain or a restore", Why: w})
@@ -321,10 +321,16 @@ func printDoctor(w io.Writer, r doctorReport) {
 	} else {
 		fmt.Fprintf(w, "server       unknown (see below)\n")
 	}
+	current := false
 	for _, f := range r.Forks {
 		if f.Current {
+			current = true
 			fmt.Fprintf(w, "epoch        base %d since %s (%s; history %s)\n", f.Base, f.FirstSeen.UTC().Format(time.DateTime), f.Reason, f.History)
 		}
+	}
+	if !current && len(r.Forks) > 0 && r.Server != nil && !r.Server.ReadOnly && !r.Server.Galera {
+		fmt.Fprintf(w, "epoch        none recorded for this server as it runs now: it restarted, was restored from a snapshot or backup, or was promoted since the newest epoch (base %d) was recorded; its first counter statement starts a new one above every recorded base (or run `sqlcoord epoch advance`)\n",
+			r.Forks[len(r.Forks)-1].Base)
 	}
 	switch st := r.Schema; {
 	case st == nil:

@@ -61,10 +61,16 @@ func (d *Dialect) Classify(err error) error {
 	return d.classify(err)
 }
 
-// ClassifyCommit classifies an error returned by COMMIT: a lost connection
-// there means the outcome is unknown (ErrCommitUnknown), not a clean
-// failure.
+// ClassifyCommit classifies an error returned by COMMIT (or by an
+// autocommit statement): a lost connection there means the outcome is
+// unknown (ErrCommitUnknown), not a clean failure — unless no connection
+// could be opened at all (refused, not yet accepting connections): then
+// nothing was sent, and it is ErrUnreachable.
 func (d *Dialect) ClassifyCommit(err error) error {
+	if err != nil && connectFailed(err) {
+		// nothing was sent: the pool could not open a connection
+		return &Error{Kind: ErrUnreachable, Err: err}
+	}
 	err = d.Classify(err)
 	if errors.Is(err, ErrConnLost) {
 		var e *Error

@@ -1,6 +1,8 @@
 package dialect
 
 import (
+	"errors"
+	"net"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -80,4 +82,16 @@ func walk(err error, f func(error) bool) bool {
 		}
 	}
 	return false
+}
+
+// connectFailed reports whether err is a failure to open a connection —
+// pgx's *pgconn.ConnectError (refused, 57P03 not yet accepting
+// connections, a failed login) or a dial error (go-sql-driver) — so that
+// no statement was sent.
+func connectFailed(err error) bool {
+	if hasType(err, "*pgconn.ConnectError") {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

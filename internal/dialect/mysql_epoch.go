@@ -55,7 +55,8 @@ ON DUPLICATE KEY UPDATE base = GREATEST(base, VALUES(base)), first_seen = VALUES
 		q.EpochKnown = `SELECT COUNT(*) FROM coord_forks WHERE server_id = @@server_id`
 		q.EpochAdvance = q.EpochEnsure
 		q.EpochList = `SELECT CAST(server_id AS CHAR), base, first_seen, reason,
-  server_id = @@server_id AND base = (SELECT MAX(m.base) FROM coord_forks m) FROM coord_forks ORDER BY base`
+  server_id = @@server_id AND run <=> (SELECT r.id FROM coord_run r WHERE r.k = 1) AND base = (SELECT MAX(m.base) FROM coord_forks m)
+FROM coord_forks ORDER BY base`
 	}
 	// A new ownership — the lease expired, or it was granted in an earlier
 	// epoch — gets a token above the previous one and above the epoch

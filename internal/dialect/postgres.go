@@ -89,11 +89,14 @@ func newPostgres() *Dialect {
 			Now:      `SELECT clock_timestamp()`,
 			// Starts a new failover epoch and returns its base (migration 16).
 			EpochAdvance: `SELECT coord_epoch_advance('advance')`,
-			// Every recorded history, oldest first; current: this server's,
-			// and the newest (false on a standby).
+			// Every recorded history, oldest first; current: this server's
+			// in this run, and the newest (false on a standby; false for
+			// every history after a restart or restore, until the first
+			// counter statement starts a new epoch).
 			EpochList: `SELECT system_id::text || '/' || timeline::text, base, first_seen, reason,
   CASE WHEN pg_is_in_recovery() THEN false ELSE system_id = (SELECT system_identifier FROM pg_control_system())
     AND timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+    AND boot IS NOT DISTINCT FROM pg_postmaster_start_time() AND rel IS NOT DISTINCT FROM tableoid
     AND base = (SELECT max(base) FROM coord_forks) END
 FROM coord_forks ORDER BY base`,
 

@@ -1,0 +1,51 @@
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+// Issue 36: a statement that never left because no connection could be
+// opened is ErrUnreachable, not a commit of unknown outcome.
+func TestClassifyCommitConnectionRefused(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens there now
+	for _, c := range []struct {
+		d      *Dialect
+		driver string
+		dsn    string
+	}{
+		{Postgres, "pgx", fmt.Sprintf("postgres://u@127.0.0.1:%d/db?connect_timeout=2", port)},
+		{MariaDB, "mysql", fmt.Sprintf("u@tcp(127.0.0.1:%d)/db?timeout=2s", port)},
+	} {
+		t.Run(c.d.Name(), func(t *testing.T) {
+			db, err := sql.Open(c.driver, c.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = db.ExecContext(ctx, "UPDATE t SET x = 1")
+			if err == nil {
+				t.Fatal("a statement with nothing listening succeeded")
+			}
+			got := c.d.ClassifyCommit(err)
+			if !errors.Is(got, ErrUnreachable) || errors.Is(got, ErrCommitUnknown) {
+				t.Errorf("ClassifyCommit(%v) = %v, want ErrUnreachable", err, got)
+			}
+		})
+	}
+}
