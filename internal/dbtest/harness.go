@@ -167,6 +167,9 @@ func New(t testing.TB, family string, opts ...Option) *Env {
 			t.Fatalf("template database: %v", terr)
 		}
 		dsn, err = srv.CloneDatabase(ctx, tpl, name)
+		if err == nil {
+			err = freshInstall(ctx, family, dsn)
+		}
 	} else {
 		dsn, err = srv.CreateDatabase(ctx, name)
 	}
@@ -184,6 +187,32 @@ func New(t testing.TB, family string, opts ...Option) *Env {
 		srv.DropDatabase(dctx, name)
 	})
 	return &Env{Family: family, Server: srv, Name: name, DSN: db.DSN(), DB: db}
+}
+
+// freshInstall makes a database cloned from the template look installed
+// on the server as it runs now, as migration 20 leaves a new install: the
+// template's newest history is confirmed for the server's current run.
+// Without it, every database cloned after a test restarted the shared
+// server would start a new failover epoch at its first counter statement
+// (a restart is a new history, docs/failover.md), and its first worker-id
+// grant would wait out the epoch's grace.
+func freshInstall(ctx context.Context, family, dsn string) error {
+	db, err := sqlcoord.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	stmts := []string{`UPDATE coord_forks SET boot = pg_postmaster_start_time(), rel = tableoid WHERE base = (SELECT max(base) FROM coord_forks)`}
+	if family != "postgres" {
+		stmts = []string{"INSERT IGNORE INTO coord_run (k, id) VALUES (1, UUID())",
+			"UPDATE coord_forks f JOIN (SELECT MAX(base) AS m FROM coord_forks) t ON f.base = t.m JOIN coord_run r ON r.k = 1 SET f.run = r.id"}
+	}
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("fresh install: %w", err)
+		}
+	}
+	return nil
 }
 
 var (

@@ -47,7 +47,9 @@ func Spawn(t testing.TB, name string, env ...string) *Proc {
 		t.Fatal(err)
 	}
 	p := &Proc{Cmd: cmd, Lines: make(chan string, 1024), done: make(chan struct{})}
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -55,7 +57,10 @@ func Spawn(t testing.TB, name string, env ...string) *Proc {
 		}
 		close(p.Lines)
 	}()
-	go func() { cmd.Wait(); close(p.done) }()
+	// Wait closes the pipe once the process has exited: only after every
+	// line was read (it dropped the last lines still in the pipe, seen as
+	// a batch of ids missing when the lines were long).
+	go func() { <-read; cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Signal(syscall.SIGCONT)
 		p.Kill()
@@ -93,6 +98,10 @@ func (p *Proc) Signal(sig syscall.Signal) {
 // Kill sends SIGKILL and waits for the process to be gone.
 func (p *Proc) Kill() {
 	p.Signal(syscall.SIGKILL)
+	go func() { // lines nobody reads any more must not keep the reader from EOF
+		for range p.Lines {
+		}
+	}()
 	<-p.done
 }
 

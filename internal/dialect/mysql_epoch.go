@@ -118,7 +118,7 @@ WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'runn
 	q.JobFinishChecked = `UPDATE coord_job_runs SET status = ?, error = ?, finished_at = UTC_TIMESTAMP(6)
 WHERE job = ? AND fire_time = ? AND shard = ? AND attempt = ? AND status = 'running' AND ` + epoch + ` >= ?`
 	// Args: TTL + margin µs (three times). Columns: ready, epoch, µs left.
-	q.WorkerEpochReady = `SELECT e.b = 0 OR COALESCE((SELECT UTC_TIMESTAMP(6) >= f.first_seen + INTERVAL ? MICROSECOND FROM coord_forks f WHERE f.base = e.b), FALSE),
+	q.WorkerEpochReady = `SELECT COALESCE(e.b = 0 OR (SELECT UTC_TIMESTAMP(6) >= f.first_seen + INTERVAL ? MICROSECOND FROM coord_forks f WHERE f.base = e.b), FALSE),
   e.b, COALESCE((SELECT GREATEST(0, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), f.first_seen + INTERVAL ? MICROSECOND)) FROM coord_forks f WHERE f.base = e.b), ?)
 FROM (SELECT ` + epoch + ` AS b) e`
 }
