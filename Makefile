@@ -1,16 +1,18 @@
 # sqlcoord — see README.md. `make demo` and `make test` do all their own set-up.
 SHELL := /bin/bash
 GO ?= go
-export GOFLAGS ?= -mod=mod
+# The modules build together through go.work (each requires the others at
+# the version they are released at; go.work points them at this checkout).
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # The library (.) and the modules kept apart so that the library's go.mod
 # carries only what the library needs: the CLI, the benchmarks, the
 # publishers with their brokers, the console's browser test, Docker servers.
-MODULES := . bench cmd/sqlcoord outbox/natspub outbox/kafkapub console/browsertest containers
+MODULES := . bench cmd/sqlcoord outbox/natspub outbox/kafkapub console/browsertest containers scripts/modproxy
 # bench/peers (River, watermill-sql, snowflake) builds only for `make bench-peers`.
+# scripts/modproxy writes a local module proxy for install-test.
 
-.PHONY: setup test test-short test-ha lint vet demo bench bench-peers soak build clean
+.PHONY: setup test test-short test-ha lint vet demo bench bench-peers soak build clean install-test
 
 # Idempotent: installs the database servers when missing, downloads modules.
 setup:
@@ -33,6 +35,13 @@ vet:
 # the tests themselves); the modules' suites run side by side.
 test: setup lint
 	@bash scripts/test.sh -race -count=1 -timeout 20m
+	@bash scripts/install-test.sh
+
+# What a user does, in an empty module cache: go install the CLI and go get
+# + build a new application, from a module proxy holding this checkout's
+# modules as a release (scripts/install-test.sh; also run by `make test`).
+install-test:
+	@bash scripts/install-test.sh
 
 # Without servers: the tests that need none (the others skip).
 test-short:

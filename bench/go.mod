@@ -2,11 +2,9 @@ module github.com/sqlcoord/sqlcoord/bench
 
 go 1.26.0
 
-replace github.com/sqlcoord/sqlcoord => ../
-
 require (
 	github.com/google/uuid v1.6.0
-	github.com/sqlcoord/sqlcoord v0.0.0-00010101000000-000000000000
+	github.com/sqlcoord/sqlcoord v1.1.0
 	gonum.org/v1/plot v0.17.0
 )
 

@@ -5,7 +5,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-export GOFLAGS=${GOFLAGS:--mod=mod}
 logs=$(mktemp -d)
 pids=()
 mods=(. cmd/sqlcoord console/browsertest bench outbox/natspub outbox/kafkapub)

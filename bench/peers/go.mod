@@ -2,8 +2,6 @@ module github.com/sqlcoord/sqlcoord/bench/peers
 
 go 1.26.0
 
-replace github.com/sqlcoord/sqlcoord => ../..
-
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/ThreeDotsLabs/watermill-sql/v4 v4.1.2
@@ -12,7 +10,7 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
-	github.com/sqlcoord/sqlcoord v0.0.0-00010101000000-000000000000
+	github.com/sqlcoord/sqlcoord v1.1.0
 )
 
 require (

@@ -2,13 +2,6 @@ module github.com/sqlcoord/sqlcoord/cmd/sqlcoord
 
 go 1.26.0
 
-replace (
-	github.com/sqlcoord/sqlcoord => ../..
-	github.com/sqlcoord/sqlcoord/bench => ../../bench
-	github.com/sqlcoord/sqlcoord/outbox/kafkapub => ../../outbox/kafkapub
-	github.com/sqlcoord/sqlcoord/outbox/natspub => ../../outbox/natspub
-)
-
 require (
 	github.com/google/uuid v1.6.0
 	github.com/nats-io/nats-server/v2 v2.15.3
@@ -16,10 +9,10 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
-	github.com/sqlcoord/sqlcoord v0.0.0-00010101000000-000000000000
-	github.com/sqlcoord/sqlcoord/bench v0.0.0-00010101000000-000000000000
-	github.com/sqlcoord/sqlcoord/outbox/kafkapub v0.0.0-00010101000000-000000000000
-	github.com/sqlcoord/sqlcoord/outbox/natspub v0.0.0-00010101000000-000000000000
+	github.com/sqlcoord/sqlcoord v1.1.0
+	github.com/sqlcoord/sqlcoord/bench v1.1.0
+	github.com/sqlcoord/sqlcoord/outbox/kafkapub v1.1.0
+	github.com/sqlcoord/sqlcoord/outbox/natspub v1.1.0
 )
 
 require (

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/migrate"
@@ -40,7 +41,7 @@ func TestMigrateCLI(t *testing.T) {
 		}
 		t.Setenv("SQLCOORD_DSN", env.DSN) // DSN from the environment
 		out, err = runCLI(t, "migrate", "up")
-		if err != nil || !strings.Contains(out, "up to date") || !strings.Contains(out, "applied 19 migration(s): 1 to 19") {
+		if err != nil || !strings.Contains(out, "up to date") || !strings.Contains(out, appliedAll()) {
 			t.Fatalf("up: %v\n%s", err, out)
 		}
 		out, err = runCLI(t, "migrate", "up")
@@ -300,4 +301,11 @@ func TestSessionsCLI(t *testing.T) {
 			t.Fatalf("after revoke: %+v", s)
 		}
 	})
+}
+
+// appliedAll is what `migrate up` prints on an empty database: every
+// migration this build ships.
+func appliedAll() string {
+	v, _ := sqlcoord.Versions("postgres")
+	return fmt.Sprintf("applied %d migration(s): 1 to %d", len(v), v[len(v)-1])
 }

@@ -2,11 +2,9 @@ module github.com/sqlcoord/sqlcoord/console/browsertest
 
 go 1.26.0
 
-replace github.com/sqlcoord/sqlcoord => ../..
-
 require (
 	github.com/chromedp/chromedp v0.23.1
-	github.com/sqlcoord/sqlcoord v0.0.0-00010101000000-000000000000
+	github.com/sqlcoord/sqlcoord v1.1.0
 )
 
 require (

@@ -2,10 +2,8 @@ module github.com/sqlcoord/sqlcoord/outbox/kafkapub
 
 go 1.26.0
 
-replace github.com/sqlcoord/sqlcoord => ../..
-
 require (
-	github.com/sqlcoord/sqlcoord v0.0.0-00010101000000-000000000000
+	github.com/sqlcoord/sqlcoord v1.1.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 )

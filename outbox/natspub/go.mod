@@ -2,12 +2,10 @@ module github.com/sqlcoord/sqlcoord/outbox/natspub
 
 go 1.26.0
 
-replace github.com/sqlcoord/sqlcoord => ../..
-
 require (
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.56.0
-	github.com/sqlcoord/sqlcoord v0.0.0-00010101000000-000000000000
+	github.com/sqlcoord/sqlcoord v1.1.0
 )
 
 require (
