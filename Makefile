@@ -19,8 +19,10 @@ setup:
 	@bash scripts/setup.sh
 	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
 
+# The CLI with `sqlcoord bench` (build tag bench: plots, an embedded NATS
+# server); `go install …/cmd/sqlcoord@version` gives the lean one without.
 build:
-	cd cmd/sqlcoord && $(GO) build -o ../../bin/sqlcoord .
+	cd cmd/sqlcoord && $(GO) build -tags bench -o ../../bin/sqlcoord .
 
 # gofmt, go vet, staticcheck and `go mod tidy` leaving go.mod/go.sum as
 # committed, in every module.

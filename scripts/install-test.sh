@@ -25,7 +25,11 @@ echo "install-test: go install github.com/sqlcoord/sqlcoord/cmd/sqlcoord@$releas
 $GO install "github.com/sqlcoord/sqlcoord/cmd/sqlcoord@$release"
 "$GOPATH/bin/sqlcoord" version
 size=$(stat -c %s "$GOPATH/bin/sqlcoord")
-echo "install-test: the CLI is $((size / 1000000)) MB"
+echo "install-test: the CLI is $((size / 1000000)) MB (the benchmarks are behind the build tag bench)"
+if "$GOPATH/bin/sqlcoord" bench growth >/dev/null 2>&1; then
+  echo "install-test: the installed CLI runs benchmarks: they belong behind the build tag bench" >&2
+  exit 1
+fi
 
 echo "install-test: go get + go build of README.md's program"
 mkdir "$work/app"

@@ -25,7 +25,8 @@ upstream=$($GO env GOPROXY)
 for m in "$@"; do
   ( cd "$m"
     $GO vet ./... || exit 1
-    $GO run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... || exit 1
+    $GO vet -tags bench ./... || exit 1
+    $GO run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags bench ./... || exit 1
     cp go.mod /tmp/lint.go.mod.$$; cp go.sum /tmp/lint.go.sum.$$
     GOWORK=off GOFLAGS=-mod=mod GONOSUMDB=github.com/sqlcoord GOPROXY="file://$proxy,$upstream" $GO mod tidy >/tmp/lint.tidy.$$ 2>&1 ||
       { cat /tmp/lint.tidy.$$; cp /tmp/lint.go.mod.$$ go.mod; cp /tmp/lint.go.sum.$$ go.sum; exit 1; }
