@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,10 +142,13 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 // failed connection later); MySQL connections reset what sqlcoord set on
 // their session (sessionreset.go).
 func openPool(name, driverDSN, shown, dsn string) (*sql.DB, error) {
-	probe, err := sql.Open(name, driverDSN)
-	if err != nil {
+	if !slices.Contains(sql.Drivers(), name) {
 		imp := map[string]string{"pgx": "github.com/jackc/pgx/v5/stdlib (or use package pgxv5)", "mysql": "github.com/go-sql-driver/mysql"}[name]
 		return nil, errs.Errorf("%w %s: the %q database/sql driver is not registered: import _ %q", ErrBadDSN, shown, name, imp)
+	}
+	probe, err := sql.Open(name, driverDSN)
+	if err != nil { // the driver parses the DSN here (go-sql-driver/mysql)
+		return nil, redact.Error{Msg: fmt.Sprintf("%v %s: %s", ErrBadDSN, shown, redactErr(err, dsn)), Err: ErrBadDSN}
 	}
 	drv := probe.Driver()
 	probe.Close()

@@ -230,7 +230,7 @@ func once[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, f
 	}
 	if err := fn(ctx, tx); err != nil {
 		rollback()
-		return sess, errs.Errorf("txn: %w", d.Classify(err))
+		return sess, d.Classify(err) // the caller's own error, as it made it (classified for retries)
 	}
 	if err := db.CommitTx(ctx, tx); err != nil {
 		return sess, errs.Errorf("txn: commit: %w", d.ClassifyCommit(err))

@@ -52,7 +52,14 @@ func TestExitCodeMatrix(t *testing.T) {
 		{args: []string{"migrate", "to", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"migrate", "down", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"migrate", "status"}, want: exitUsage}, // no DSN at all
-		{args: []string{"migrate", "status", "--dsn", "oracle://u@h/db"}, want: exitFailed},
+		{args: []string{"migrate", "status", "--dsn", "oracle://u@h/db"}, want: exitUsage},
+		// issue 37: a mistyped MySQL DSN is a bad argument, named as one
+		{args: []string{"migrate", "status", "--dsn", "mysql://u@tcp(127.0.0.1:1/db"}, want: exitUsage},
+		// a group alone is an incomplete command line
+		{args: []string{"migrate"}, want: exitUsage},
+		{args: []string{"jobs"}, want: exitUsage},
+		{args: []string{"locks"}, want: exitUsage},
+		{args: []string{"outbox", "--json"}, want: exitUsage},
 		{args: []string{"migrate", "status", "--dsn", nowhere}, want: exitFailed},
 		{args: []string{"migrate", "status", "--dsn", nowhere}, env: []string{"SQLCOORD_POOLER=maybe"}, want: exitUsage},
 		{args: []string{"outbox", "requeue", "--dsn", nowhere}, want: exitUsage},
@@ -83,6 +90,9 @@ func TestExitCodeMatrix(t *testing.T) {
 			if got != c.want {
 				t.Fatalf("exit %d, want %d\n%s", got, c.want, out)
 			}
+			if strings.Contains(out, "not registered") || strings.Contains(out, "sqlcoord: sqlcoord") {
+				t.Errorf("misleading or repeated text:\n%s", out)
+			}
 			if c.want == exitUsage && time.Since(start) > 10*time.Second {
 				t.Errorf("a usage error took %v: did it connect first?", time.Since(start))
 			}
@@ -106,6 +116,23 @@ func TestExitCodeMatrix(t *testing.T) {
 		check(exitOK, "doctor")
 		check(exitOK, "outbox", "stats")
 		check(exitNotFound, "outbox", "requeue", "999999")
+		if _, out := exitOf(t, bin, nil, append([]string{"outbox", "requeue", "999999"}, dsn...)...); strings.Contains(out, "requeued 0") {
+			t.Errorf("outbox requeue of no message claims a result:\n%s", out)
+		}
+		check(exitNotFound, "jobs", "list", "--job", "nosuch")
+		// SIGINT stops the relay cleanly, and it did not finish: 130
+		relay := exec.Command(bin, append([]string{"relay"}, dsn...)...)
+		relay.Env = append(os.Environ(), "SQLCOORD_DSN=", "SQLCOORD_POOLER=")
+		if err := relay.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		relay.Process.Signal(os.Interrupt)
+		err := relay.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+			t.Errorf("relay after SIGINT: %v, want exit %d", err, exitInterrupted)
+		}
 		check(exitNotFound, "jobs", "rerun", "--job", "nope", "--fire", "2026-01-01T00:00:00Z")
 		check(exitOK, "outbox", "requeue", "all")
 	}, dbtest.NoMigrate())

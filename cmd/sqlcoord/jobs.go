@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -72,6 +73,15 @@ func newJobsCmd() *cobra.Command {
 			recs, err := jobs.NewRuns(db).List(cmd.Context(), job, now.Add(-since), now.Add(24*time.Hour))
 			if err != nil {
 				return err
+			}
+			if len(recs) == 0 {
+				defs, err := jobs.NewRuns(db).Jobs(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if !slices.ContainsFunc(defs, func(d jobs.Definition) bool { return d.Name == job }) {
+					return notFound(fmt.Errorf("jobs list: no job %s: not registered, and no run in the last %v", valid.Quote(job), since))
+				}
 			}
 			var miss []time.Time
 			if sched != nil {

@@ -19,11 +19,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
@@ -67,7 +69,8 @@ func exitCode(ctx context.Context, err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &ue), strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown flag"):
+	case errors.As(err, &ue), strings.HasPrefix(err.Error(), "unknown command"), strings.HasPrefix(err.Error(), "unknown flag"),
+		errors.Is(err, sqlcoord.ErrBadDSN): // a DSN that does not parse is a bad argument
 		return exitUsage
 	case errors.As(err, &ee):
 		return ee.code
@@ -79,10 +82,23 @@ func exitCode(ctx context.Context, err error) int {
 	return exitFailed
 }
 
+// interrupted records a SIGINT (Ctrl-C): a command it stopped did not
+// finish (130), while SIGTERM — a service manager stopping relay, console
+// or saga run — is a clean stop (0).
+var interrupted atomic.Bool
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		interrupted.Store(sig == os.Interrupt)
+		cancel()
+		signal.Stop(sigs)
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	cancel()
 	os.Exit(code)
 }
 
@@ -95,14 +111,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
+		if ctx.Err() != nil && interrupted.Load() { // stopped by SIGINT: it did not finish
+			return exitInterrupted
+		}
 		return exitOK
 	}
 	flagDSN, _ := root.PersistentFlags().GetString("dsn")
 	msg := redact.Text(err.Error(), flagDSN, os.Getenv("SQLCOORD_DSN"), os.Getenv("SQLCOORD_LISTEN_DSN"))
-	if !strings.HasPrefix(msg, "sqlcoord:") {
+	if !strings.HasPrefix(msg, "sqlcoord:") && !strings.HasPrefix(msg, "sqlcoord ") { // "sqlcoord saga show: …" names itself
 		msg = "sqlcoord: " + msg
 	}
-	fmt.Fprintln(stderr, msg)
+	fmt.Fprintln(stderr, errs.Once(msg)) // each package's name once: not "saga: retry: saga: …
 	return exitCode(ctx, err)
 }
 
@@ -142,8 +161,8 @@ func newVersionCmd() *cobra.Command {
 }
 
 // groupCmd is a command that only holds subcommands: run bare it prints
-// its help; with an unknown subcommand it is a usage error (exit 2), not
-// help and success.
+// its help on stderr and a usage error (exit 2), as with an unknown
+// subcommand: not help and success.
 func groupCmd(use, short string) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.ArbitraryArgs,
@@ -151,7 +170,16 @@ func groupCmd(use, short string) *cobra.Command {
 			if len(args) > 0 {
 				return usageError{fmt.Errorf("unknown command %q for %q (see `%s --help`)", args[0], cmd.CommandPath(), cmd.CommandPath())}
 			}
-			return cmd.Help()
+			// alone, it is an incomplete command line: its help on stderr, exit 2
+			cmd.SetOut(cmd.ErrOrStderr())
+			cmd.Help()
+			var names []string
+			for _, s := range cmd.Commands() {
+				if s.IsAvailableCommand() {
+					names = append(names, s.Name())
+				}
+			}
+			return usageError{fmt.Errorf("%s needs a command: %s", cmd.CommandPath(), strings.Join(names, ", "))}
 		},
 	}
 }

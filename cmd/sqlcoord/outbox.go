@@ -304,13 +304,13 @@ func newOutboxCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if n == 0 && id != 0 { // nothing done: the error alone, no "requeued 0"
+					return notFound(fmt.Errorf("outbox requeue: no dead message with id %d", id))
+				}
 				if done, err := printJSON(cmd, map[string]any{"requeued": n}); done || err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "requeued %d message(s)\n", n)
-				if n == 0 && id != 0 {
-					return notFound(fmt.Errorf("outbox requeue: no dead message with id %d", id))
-				}
 				return nil
 			})},
 	)

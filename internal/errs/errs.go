@@ -11,7 +11,7 @@ import (
 )
 
 // packages are the prefixes sqlcoord's packages put on their errors.
-var packages = []string{"sqlcoord", "coord", "txn", "ids", "jobs", "outbox", "session", "membership", "console", "keepalive", "migrate", "pgxv5", "sqlxdriver"}
+var packages = []string{"sqlcoord", "coord", "txn", "ids", "jobs", "outbox", "saga", "session", "membership", "console", "keepalive", "migrate", "pgxv5", "sqlxdriver"}
 
 // Errorf is fmt.Errorf (errors.Is and errors.As see every %w operand)
 // whose message keeps only the first package prefix.
