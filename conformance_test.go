@@ -30,7 +30,7 @@ import (
 // sqlcoord.Open, its own *sql.DB and *sqlx.DB (with the driver's default
 // settings, not the ones Open forces) and a pgx-native pool.
 // With pooler, each stack is told it is behind a transaction-mode pooler
-// by the Pooler option (Open, WrapDB, WrapSQLX, WrapPgxPool), its own
+// by the Pooler option (Open, WrapDB, sqlxdriver.Wrap, pgxv5.Wrap), its own
 // statement mode left at pgx's default (cached prepared statements).
 func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, prefix string, pooler bool, behind ...bool) {
 	viaPooler := len(behind) > 0 && behind[0]

@@ -35,7 +35,7 @@ import (
 )
 
 // Errors returned by this package, in addition to the shared sentinels in
-// package dialects (ErrLocked, ErrLockTimeout, ErrNoSchema, ...).
+// the root package sqlcoord (sqlcoord.ErrLocked, ErrLockTimeout, ErrNoSchema, ...).
 var (
 	// ErrStaleToken: a fenced write carried a token older than the fence.
 	ErrStaleToken = errors.New("coord: stale fencing token")

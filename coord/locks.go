@@ -129,7 +129,7 @@ func (c *Client[TTx]) lockResult(name string, err error) error {
 //     idle sessions in or out of a transaction). Whole seconds. Both are
 //     session variables: in a pool that sqlcoord.Open made, the connection
 //     resets the value to the server's default before it serves anyone
-//     else. A pool you wrapped (WrapDB, WrapSQLX) keeps it on the
+//     else. A pool you wrapped (WrapDB, sqlxdriver.Wrap) keeps it on the
 //     connection for later transactions: there, set the timeout for every
 //     connection in the DSN instead (mysql://…/db?idle_transaction_timeout=5).
 //
