@@ -327,6 +327,30 @@ func TestForkSplitBrain(t *testing.T) {
 	})
 }
 
+// workAroundDump installs the schema in database name of src (reached at
+// dsn), works, dumps the database, and works again: what the dump has and
+// what a restore of it loses.
+func workAroundDump(t *testing.T, ctx context.Context, src *localdb.Server, name, dsn string) (f *forkClient, dump string, before, lost history) {
+	t.Helper()
+	f = openForkClient(t, dsn)
+	if err := migrate.Migrate(ctx, f.db, migrate.Up); err != nil {
+		t.Fatal(err)
+	}
+	before = history{name: "before the dump"}
+	if err := f.work(ctx, &before, 3); err != nil {
+		t.Fatal(err)
+	}
+	dump, err := src.Dump(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost = history{name: "after the dump (lost)"}
+	if err := f.work(ctx, &lost, 5); err != nil {
+		t.Fatal(err)
+	}
+	return f, dump, before, lost
+}
+
 func TestForkRestoreFromDump(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -342,22 +366,7 @@ func TestForkRestoreFromDump(t *testing.T) {
 	}
 	front := dbtest.NewProxy(t, fmt.Sprintf("%s:%d", src.Host, src.Port))
 	dsn := strings.Replace(src.DSN(name), fmt.Sprintf("%s:%d", src.Host, src.Port), front.Addr, 1)
-	f := openForkClient(t, dsn)
-	if err := migrate.Migrate(ctx, f.db, migrate.Up); err != nil {
-		t.Fatal(err)
-	}
-	before := history{name: "before the dump"}
-	if err := f.work(ctx, &before, 3); err != nil {
-		t.Fatal(err)
-	}
-	dump, err := src.Dump(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := history{name: "after the dump (lost)"}
-	if err := f.work(ctx, &lost, 5); err != nil {
-		t.Fatal(err)
-	}
+	f, dump, before, lost := workAroundDump(t, ctx, src, name, dsn)
 	// The server is lost; the dump is restored into a new cluster.
 	dst, err := localdb.StartPostgres(ctx)
 	if err != nil {
@@ -488,22 +497,7 @@ func TestForkRestoreFromDumpSameCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := openForkClient(t, dsn)
-	if err := migrate.Migrate(ctx, f.db, migrate.Up); err != nil {
-		t.Fatal(err)
-	}
-	before := history{name: "before the dump"}
-	if err := f.work(ctx, &before, 3); err != nil {
-		t.Fatal(err)
-	}
-	dump, err := src.Dump(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := history{name: "after the dump (lost)"}
-	if err := f.work(ctx, &lost, 5); err != nil {
-		t.Fatal(err)
-	}
+	_, dump, before, lost := workAroundDump(t, ctx, src, name, dsn)
 	const copyName = "sqlcoord_restore_dst"
 	if err := src.Restore(ctx, dump, copyName, src); err != nil {
 		t.Fatal(err)
