@@ -328,14 +328,15 @@ func printDoctor(w io.Writer, r doctorReport) {
 			fmt.Fprintf(w, "epoch        base %d since %s (%s; history %s)\n", f.Base, f.FirstSeen.UTC().Format(time.DateTime), f.Reason, f.History)
 		}
 	}
-	if !current && len(r.Forks) > 0 && r.Server != nil && r.Server.ReadOnly {
-		last := r.Forks[len(r.Forks)-1]
-		fmt.Fprintf(w, "epoch        none here (a standby or read-only server issues nothing); the newest recorded is base %d since %s (history %s)\n",
-			last.Base, last.FirstSeen.UTC().Format(time.DateTime), last.History)
-	}
-	if !current && len(r.Forks) > 0 && r.Server != nil && !r.Server.ReadOnly && !r.Server.Galera {
-		fmt.Fprintf(w, "epoch        none recorded for this server as it runs now: it restarted, was restored from a snapshot or backup, or was promoted since the newest epoch (base %d) was recorded; its first counter statement starts a new one above every recorded base (or run `sqlcoord epoch advance`)\n",
-			r.Forks[len(r.Forks)-1].Base)
+	if !current && len(r.Forks) > 0 && r.Server != nil {
+		switch last := r.Forks[len(r.Forks)-1]; {
+		case r.Server.ReadOnly:
+			fmt.Fprintf(w, "epoch        none here (a standby or read-only server issues nothing); the newest recorded is base %d since %s (history %s)\n",
+				last.Base, last.FirstSeen.UTC().Format(time.DateTime), last.History)
+		case !r.Server.Galera:
+			fmt.Fprintf(w, "epoch        none recorded for this server as it runs now: it restarted, was restored from a snapshot or backup, or was promoted since the newest epoch (base %d) was recorded; its first counter statement starts a new one above every recorded base (or run `sqlcoord epoch advance`)\n",
+				last.Base)
+		}
 	}
 	switch st := r.Schema; {
 	case st == nil:

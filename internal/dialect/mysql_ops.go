@@ -178,10 +178,7 @@ func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return false, err
 		}
-		if o.q.EpochEnsure == "" { // Galera: no epoch to record
-			return false, nil
-		}
-		_, retry, eerr := o.epochNow(ctx, tx, hwm)
+		retry, eerr := o.epochCheck(ctx, tx, hwm)
 		if eerr != nil || !retry || i > 0 {
 			return false, eerr
 		}
@@ -196,14 +193,13 @@ func (o mysqlOps) fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate)
 	if err != nil || n > 0 {
 		return n > 0, err
 	}
-	if o.q.EpochEnsure != "" { // refused as a stale primary, or no epoch yet for this run?
-		if retry, err := o.epochCheck(ctx, tx, u.hwm); err != nil || retry {
-			if err != nil {
-				return false, err
-			}
-			if n, err = tx.Exec(ctx, u.q, u.args...); err != nil || n > 0 {
-				return n > 0, err
-			}
+	// refused as a stale primary, or no epoch yet for this run?
+	if retry, err := o.epochCheck(ctx, tx, u.hwm); err != nil || retry {
+		if err != nil {
+			return false, err
+		}
+		if n, err = tx.Exec(ctx, u.q, u.args...); err != nil || n > 0 {
+			return n > 0, err
 		}
 	}
 	var fence int64

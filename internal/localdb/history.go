@@ -55,16 +55,18 @@ func (s *Server) ArchiveDir() string { return filepath.Join(s.dir, "archive") }
 // BaseBackup copies a base backup of the running server s into a fresh
 // directory and returns it (for StartRecovered).
 func (s *Server) BaseBackup(ctx context.Context) (string, error) {
+	dest := filepath.Join(s.dir, "basebackup")
+	return dest, s.baseBackupTo(ctx, dest)
+}
+
+// baseBackupTo runs pg_basebackup of s into dest.
+func (s *Server) baseBackupTo(ctx context.Context, dest string) error {
 	bin, err := findPgBin()
 	if err != nil {
-		return "", err
+		return err
 	}
-	dest := filepath.Join(s.dir, "basebackup")
-	if err := run(ctx, s.cred, s.dir, filepath.Join(bin, "pg_basebackup"), "-h", s.Host, "-p", strconv.Itoa(s.Port),
-		"-U", "postgres", "-D", dest, "-X", "stream", "--no-sync", "-c", "fast"); err != nil {
-		return "", err
-	}
-	return dest, nil
+	return run(ctx, s.cred, s.dir, filepath.Join(bin, "pg_basebackup"), "-h", s.Host, "-p", strconv.Itoa(s.Port),
+		"-U", "postgres", "-D", dest, "-X", "stream", "--no-sync", "-c", "fast")
 }
 
 // StartRecovered starts a new server from the base backup of from,

@@ -47,15 +47,7 @@ func (s *Server) Snapshot(ctx context.Context, how string) (string, error) {
 		if s.Family != "postgres" {
 			return "", errors.New("localdb: pg_basebackup is for PostgreSQL")
 		}
-		bin, err := findPgBin()
-		if err != nil {
-			return "", err
-		}
-		if err := run(ctx, s.cred, s.dir, filepath.Join(bin, "pg_basebackup"), "-h", s.Host, "-p", strconv.Itoa(s.Port),
-			"-U", "postgres", "-D", dest, "-X", "stream", "--no-sync", "-c", "fast"); err != nil {
-			return "", err
-		}
-		return dest, nil
+		return dest, s.baseBackupTo(ctx, dest)
 	case SnapshotFrozen:
 		pid := s.Pid()
 		if pid == 0 {
