@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/core"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/metrics"
@@ -28,7 +28,7 @@ import (
 type DB struct {
 	*sql.DB
 
-	dialect *dialect.Dialect   // detected from the server
+	dialect *dialects.Dialect  // detected from the server
 	epochs  *Epochs            // failover-epoch high-water mark
 	writer  *core.GaleraWriter // GaleraSingleWriter: this node's writer lease
 	pre     []any              // statement-mode arguments (Pooler on pgx's stdlib driver)
@@ -80,9 +80,9 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	setPool(sdb, o)
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	d := dialect.Postgres
+	d := dialects.Postgres
 	if family == "mysql" {
-		d = dialect.MariaDB
+		d = dialects.MariaDB
 	}
 	if err := sdb.PingContext(pctx); err != nil {
 		sdb.Close()
@@ -107,14 +107,14 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		// waits until this node has applied what the cluster committed
 		// before it, so an UPDATE never misses a row written on another
 		// node.
-		galera, err := dialect.IsGalera(pctx, core.SQLExec{Q: sdb})
+		galera, err := dialects.IsGalera(pctx, core.SQLExec{Q: sdb})
 		if err != nil {
 			sdb.Close()
 			return nil, redact.Error{Msg: fmt.Sprintf("%v to %s: %s", ErrUnreachable, shown, redactErr(err, dsn)), Err: errors.Join(ErrUnreachable, d.Classify(err))}
 		}
 		if galera {
 			sdb.Close()
-			driverDSN = withMySQLParam(driverDSN, "wsrep_sync_wait", dialect.GaleraSyncWait)
+			driverDSN = withMySQLParam(driverDSN, "wsrep_sync_wait", dialects.GaleraSyncWait)
 			if sdb, err = openPool(name, driverDSN, shown, dsn); err != nil {
 				return nil, err
 			}
@@ -229,7 +229,7 @@ func (db *DB) String() string { return db.shown }
 func (db *DB) DSN() string { return db.dsn }
 
 // Dialect is the database's dialect (detected from the server).
-func (db *DB) Dialect() *dialect.Dialect { return db.dialect }
+func (db *DB) Dialect() *dialects.Dialect { return db.dialect }
 
 // Epochs is the pool's failover-epoch high-water mark.
 func (db *DB) Epochs() *Epochs { return db.epochs }
@@ -244,10 +244,10 @@ func (db *DB) Metrics() metrics.Recorder { return db.metrics }
 func (db *DB) Sealed(core.Seal) {}
 
 // Executor runs autocommit statements on the pool.
-func (db *DB) Executor() Executor { return core.PoolExecutor(db.DB, db.pre, db.dialect) }
+func (db *DB) Executor() dialects.Executor { return core.PoolExecutor(db.DB, db.pre, db.dialect) }
 
 // TxExecutor runs statements in tx.
-func (db *DB) TxExecutor(tx *sql.Tx) Executor { return core.SQLExec{Q: tx, Pre: db.pre} }
+func (db *DB) TxExecutor(tx *sql.Tx) dialects.Executor { return core.SQLExec{Q: tx, Pre: db.pre} }
 
 // CommitTx commits tx.
 func (db *DB) CommitTx(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
@@ -256,12 +256,12 @@ func (db *DB) CommitTx(_ context.Context, tx *sql.Tx) error { return tx.Commit()
 func (db *DB) RollbackTx(_ context.Context, tx *sql.Tx) error { return tx.Rollback() }
 
 // BeginOwned starts a transaction sqlcoord commits itself.
-func (db *DB) BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error) {
+func (db *DB) BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error) {
 	return core.BeginOwned(ctx, db.DB, opts, db.pre)
 }
 
 // ExecutorFor accepts a *sql.Tx (or a *sqlx.Tx).
-func (db *DB) ExecutorFor(tx any) (Executor, error) {
+func (db *DB) ExecutorFor(tx any) (dialects.Executor, error) {
 	return core.TxExecutorFor(tx, "database/sql", db.pre)
 }
 
@@ -288,7 +288,7 @@ func (db *DB) Rebind(query string) string {
 // from a DSN (nil for MySQL/MariaDB or a wrapped pool): the outbox's
 // streaming relay opens its replication connection with them.
 func (db *DB) PgConnConfig() *pgconn.Config {
-	if db.dsn == "" || db.Dialect() != dialect.Postgres {
+	if db.dsn == "" || db.Dialect() != dialects.Postgres {
 		return nil
 	}
 	c, err := pgx.ParseConfig(db.dsn)

@@ -7,8 +7,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/core"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
@@ -21,15 +21,15 @@ import (
 // sqlcoord: use it, do not implement it.
 type Base interface {
 	// Dialect is the database's dialect (sqlcoord's statements for it).
-	Dialect() *dialect.Dialect
+	Dialect() *dialects.Dialect
 	// Executor runs autocommit statements on the pool.
-	Executor() Executor
+	Executor() dialects.Executor
 	// BeginOwned starts a transaction that sqlcoord itself commits.
-	BeginOwned(ctx context.Context, opts *sql.TxOptions) (OwnedTx, error)
+	BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error)
 	// ExecutorFor returns the executor of tx when tx is a transaction of
 	// this driver's stack, and an error matching ErrNotATransaction
 	// otherwise.
-	ExecutorFor(tx any) (Executor, error)
+	ExecutorFor(tx any) (dialects.Executor, error)
 	// Epochs is the driver's failover-epoch high-water mark.
 	Epochs() *Epochs
 	// Tracer is the driver's tracer (nil: tracing off).
@@ -42,46 +42,19 @@ type Base interface {
 	Sealed(core.Seal)
 }
 
-// OwnedTx is a transaction sqlcoord began through BeginOwned.
-type OwnedTx interface {
-	Executor
-	Commit(ctx context.Context) error
-	Rollback(ctx context.Context) error
-}
-
 // Driver is one application stack: its pool and its transaction type TTx.
 // Helpers that must run inside the caller's transaction take a TTx, so a
 // pool where a transaction is required does not compile.
 type Driver[TTx any] interface {
 	Base
 	// TxExecutor runs statements in the caller's transaction.
-	TxExecutor(tx TTx) Executor
+	TxExecutor(tx TTx) dialects.Executor
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (TTx, error)
 	CommitTx(ctx context.Context, tx TTx) error
 	RollbackTx(ctx context.Context, tx TTx) error
 }
 
 var _ Driver[*sql.Tx] = (*DB)(nil)
-
-// Executor runs sqlcoord's statements on a pool, a connection or a
-// transaction, whatever the application's stack. Row.Scan returns
-// sql.ErrNoRows when there is no row, on every stack.
-type Executor = dialect.Executor
-
-// Row is one result row.
-type Row = dialect.Row
-
-// Rows is a result set; Close it.
-type Rows = dialect.Rows
-
-// Querier is what database/sql pools, connections and transactions (and
-// their sqlx wrappers) have in common.
-type Querier = core.Querier
-
-// SQLExecutor adapts a database/sql pool, connection or transaction (or
-// their sqlx wrappers) to Executor. Statements run in the connection's
-// default mode (for pgx, default_query_exec_mode).
-func SQLExecutor(q Querier) Executor { return core.SQLExec{Q: q} }
 
 // Options tune Open and every Wrap (pgxv5 and sqlxdriver's too). The zero
 // value is sensible.

@@ -15,9 +15,9 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/conformance"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 )
 
 // Issue 13: a 3-node MariaDB Galera cluster, every node written to.
@@ -54,7 +54,7 @@ func TestGalera(t *testing.T) {
 		}
 		defer ok.Close()
 		db, err := sqlcoord.WrapDB(ctx, ok)
-		if err != nil || db.Dialect() != dialect.Galera {
+		if err != nil || db.Dialect() != dialects.Galera {
 			t.Fatalf("WrapDB with wsrep_sync_wait=3: %v (dialect %v)", err, db)
 		}
 	})
@@ -97,8 +97,8 @@ func TestGalera(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if db.Dialect().Name() != dialect.GaleraSingleWriter.Name() {
-			t.Fatalf("dialect %s, want %s", db.Dialect().Name(), dialect.GaleraSingleWriter.Name())
+		if db.Dialect().Name() != dialects.GaleraSingleWriter.Name() {
+			t.Fatalf("dialect %s, want %s", db.Dialect().Name(), dialects.GaleraSingleWriter.Name())
 		}
 		c := coord.New(db)
 		tx1, _ := db.BeginTx(ctx, nil)

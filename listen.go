@@ -72,14 +72,5 @@ func (db *DB) Listen(ctx context.Context, channel string, opt ListenOptions, wak
 	if err := db.CanListen(); err != nil {
 		return err
 	}
-	return core.PgxStdlibListen(ctx, db.DB, db.dsn, channel, core.ListenOptions(opt), NotifyVia(db.Executor()), wake)
-}
-
-// NotifyVia sends a NOTIFY through e (a pool: another connection than the
-// listening one); for the probe of a Listener.
-func NotifyVia(e Executor) func(ctx context.Context, channel, payload string) error {
-	return func(ctx context.Context, channel, payload string) error {
-		_, err := e.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
-		return err
-	}
+	return core.PgxStdlibListen(ctx, db.DB, db.dsn, channel, core.ListenOptions(opt), core.NotifyVia(db.Executor()), wake)
 }

@@ -5,8 +5,8 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/core"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
 )
@@ -22,7 +22,7 @@ const MigrationsTable = "coord_schema_migrations"
 // ErrDirty: a migration failed half-way. The error says at which
 // version and what to run next (`sqlcoord migrate force`, after a repair
 // by hand).
-var ErrDirty = dialect.ErrDirty
+var ErrDirty = dialects.ErrDirty
 
 // Status is the schema state of a database.
 type Status struct {

@@ -5,7 +5,7 @@ import (
 	"database/sql/driver"
 	"sync"
 
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 )
 
 // MySQL and MariaDB have no transaction-scoped idle timeout: the
@@ -31,7 +31,7 @@ func (c resetConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // that puts the session's value back to the global default.
 var resetStatements = func() map[string]string {
 	m := map[string]string{}
-	for _, d := range []*dialect.Dialect{dialect.MySQL, dialect.MariaDB} {
+	for _, d := range []*dialects.Dialect{dialects.MySQL, dialects.MariaDB} {
 		m[d.Q.IdleTxTimeoutSet] = d.Q.IdleTxTimeoutReset
 	}
 	return m

@@ -21,6 +21,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -184,7 +185,7 @@ func TestErrorClassification(t *testing.T) {
 			// MariaDB reports NOWAIT as 1205, the lock wait timeout code;
 			// coord.TryLock turns it into ErrLocked because it asked for NOWAIT.
 			expect(t, err, sqlcoord.ErrLockTimeout)
-			var e *sqlcoord.Error
+			var e *dialects.Error
 			if !errors.As(err, &e) || e.Code != "1205" {
 				t.Fatalf("MariaDB NOWAIT code: %v", err)
 			}
@@ -243,7 +244,7 @@ func TestErrorClassification(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := b.ExecContext(ctx, `UPDATE t SET v = 11 WHERE id = 1`)
-			expect(t, d.Classify(err), sqlcoord.ErrSerialization)
+			expect(t, d.Classify(err), dialects.ErrSerialization)
 			b.Rollback()
 		}
 

@@ -11,14 +11,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/saga"
 )
 
 // each runs a console query with the row limit and calls scan per row.
-func (c *Console) each(ctx context.Context, q string, scan func(dialect.Rows) error, args ...any) error {
+func (c *Console) each(ctx context.Context, q string, scan func(dialects.Rows) error, args ...any) error {
 	rows, err := c.db.Executor().Query(ctx, q, args...)
 	if err != nil {
 		return c.db.Dialect().Classify(err)
@@ -42,7 +42,7 @@ type Lease struct {
 
 func (c *Console) leaseRows(ctx context.Context) ([]Lease, error) {
 	var out []Lease
-	err := c.each(ctx, c.db.Dialect().Q.Console.Leases, func(r dialect.Rows) error {
+	err := c.each(ctx, c.db.Dialect().Q.Console.Leases, func(r dialects.Rows) error {
 		var l Lease
 		if err := r.Scan(&l.Name, &l.Owner, &l.Token, &l.ExpiresAt, &l.AcquiredAt, &l.RenewedAt, &l.Left); err != nil {
 			return err
@@ -96,7 +96,7 @@ type locksData struct {
 func (c *Console) lockData(ctx context.Context) (locksData, error) {
 	q := c.db.Dialect().Q.Console
 	d := locksData{Postgres: c.db.Dialect().Family() == "postgres"}
-	err := c.each(ctx, q.LocksHeld, func(r dialect.Rows) error {
+	err := c.each(ctx, q.LocksHeld, func(r dialects.Rows) error {
 		var h HeldLock
 		if err := r.Scan(&h.Name, &h.Holder, &h.App, &h.Client, &h.Age, &h.State); err != nil {
 			return err
@@ -106,7 +106,7 @@ func (c *Console) lockData(ctx context.Context) (locksData, error) {
 		return nil
 	}, c.opt.Limit)
 	if err == nil && q.LockTxns != "" {
-		err = c.each(ctx, q.LockTxns, func(r dialect.Rows) error {
+		err = c.each(ctx, q.LockTxns, func(r dialects.Rows) error {
 			var t LockTxn
 			if err := r.Scan(&t.Holder, &t.User, &t.Host, &t.Age, &t.Rows, &t.State); err != nil {
 				return err
@@ -116,7 +116,7 @@ func (c *Console) lockData(ctx context.Context) (locksData, error) {
 		}, c.opt.Limit)
 	}
 	if err == nil {
-		err = c.each(ctx, q.LockWaits, func(r dialect.Rows) error {
+		err = c.each(ctx, q.LockWaits, func(r dialects.Rows) error {
 			var w LockWait
 			if err := r.Scan(&w.Waiter, &w.App, &w.Blockers, &w.Waited, &w.Statement); err != nil {
 				return err
@@ -301,7 +301,7 @@ func (c *Console) outboxData(ctx context.Context) (outboxData, error) {
 	}
 	count := make([]float64, 60)
 	lag := make([]float64, 60)
-	err = c.each(ctx, c.db.Dialect().Q.Console.OutboxSeries, func(r dialect.Rows) error {
+	err = c.each(ctx, c.db.Dialect().Q.Console.OutboxSeries, func(r dialects.Rows) error {
 		var ago, n int64
 		var l float64
 		if err := r.Scan(&ago, &n, &l); err != nil {
@@ -359,7 +359,7 @@ func (c *Console) keys(ctx context.Context, _ *http.Request, now time.Time) (str
 	if d.Counts, err = c.keyCounts(ctx); err != nil {
 		return "Idempotency keys", d, err
 	}
-	err = c.each(ctx, c.db.Dialect().Q.Console.KeysPending, func(r dialect.Rows) error {
+	err = c.each(ctx, c.db.Dialect().Q.Console.KeysPending, func(r dialects.Rows) error {
 		var k PendingKey
 		var scope, key []byte
 		if err := r.Scan(&scope, &key, &k.Age, &k.Left); err != nil {
@@ -388,7 +388,7 @@ type membersData struct {
 
 func (c *Console) memberData(ctx context.Context) (membersData, error) {
 	var d membersData
-	err := c.each(ctx, c.db.Dialect().Q.Console.MemberGroups, func(r dialect.Rows) error {
+	err := c.each(ctx, c.db.Dialect().Q.Console.MemberGroups, func(r dialects.Rows) error {
 		var g Group
 		if err := r.Scan(&g.Name, &g.Live, &g.Expired); err != nil {
 			return err

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
@@ -67,8 +67,8 @@ const MaxNameLen = 255
 // that — a pool there does not compile. It is safe for concurrent use.
 type Client[TTx any] struct {
 	drv sqlcoord.Driver[TTx]
-	d   *dialect.Dialect
-	q   *dialect.Queries
+	d   *dialects.Dialect
+	q   *dialects.Queries
 	ll  *leaseListeners // AcquireWait's listening connections
 }
 
@@ -78,7 +78,7 @@ func New[TTx any](drv sqlcoord.Driver[TTx]) *Client[TTx] {
 }
 
 // pool runs autocommit statements.
-func (c *Client[TTx]) pool() sqlcoord.Executor { return c.drv.Executor() }
+func (c *Client[TTx]) pool() dialects.Executor { return c.drv.Executor() }
 
 // validName refuses names that are empty, over MaxNameLen bytes, not
 // UTF-8 or contain NUL. Names are compared byte for byte on both dialect.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
@@ -93,7 +93,7 @@ func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) (retEr
 	for i, k := range cols {
 		vals[i] = u.Set[k]
 	}
-	ok, err := c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), dialect.FencedRow{
+	ok, err := c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), dialects.FencedRow{
 		Table: u.Table, KeyColumn: u.KeyColumn, FenceColumn: u.FenceColumn,
 		Columns: cols, Values: vals, Token: u.Token, Key: u.Key, HWM: c.drv.Epochs().Seen(),
 	})

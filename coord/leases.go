@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
@@ -64,7 +64,7 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 		return Lease{}, err
 	}
 	l := Lease{Name: name, Owner: owner, TTL: ttl, sentAt: time.Now()}
-	row, err := c.d.LeaseAcquire(ctx, c.pool(), dialect.LeaseSlot{Name: name, Owner: owner, TTLMicros: ttl.Microseconds(), HWM: c.drv.Epochs().Seen()})
+	row, err := c.d.LeaseAcquire(ctx, c.pool(), dialects.LeaseSlot{Name: name, Owner: owner, TTLMicros: ttl.Microseconds(), HWM: c.drv.Epochs().Seen()})
 	if err != nil {
 		return Lease{}, c.wrap("acquire lease", name, err)
 	}
@@ -111,7 +111,7 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 		return l, err
 	}
 	l.sentAt = time.Now()
-	r, err := c.d.LeaseRenew(ctx, c.pool(), dialect.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token, TTLMicros: l.TTL.Microseconds(), HWM: c.drv.Epochs().Seen()})
+	r, err := c.d.LeaseRenew(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token, TTLMicros: l.TTL.Microseconds(), HWM: c.drv.Epochs().Seen()})
 	if err != nil {
 		return l, c.wrap("renew lease", l.Name, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
@@ -163,7 +163,7 @@ func (c *Client[TTx]) CleanupLocks(ctx context.Context, age time.Duration, batch
 	if batch <= 0 {
 		batch = 1000
 	}
-	n, err := sqlutil.InBatches(ctx, c.drv, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+	n, err := sqlutil.InBatches(ctx, c.drv, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 		return c.d.LockCleanup(ctx, x, age, batch)
 	})
 	if err != nil {

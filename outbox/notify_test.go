@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
@@ -18,7 +18,7 @@ import (
 // Issue 14 and 27: a NOTIFY serialises the commits of every notifying
 // transaction, so Enqueue sends it only while a listening relay sleeps
 // (holds the sleep lock, after its polls found nothing); a listening relay
-// is also a member of dialect.OutboxListeners (for operators).
+// is also a member of dialects.OutboxListeners (for operators).
 func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 	t.Parallel()
 	env := dbtest.New(t, "postgres")
@@ -54,7 +54,7 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 		go func() { defer close(done); r.Run(rctx) }()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			ms, err := membership.Members(ctx, env.DB, dialect.OutboxListeners)
+			ms, err := membership.Members(ctx, env.DB, dialects.OutboxListeners)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +79,7 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 		}
 		rstop()
 		<-done
-		ms, _ := membership.Members(ctx, env.DB, dialect.OutboxListeners)
+		ms, _ := membership.Members(ctx, env.DB, dialects.OutboxListeners)
 		if len(ms) != 0 {
 			t.Fatalf("a stopped relay stays registered: %v", ms)
 		}

@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -322,7 +323,7 @@ func (o *Outbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int)
 	if age < 0 {
 		return 0, sqlutil.ErrNegativeAge
 	}
-	n, err := sqlutil.InBatches(ctx, o.db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+	n, err := sqlutil.InBatches(ctx, o.db, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 		return o.db.Dialect().OutboxCleanup(ctx, x, age, batch)
 	})
 	if err != nil {

@@ -22,8 +22,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
 
@@ -282,7 +282,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	// the interval off to PollMin, it takes the sleep lock (producers then
 	// notify), polls once more and waits for a NOTIFY or the interval.
 	// Under load it never sleeps, so producers never pay for a NOTIFY.
-	var sleep sqlcoord.OwnedTx
+	var sleep dialects.OwnedTx
 	wakeUp := func() {
 		if sleep != nil {
 			releaseSleep(ctx, sleep)
@@ -388,7 +388,7 @@ func (r *Relay) waitCommit(ctx context.Context, d time.Duration) bool {
 // up to 50 ms for producers that saw no sleeping relay to commit; nil when
 // it could not, with other true when another relay sleeps (producers
 // notify already) and false when producers' open transactions hold it.
-func (r *Relay) fallAsleep(ctx context.Context) (tx sqlcoord.OwnedTx, other bool) {
+func (r *Relay) fallAsleep(ctx context.Context) (tx dialects.OwnedTx, other bool) {
 	q := r.db.Dialect().Q
 	if q.OutboxSleep == "" {
 		return nil, false
@@ -411,7 +411,7 @@ func (r *Relay) fallAsleep(ctx context.Context) (tx sqlcoord.OwnedTx, other bool
 
 // releaseSleep ends a sleep transaction (releasing the sleep lock), even
 // after ctx ended.
-func releaseSleep(ctx context.Context, tx sqlcoord.OwnedTx) {
+func releaseSleep(ctx context.Context, tx dialects.OwnedTx) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	tx.Rollback(rctx)
@@ -432,11 +432,11 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 	defer r.listening.Store(false)
 	for ctx.Err() == nil {
 		// Producers send NOTIFY only while a listening relay is a live
-		// member of this group (see dialect.OutboxListeners).
+		// member of this group (see dialects.OutboxListeners).
 		var m *membership.Membership
 		if l.CanListen() == nil {
 			var jerr error
-			if m, jerr = membership.Join(ctx, r.db, dialect.OutboxListeners, membership.Options{TTL: 10 * time.Second}); jerr != nil {
+			if m, jerr = membership.Join(ctx, r.db, dialects.OutboxListeners, membership.Options{TTL: 10 * time.Second}); jerr != nil {
 				r.log.Warn("outbox listen: cannot register as a listener; producers will not notify", "err", redact.Text(jerr.Error()))
 			}
 		}
@@ -587,7 +587,7 @@ func (r *Relay) isLast(m Message, perr error) bool {
 
 // deadLetter records in tx that m will not be published: perr stored
 // without URL credentials, as valid UTF-8, and logged.
-func (r *Relay) deadLetter(ctx context.Context, tx sqlcoord.Executor, m Message, perr error) error {
+func (r *Relay) deadLetter(ctx context.Context, tx dialects.Executor, m Message, perr error) error {
 	msg := storedError(perr)
 	r.rec.OutboxPublish(m.Topic, "dead", 0)
 	r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
@@ -606,7 +606,7 @@ func (r *Relay) retryDelay(n int) time.Duration {
 // keepTxAwake runs a trivial statement in tx every interval until the
 // returned stop is called (and waits for it to finish): the transaction
 // is never idle for a whole interval while this process runs.
-func keepTxAwake(ctx context.Context, tx sqlcoord.OwnedTx, q string, every time.Duration) (stop func()) {
+func keepTxAwake(ctx context.Context, tx dialects.OwnedTx, q string, every time.Duration) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -706,7 +706,7 @@ func claimQueries(ctx context.Context, db sqlcoord.Base) (string, string) {
 	return d.Q.OutboxClaim, d.Q.OutboxClaimOrdered
 }
 
-func claim(ctx context.Context, tx sqlcoord.Executor, q string, n int) ([]Message, error) {
+func claim(ctx context.Context, tx dialects.Executor, q string, n int) ([]Message, error) {
 	rows, err := tx.Query(ctx, q, n)
 	if err != nil {
 		return nil, err

@@ -19,8 +19,8 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
@@ -229,7 +229,7 @@ var errLeaseLost = errors.New("outbox: stream lease lost")
 // lease while another relay holds it. streamed: replication started.
 func (s *StreamRelay) session(ctx context.Context) (streamed bool, err error) {
 	d, x := s.db.Dialect(), s.db.Executor()
-	slot := dialect.LeaseSlot{Name: s.lease, Owner: s.owner, TTLMicros: s.opt.LeaseTTL.Microseconds()}
+	slot := dialects.LeaseSlot{Name: s.lease, Owner: s.owner, TTLMicros: s.opt.LeaseTTL.Microseconds()}
 	sent := time.Now()
 	slot.HWM = s.db.Epochs().Seen()
 	row, err := d.LeaseAcquire(ctx, x, slot)
@@ -281,7 +281,7 @@ func (s *StreamRelay) session(ctx context.Context) (streamed bool, err error) {
 // stream is one session's replication connection and its state.
 type stream struct {
 	s       *StreamRelay
-	lease   dialect.LeaseSlot
+	lease   dialects.LeaseSlot
 	conn    *pgconn.PgConn
 	started bool
 
@@ -687,7 +687,7 @@ commits:
 // until no streamed transaction with a missing row is still in progress in
 // a snapshot, then claims those rows again (the others were published by
 // a polling pass, cancelled, or are delayed).
-func (st *stream) claimLate(ctx context.Context, tx sqlcoord.OwnedTx, pending map[int64]bool) error {
+func (st *stream) claimLate(ctx context.Context, tx dialects.OwnedTx, pending map[int64]bool) error {
 	d := st.s.db.Dialect()
 	var missing []int64
 	xids := map[uint32]bool{}
@@ -775,7 +775,7 @@ func (st *stream) pause(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-func claimIDs(ctx context.Context, tx sqlcoord.Executor, q string, ids []int64) (map[int64]bool, error) {
+func claimIDs(ctx context.Context, tx dialects.Executor, q string, ids []int64) (map[int64]bool, error) {
 	rows, err := tx.Query(ctx, q, ids)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
@@ -22,7 +22,7 @@ type Querier interface {
 }
 
 // Executor adapts a pgx pool, connection or transaction to
-// sqlcoord.Executor; Pre is prepended to every statement's arguments
+// dialects.Executor; Pre is prepended to every statement's arguments
 // (pgx.QueryExecModeExec with Options.Pooler).
 type Executor struct {
 	Q   Querier
@@ -47,11 +47,11 @@ func (e Executor) Exec(ctx context.Context, query string, args ...any) (int64, e
 	return tag.RowsAffected(), nil
 }
 
-func (e Executor) QueryRow(ctx context.Context, query string, args ...any) sqlcoord.Row {
+func (e Executor) QueryRow(ctx context.Context, query string, args ...any) dialects.Row {
 	return row{e.Q.QueryRow(ctx, query, core.Prepend(e.Pre, args)...)}
 }
 
-func (e Executor) Query(ctx context.Context, query string, args ...any) (sqlcoord.Rows, error) {
+func (e Executor) Query(ctx context.Context, query string, args ...any) (dialects.Rows, error) {
 	r, err := e.Q.Query(ctx, query, core.Prepend(e.Pre, args)...)
 	if err != nil {
 		return nil, err

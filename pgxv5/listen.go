@@ -22,7 +22,7 @@ func (d *Driver) CanListen() error { return nil }
 // Listen on a connection of its own made with the pool's configuration
 // (it does not take one of the pool's connections).
 func (d *Driver) Listen(ctx context.Context, channel string, opt sqlcoord.ListenOptions, wake func()) error {
-	return listenWith(ctx, d.Pool.Config().ConnConfig.Copy(), channel, opt, sqlcoord.NotifyVia(d.Executor()), wake)
+	return listenWith(ctx, d.Pool.Config().ConnConfig.Copy(), channel, opt, core.NotifyVia(d.Executor()), wake)
 }
 
 // stdlibListen listens for a database/sql pool on pgx's stdlib driver

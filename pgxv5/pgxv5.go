@@ -24,8 +24,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/core"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/metrics"
@@ -127,13 +127,13 @@ func (d *Driver) Close() {
 	}
 }
 
-func (d *Driver) Dialect() *dialect.Dialect                       { return dialect.Postgres }
+func (d *Driver) Dialect() *dialects.Dialect                      { return dialects.Postgres }
 func (d *Driver) Epochs() *sqlcoord.Epochs                        { return d.epochs }
 func (d *Driver) Tracer() trace.Tracer                            { return d.tracer }
 func (d *Driver) Metrics() metrics.Recorder                       { return d.metrics }
 func (d *Driver) Sealed(core.Seal)                                {}
-func (d *Driver) Executor() sqlcoord.Executor                     { return Executor{d.Pool, d.pre} }
-func (d *Driver) TxExecutor(tx pgx.Tx) sqlcoord.Executor          { return Executor{tx, d.pre} }
+func (d *Driver) Executor() dialects.Executor                     { return Executor{d.Pool, d.pre} }
+func (d *Driver) TxExecutor(tx pgx.Tx) dialects.Executor          { return Executor{tx, d.pre} }
 func (d *Driver) CommitTx(ctx context.Context, tx pgx.Tx) error   { return tx.Commit(ctx) }
 func (d *Driver) RollbackTx(ctx context.Context, tx pgx.Tx) error { return tx.Rollback(ctx) }
 
@@ -144,7 +144,7 @@ func (d *Driver) String() string {
 }
 
 // ExecutorFor accepts a pgx.Tx.
-func (d *Driver) ExecutorFor(tx any) (sqlcoord.Executor, error) {
+func (d *Driver) ExecutorFor(tx any) (dialects.Executor, error) {
 	if t, ok := tx.(pgx.Tx); ok {
 		return Executor{t, d.pre}, nil
 	}
@@ -157,7 +157,7 @@ func (d *Driver) BeginTx(ctx context.Context, opts *sql.TxOptions) (pgx.Tx, erro
 }
 
 // BeginOwned starts a transaction sqlcoord commits itself.
-func (d *Driver) BeginOwned(ctx context.Context, opts *sql.TxOptions) (sqlcoord.OwnedTx, error) {
+func (d *Driver) BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error) {
 	tx, err := d.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -179,7 +180,7 @@ func Cleanup(ctx context.Context, db sqlcoord.Base, age time.Duration, batch int
 	if batch <= 0 {
 		batch = 1000
 	}
-	n, err := sqlutil.InBatches(ctx, db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+	n, err := sqlutil.InBatches(ctx, db, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 		return db.Dialect().SagaCleanup(ctx, x, age, batch)
 	})
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
@@ -170,7 +170,7 @@ func (c *Coordinator[TTx]) retry() backoff.Policy {
 // the fence is per row.
 func (c *Coordinator[TTx]) claim(ctx context.Context, gid string, max int) ([]*claimed, error) {
 	d := c.db.Dialect()
-	cl := dialect.SagaClaim{GID: gid, Token: claimToken(), Owner: c.opts.Owner, LeaseMicros: c.opts.Lease.Microseconds(), Max: max}
+	cl := dialects.SagaClaim{GID: gid, Token: claimToken(), Owner: c.opts.Owner, LeaseMicros: c.opts.Lease.Microseconds(), Max: max}
 	rows, err := c.claimRows(ctx, cl)
 	if err != nil {
 		return nil, errs.Errorf("saga: claim: %w", d.Classify(err))
@@ -208,7 +208,7 @@ func (c *Coordinator[TTx]) claim(ctx context.Context, gid string, max int) ([]*c
 
 // claimRows runs the dialect's claim: on the pool, or — the oldest due
 // ones on the MySQL family — in a READ COMMITTED transaction of its own.
-func (c *Coordinator[TTx]) claimRows(ctx context.Context, cl dialect.SagaClaim) ([]dialect.SagaClaimed, error) {
+func (c *Coordinator[TTx]) claimRows(ctx context.Context, cl dialects.SagaClaim) ([]dialects.SagaClaimed, error) {
 	d := c.db.Dialect()
 	if cl.GID != "" || !d.SagaClaimInTx() {
 		return d.SagaClaim(ctx, c.db.Executor(), cl)
@@ -256,7 +256,7 @@ func (c *Coordinator[TTx]) record(ctx context.Context, g *claimed, ch change) er
 	ctx = context.WithoutCancel(ctx) // a step that happened is recorded even while stopping
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	defer cancel()
-	r := dialect.SagaRecord{GID: g.gid, Claim: g.token, Status: string(ch.status), Step: ch.step, Tries: ch.tries,
+	r := dialects.SagaRecord{GID: g.gid, Claim: g.token, Status: string(ch.status), Step: ch.step, Tries: ch.tries,
 		Reason: ch.reason, Err: ch.err, Stuck: ch.stuck, Keep: ch.keep, Durable: ch.durable, DueMicros: ch.due.Microseconds(), Idx: -1}
 	if b := ch.branch; b != nil {
 		r.Idx, r.BranchStatus, r.BranchTries, r.BranchErr = b.idx, b.status, b.tries, b.lastErr

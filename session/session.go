@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
@@ -157,7 +158,7 @@ func (s *Store[TTx]) Create(ctx context.Context, tx TTx, userID string, data []b
 	return token, sess, s.wrap("create", err)
 }
 
-func (s *Store[TTx]) get(ctx context.Context, x sqlcoord.Executor, h []byte, lock bool) (Session, error) {
+func (s *Store[TTx]) get(ctx context.Context, x dialects.Executor, h []byte, lock bool) (Session, error) {
 	q := s.db.Dialect().Q.WebSessionGet
 	if lock {
 		q = s.db.Dialect().Q.WebSessionGetForUpdate

@@ -12,15 +12,15 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/core"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
 // Driver is an application's *sqlx.DB as a sqlcoord.Driver[*sqlx.Tx].
 type Driver struct {
 	X       *sqlx.DB
-	dialect *dialect.Dialect
+	dialect *dialects.Dialect
 	pre     []any
 	epochs  *sqlcoord.Epochs
 	tracer  trace.Tracer
@@ -57,19 +57,19 @@ func preOf(db *sqlcoord.DB) []any {
 	return nil
 }
 
-func (s *Driver) Dialect() *dialect.Dialect                       { return s.dialect }
+func (s *Driver) Dialect() *dialects.Dialect                      { return s.dialect }
 func (s *Driver) Epochs() *sqlcoord.Epochs                        { return s.epochs }
 func (s *Driver) Tracer() trace.Tracer                            { return s.tracer }
 func (s *Driver) Metrics() metrics.Recorder                       { return s.metrics }
 func (s *Driver) Sealed(core.Seal)                                {}
-func (s *Driver) Executor() sqlcoord.Executor                     { return core.PoolExecutor(s.X, s.pre, s.dialect) }
-func (s *Driver) TxExecutor(tx *sqlx.Tx) sqlcoord.Executor        { return core.SQLExec{Q: tx, Pre: s.pre} }
+func (s *Driver) Executor() dialects.Executor                     { return core.PoolExecutor(s.X, s.pre, s.dialect) }
+func (s *Driver) TxExecutor(tx *sqlx.Tx) dialects.Executor        { return core.SQLExec{Q: tx, Pre: s.pre} }
 func (s *Driver) CommitTx(_ context.Context, tx *sqlx.Tx) error   { return tx.Commit() }
 func (s *Driver) RollbackTx(_ context.Context, tx *sqlx.Tx) error { return tx.Rollback() }
 func (s *Driver) String() string                                  { return "sqlx pool (" + s.dialect.Name() + ")" }
 
 // ExecutorFor accepts a *sqlx.Tx (or a *sql.Tx).
-func (s *Driver) ExecutorFor(tx any) (sqlcoord.Executor, error) {
+func (s *Driver) ExecutorFor(tx any) (dialects.Executor, error) {
 	return core.TxExecutorFor(tx, "sqlx", s.pre)
 }
 
@@ -79,7 +79,7 @@ func (s *Driver) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sqlx.Tx, er
 }
 
 // BeginOwned starts a transaction sqlcoord commits itself.
-func (s *Driver) BeginOwned(ctx context.Context, opts *sql.TxOptions) (sqlcoord.OwnedTx, error) {
+func (s *Driver) BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error) {
 	return core.BeginOwned(ctx, s.X.DB, opts, s.pre)
 }
 

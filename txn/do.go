@@ -23,6 +23,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
@@ -64,7 +65,7 @@ type Options struct {
 	// Verify, if set, is called when COMMIT's outcome is unknown, after
 	// the old transaction's session is proven gone, and must report
 	// whether the transaction's effect is in the database.
-	Verify func(ctx context.Context, db sqlcoord.Executor) (committed bool, err error)
+	Verify func(ctx context.Context, db dialects.Executor) (committed bool, err error)
 	// VerifyTimeout bounds how long Do tries to end the old session and
 	// verify (default 30s). When it runs out, Do returns an error matching
 	// sqlcoord.ErrCommitUnknown: the outcome could not be proven.
@@ -173,7 +174,7 @@ func retryReason(err error) string {
 	switch {
 	case errors.Is(err, sqlcoord.ErrDeadlock):
 		return "deadlock"
-	case errors.Is(err, sqlcoord.ErrSerialization):
+	case errors.Is(err, dialects.ErrSerialization):
 		return "serialization"
 	case errors.Is(err, sqlcoord.ErrConnLost):
 		return "conn_lost"

@@ -13,6 +13,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/metrics"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -149,7 +150,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 				case "marker":
 					opts.CommitMarker = "commit-" + id
 				case "func":
-					opts.Verify = func(ctx context.Context, db sqlcoord.Executor) (bool, error) {
+					opts.Verify = func(ctx context.Context, db dialects.Executor) (bool, error) {
 						var c int
 						err := db.QueryRow(ctx, `SELECT count(*) FROM orders WHERE id = `+ph(1), id).Scan(&c)
 						return c == 1, err
@@ -227,7 +228,7 @@ func TestDoVerifyCommitInFlight(t *testing.T) {
 					if i%2 == 0 {
 						opts.CommitMarker = "m-" + id
 					} else {
-						opts.Verify = func(ctx context.Context, db sqlcoord.Executor) (bool, error) {
+						opts.Verify = func(ctx context.Context, db dialects.Executor) (bool, error) {
 							var c int
 							err := db.QueryRow(ctx, `SELECT count(*) FROM flight WHERE id = `+ph(1), id).Scan(&c)
 							return c == 1, err

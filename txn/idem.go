@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
@@ -56,7 +56,7 @@ type KeysOptions struct {
 // (scope, key). A scope is a key space: per user, per tenant, per API.
 type Keys[TTx any] struct {
 	db  sqlcoord.Driver[TTx]
-	q   *dialect.Queries
+	q   *dialects.Queries
 	opt KeysOptions
 }
 
@@ -127,7 +127,7 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	d := k.db.Dialect()
 	x := k.db.TxExecutor(tx)
 	lock := k.opt.LockFor.Microseconds()
-	inserted, err := d.IdemInsert(ctx, x, dialect.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint, LockMicros: lock, NoWait: k.opt.OnBusy == Fail})
+	inserted, err := d.IdemInsert(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint, LockMicros: lock, NoWait: k.opt.OnBusy == Fail})
 	if err != nil {
 		cerr := d.Classify(err)
 		if k.opt.OnBusy == Fail && errors.Is(cerr, sqlcoord.ErrLockTimeout) {
@@ -207,7 +207,7 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 // existing reads a key that was there when we tried to insert it: a
 // Replay claim when it is done, ErrKeyReused for another fingerprint,
 // otherwise whether its pending claim is still protected (locked).
-func (k *Keys[TTx]) existing(ctx context.Context, x sqlcoord.Executor, scope, key string, fingerprint []byte) (Claim, bool, error) {
+func (k *Keys[TTx]) existing(ctx context.Context, x dialects.Executor, scope, key string, fingerprint []byte) (Claim, bool, error) {
 	var fp, resp []byte
 	var state string
 	var locked bool
@@ -236,7 +236,7 @@ func (k *Keys[TTx]) Complete(ctx context.Context, tx TTx, scope, key string, res
 
 // complete marks a pending key done on x (the caller's transaction, or the
 // pool for Finish).
-func (k *Keys[TTx]) complete(ctx context.Context, x sqlcoord.Executor, op, scope, key string, response []byte) error {
+func (k *Keys[TTx]) complete(ctx context.Context, x dialects.Executor, op, scope, key string, response []byte) error {
 	if err := validKey(scope, key); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
@@ -358,7 +359,7 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 		lastMs, released = 0, true
 		_, err = tx.Exec(ctx, q.WorkerInsert, id, opt.Owner, opt.TTL.Microseconds())
 		if errors.Is(db.Dialect().Classify(err), sqlcoord.ErrDuplicate) {
-			return &sqlcoord.Error{Kind: sqlcoord.ErrSerialization, Err: err} // lost the race for this id: retry
+			return &dialects.Error{Kind: dialects.ErrSerialization, Err: err} // lost the race for this id: retry
 		}
 		return err
 	})

@@ -32,8 +32,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/sqlutil"
 
@@ -164,7 +164,7 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 		return Run{}, errs.Errorf("%w: job %q shard %d/%d", ErrInvalid, job, shard, total)
 	}
 	run := Run{Job: job, FireTime: norm(fire), Shard: shard, ShardTotal: total, Owner: owner, sent: time.Now()}
-	slot := dialect.JobSlot{Job: job, Fire: run.FireTime, Shard: shard, Total: total, Status: status, Owner: owner, Reason: reason}
+	slot := dialects.JobSlot{Job: job, Fire: run.FireTime, Shard: shard, Total: total, Status: status, Owner: owner, Reason: reason}
 	attempt, claimed, err := r.db.Dialect().JobClaim(ctx, r.db.Executor(), slot, r.db.Epochs().Seen())
 	if err != nil {
 		return Run{}, errs.Errorf("jobs: claim %s@%s: %w", job, run.FireTime.Format(time.RFC3339Nano), r.db.Dialect().Classify(err))
@@ -261,8 +261,8 @@ func (r *Runs) Fail(ctx context.Context, run Run, runErr error, p Retry) (Failur
 		return f, r.Finish(ctx, run, runErr)
 	}
 	d := r.db.Dialect()
-	n, err := d.JobFail(ctx, r.db.Executor(), dialect.JobFailure{
-		Slot: dialect.JobSlot{Job: run.Job, Fire: run.FireTime, Shard: run.Shard}, Attempt: int64(run.Attempt),
+	n, err := d.JobFail(ctx, r.db.Executor(), dialects.JobFailure{
+		Slot: dialects.JobSlot{Job: run.Job, Fire: run.FireTime, Shard: run.Shard}, Attempt: int64(run.Attempt),
 		Error: errText(runErr), Permanent: errors.Is(runErr, ErrPermanent), MaxAttempts: p.MaxAttempts,
 		BackoffMicros: p.delay(run.Failures + 1).Microseconds(),
 	})
@@ -303,7 +303,7 @@ func Fence[TTx any](ctx context.Context, drv sqlcoord.Driver[TTx], tx TTx, run R
 	return NewRuns(drv).fence(ctx, drv.TxExecutor(tx), run)
 }
 
-func (r *Runs) fence(ctx context.Context, x sqlcoord.Executor, run Run) error {
+func (r *Runs) fence(ctx context.Context, x dialects.Executor, run Run) error {
 	var a int
 	q, args := r.db.Dialect().Q.JobFence, []any{run.Job, run.FireTime, run.Shard, run.Attempt}
 	hwm := r.db.Epochs().Seen()
@@ -336,7 +336,7 @@ func Complete[TTx any](ctx context.Context, drv sqlcoord.Driver[TTx], tx TTx, ru
 	return NewRuns(drv).complete(ctx, drv.TxExecutor(tx), run)
 }
 
-func (r *Runs) complete(ctx context.Context, x sqlcoord.Executor, run Run) error {
+func (r *Runs) complete(ctx context.Context, x dialects.Executor, run Run) error {
 	q, args := r.db.Dialect().Q.JobFinish, []any{Succeeded, sql.NullString{}, run.Job, run.FireTime, run.Shard, run.Attempt}
 	if hwm := r.db.Epochs().Seen(); hwm > 0 && r.db.Dialect().Q.JobFinishChecked != "" {
 		q, args = r.db.Dialect().Q.JobFinishChecked, append(args, hwm)
@@ -421,7 +421,7 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 	for _, t := range cands {
 		c := t.Run
 		c.sent = time.Now()
-		slot := dialect.JobSlot{Job: c.Job, Fire: c.FireTime, Shard: c.Shard, Owner: owner}
+		slot := dialects.JobSlot{Job: c.Job, Fire: c.FireTime, Shard: c.Shard, Owner: owner}
 		next, ok, err := r.db.Dialect().JobTakeover(ctx, r.db.Executor(), slot, int64(c.Attempt), grace.Microseconds(), r.db.Epochs().Seen())
 		if err != nil {
 			return won, errs.Errorf("jobs: take over: %w", r.db.Dialect().Classify(err))
@@ -632,7 +632,7 @@ func (r *Runs) Cleanup(ctx context.Context, job string, age time.Duration, batch
 	}
 	q := r.db.Dialect().Q
 	del := func(stmt string) (int64, error) {
-		n, err := sqlutil.InBatches(ctx, r.db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+		n, err := sqlutil.InBatches(ctx, r.db, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 			return x.Exec(ctx, stmt, job, age.Microseconds(), batch)
 		})
 		if err != nil {

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // Checked is what Check learned of a server.
 type Checked struct {
-	Dialect *dialect.Dialect
+	Dialect *dialects.Dialect
 	// Writer is the GaleraSingleWriter node's writer lease (nil unless
 	// asked for on a Galera node); its owner closes it.
 	Writer *GaleraWriter
@@ -25,10 +25,10 @@ type Checked struct {
 // synchronous replication when o.RequireSyncReplication, and for the
 // MySQL family that the driver returns DATETIME as time.Time in UTC.
 // Errors match one sqlcoord sentinel and keep the driver's error.
-func Check(ctx context.Context, e dialect.Executor, o Options, what string) (Checked, error) {
+func Check(ctx context.Context, e dialects.Executor, o Options, what string) (Checked, error) {
 	var c Checked
 	unreachable := func(err error) error {
-		return errs.Errorf("%w to %s: %w", dialect.ErrUnreachable, what, err)
+		return errs.Errorf("%w to %s: %w", dialects.ErrUnreachable, what, err)
 	}
 	var version string
 	if err := e.QueryRow(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
@@ -39,7 +39,7 @@ func Check(ctx context.Context, e dialect.Executor, o Options, what string) (Che
 		return c, err
 	}
 	if d.Family() == "mysql" && o.Dialect != "postgres" {
-		galera, err := dialect.IsGalera(ctx, e)
+		galera, err := dialects.IsGalera(ctx, e)
 		if err != nil {
 			return c, unreachable(d.Classify(err))
 		}
@@ -62,7 +62,7 @@ func Check(ctx context.Context, e dialect.Executor, o Options, what string) (Che
 			return fail(unreachable(d.Classify(err)))
 		}
 		if ro {
-			return fail(errs.Errorf("%w: %s is a hot standby or a read-only replica; connect to the primary (or set AllowReadOnly to inspect it)", dialect.ErrReadOnly, what))
+			return fail(errs.Errorf("%w: %s is a hot standby or a read-only replica; connect to the primary (or set AllowReadOnly to inspect it)", dialects.ErrReadOnly, what))
 		}
 	}
 	if o.RequireSyncReplication {
@@ -71,52 +71,52 @@ func Check(ctx context.Context, e dialect.Executor, o Options, what string) (Che
 			return fail(err)
 		}
 		if !info.Synchronous {
-			return fail(errs.Errorf("%w: %s: %s", dialect.ErrNotSynchronous, what, info.Detail))
+			return fail(errs.Errorf("%w: %s: %s", dialects.ErrNotSynchronous, what, info.Detail))
 		}
 	}
 	if d.Family() == "mysql" {
 		var now time.Time
 		if err := e.QueryRow(ctx, `SELECT UTC_TIMESTAMP(6)`).Scan(&now); err != nil {
-			return fail(errs.Errorf("%w: the MySQL driver must return DATETIME as time.Time: add parseTime=true to the DSN (%v)", dialect.ErrDriverSetting, err))
+			return fail(errs.Errorf("%w: the MySQL driver must return DATETIME as time.Time: add parseTime=true to the DSN (%v)", dialects.ErrDriverSetting, err))
 		}
 		if now.Location() != time.UTC {
-			return fail(errs.Errorf("%w: the MySQL driver reads DATETIME in %v: use loc=UTC (the default) in the DSN", dialect.ErrDriverSetting, now.Location()))
+			return fail(errs.Errorf("%w: the MySQL driver reads DATETIME in %v: use loc=UTC (the default) in the DSN", dialects.ErrDriverSetting, now.Location()))
 		}
 	}
 	return c, nil
 }
 
 // pick is the dialect named by want ("" detects it from version).
-func pick(version, want string) (*dialect.Dialect, error) {
+func pick(version, want string) (*dialects.Dialect, error) {
 	if want != "" {
-		return dialect.ByFamily(want)
+		return dialects.ByFamily(want)
 	}
 	switch v := strings.ToLower(version); {
 	case strings.Contains(v, "postgres"):
-		return dialect.Postgres, nil
+		return dialects.Postgres, nil
 	case strings.Contains(v, "mariadb"):
-		return dialect.MariaDB, nil
+		return dialects.MariaDB, nil
 	}
-	return dialect.MySQL, nil
+	return dialects.MySQL, nil
 }
 
 // checkGalera: a multi-writer cluster needs causal reads; with
 // GaleraSingleWriter the node takes the writer lease (c.Writer).
-func checkGalera(ctx context.Context, e dialect.Executor, o Options, c *Checked) (*dialect.Dialect, error) {
+func checkGalera(ctx context.Context, e dialects.Executor, o Options, c *Checked) (*dialects.Dialect, error) {
 	if o.GaleraSingleWriter {
 		w, err := StartGaleraWriter(ctx, e)
 		if err != nil {
 			return nil, err
 		}
 		c.Writer = w
-		return dialect.NewGaleraWriter(w.Check), nil
+		return dialects.NewGaleraWriter(w.Check), nil
 	}
 	var w int
 	if err := e.QueryRow(ctx, `SELECT @@session.wsrep_sync_wait`).Scan(&w); err != nil {
-		return nil, errs.Errorf("%w: %w", dialect.ErrUnreachable, err)
+		return nil, errs.Errorf("%w: %w", dialects.ErrUnreachable, err)
 	}
 	if w&3 != 3 {
-		return nil, errs.Errorf("%w: on a multi-writer Galera cluster the pool needs causal reads: add wsrep_sync_wait=%s to the DSN (or GaleraSingleWriter if every client writes through one node)", dialect.ErrDriverSetting, dialect.GaleraSyncWait)
+		return nil, errs.Errorf("%w: on a multi-writer Galera cluster the pool needs causal reads: add wsrep_sync_wait=%s to the DSN (or GaleraSingleWriter if every client writes through one node)", dialects.ErrDriverSetting, dialects.GaleraSyncWait)
 	}
-	return dialect.Galera, nil
+	return dialects.Galera, nil
 }

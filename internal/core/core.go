@@ -11,7 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/metrics"
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
@@ -72,5 +72,5 @@ func DirtyError(family string, v uint, cause error) error {
 // dirty is ErrDirty that also unwraps to the failure behind it.
 type dirty struct{ cause error }
 
-func (d *dirty) Error() string   { return dialect.ErrDirty.Error() }
-func (d *dirty) Unwrap() []error { return []error{dialect.ErrDirty, d.cause} }
+func (d *dirty) Error() string   { return dialects.ErrDirty.Error() }
+func (d *dirty) Unwrap() []error { return []error{dialects.ErrDirty, d.cause} }

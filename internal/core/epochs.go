@@ -11,7 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
@@ -114,7 +114,7 @@ func OpenEpochs(ctx context.Context, file string, readOnly bool, check func(cont
 	if err != nil || e.Seen() == 0 || readOnly {
 		return e, err
 	}
-	if err := check(ctx, e); err != nil && !errors.Is(err, dialect.ErrNoSchema) {
+	if err := check(ctx, e); err != nil && !errors.Is(err, dialects.ErrNoSchema) {
 		return nil, err
 	}
 	return e, nil

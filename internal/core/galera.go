@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
@@ -21,7 +21,7 @@ const GaleraWriterLease = "sqlcoord.galera.writer"
 type GaleraWriter = galeraWriter
 
 // StartGaleraWriter: see startGaleraWriter.
-func StartGaleraWriter(ctx context.Context, x dialect.Executor) (*GaleraWriter, error) {
+func StartGaleraWriter(ctx context.Context, x dialects.Executor) (*GaleraWriter, error) {
 	return startGaleraWriter(ctx, x)
 }
 
@@ -41,8 +41,8 @@ const galeraWriterTTL = 10 * time.Second
 // clock counted from when the last grant was sent (the database's expiry
 // is later), the way an etcd session is.
 type galeraWriter struct {
-	x      dialect.Executor // the pool's autocommit statements
-	d      *dialect.Dialect
+	x      dialects.Executor // the pool's autocommit statements
+	d      *dialects.Dialect
 	node   string
 	mu     sync.Mutex
 	until  time.Time // locks allowed before this
@@ -56,13 +56,13 @@ type galeraWriter struct {
 // startGaleraWriter takes the writer lease for db's node, or fails with
 // ErrGaleraLocks naming the node that holds it, and keeps renewing it
 // until close (or until the pool is closed).
-func startGaleraWriter(ctx context.Context, x dialect.Executor) (*galeraWriter, error) {
-	w := &galeraWriter{x: x, d: dialect.Galera, stop: make(chan struct{}), done: make(chan struct{})}
-	if err := x.QueryRow(ctx, dialect.GaleraNode).Scan(&w.node); err != nil {
-		return nil, errs.Errorf("%w: %v", dialect.ErrUnreachable, err)
+func startGaleraWriter(ctx context.Context, x dialects.Executor) (*galeraWriter, error) {
+	w := &galeraWriter{x: x, d: dialects.Galera, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := x.QueryRow(ctx, dialects.GaleraNode).Scan(&w.node); err != nil {
+		return nil, errs.Errorf("%w: %v", dialects.ErrUnreachable, err)
 	}
 	if err := w.renew(ctx); err != nil {
-		if !errors.Is(w.d.Classify(err), dialect.ErrNoSchema) {
+		if !errors.Is(w.d.Classify(err), dialects.ErrNoSchema) {
 			return nil, err
 		}
 		w.holder = "(none yet: the schema is not installed)" // Open for `migrate up`: renewed from then on
@@ -75,7 +75,7 @@ func startGaleraWriter(ctx context.Context, x dialect.Executor) (*galeraWriter, 
 
 func (w *galeraWriter) renew(ctx context.Context) error {
 	sent := time.Now()
-	row, err := w.d.LeaseAcquire(ctx, w.x, dialect.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, TTLMicros: galeraWriterTTL.Microseconds()})
+	row, err := w.d.LeaseAcquire(ctx, w.x, dialects.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, TTLMicros: galeraWriterTTL.Microseconds()})
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func (w *galeraWriter) check() error {
 	if w.holder != "" {
 		why = "node " + w.holder + " is the single writer"
 	}
-	return errs.Errorf("%w: GaleraSingleWriter on node %s: %s", &dialect.Error{Kind: dialect.ErrGaleraLocks}, w.node, why)
+	return errs.Errorf("%w: GaleraSingleWriter on node %s: %s", &dialects.Error{Kind: dialects.ErrGaleraLocks}, w.node, why)
 }
 
 // close stops renewing and releases the lease, so another node can take

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
@@ -30,11 +30,11 @@ type SQLExec struct {
 	// a statement the server rolled back as a deadlock victim — on Galera
 	// also a certification conflict with another node's commit (1213).
 	// Such a statement changed nothing, so running it again is safe.
-	Auto *dialect.Dialect
+	Auto *dialects.Dialect
 }
 
 // PoolExecutor is SQLExec for a pool's autocommit statements.
-func PoolExecutor(q Querier, pre []any, d *dialect.Dialect) dialect.Executor {
+func PoolExecutor(q Querier, pre []any, d *dialects.Dialect) dialects.Executor {
 	return SQLExec{Q: q, Pre: pre, Auto: d}
 }
 
@@ -45,10 +45,10 @@ var autocommitBackoff = backoff.Policy{Base: time.Millisecond, Max: 100 * time.M
 
 // rerun calls stmt until it succeeds, fails otherwise than by a deadlock,
 // or the retries are used up; only for autocommit statements (d != nil).
-func rerun(ctx context.Context, d *dialect.Dialect, stmt func() error) error {
+func rerun(ctx context.Context, d *dialects.Dialect, stmt func() error) error {
 	for i := 0; ; i++ {
 		err := stmt()
-		if err == nil || d == nil || i == autocommitRetries || !errors.Is(d.Classify(err), dialect.ErrDeadlock) {
+		if err == nil || d == nil || i == autocommitRetries || !errors.Is(d.Classify(err), dialects.ErrDeadlock) {
 			return err
 		}
 		if backoff.Sleep(ctx, autocommitBackoff.Delay(i)) != nil {
@@ -77,7 +77,7 @@ func (e SQLExec) Exec(ctx context.Context, query string, args ...any) (int64, er
 	return res.RowsAffected()
 }
 
-func (e SQLExec) QueryRow(ctx context.Context, query string, args ...any) dialect.Row {
+func (e SQLExec) QueryRow(ctx context.Context, query string, args ...any) dialects.Row {
 	var row *sql.Row
 	rerun(ctx, e.Auto, func() error {
 		row = e.Q.QueryRowContext(ctx, query, Prepend(e.Pre, args)...)
@@ -86,7 +86,7 @@ func (e SQLExec) QueryRow(ctx context.Context, query string, args ...any) dialec
 	return row
 }
 
-func (e SQLExec) Query(ctx context.Context, query string, args ...any) (dialect.Rows, error) {
+func (e SQLExec) Query(ctx context.Context, query string, args ...any) (dialects.Rows, error) {
 	var rows *sql.Rows
 	err := rerun(ctx, e.Auto, func() (err error) {
 		rows, err = e.Q.QueryContext(ctx, query, Prepend(e.Pre, args)...)
@@ -97,7 +97,7 @@ func (e SQLExec) Query(ctx context.Context, query string, args ...any) (dialect.
 
 // TxExecutorFor is the executor of tx when it is a database/sql (or sqlx)
 // transaction, ErrNotATransaction otherwise.
-func TxExecutorFor(tx any, stack string, pre []any) (dialect.Executor, error) {
+func TxExecutorFor(tx any, stack string, pre []any) (dialects.Executor, error) {
 	if q, ok := tx.(interface {
 		Querier
 		Commit() error
@@ -105,7 +105,7 @@ func TxExecutorFor(tx any, stack string, pre []any) (dialect.Executor, error) {
 	}); ok {
 		return SQLExec{Q: q, Pre: pre}, nil
 	}
-	return nil, errs.Errorf("%w: got %T, want the %s transaction (*sql.Tx or *sqlx.Tx)", dialect.ErrNotATransaction, tx, stack)
+	return nil, errs.Errorf("%w: got %T, want the %s transaction (*sql.Tx or *sqlx.Tx)", dialects.ErrNotATransaction, tx, stack)
 }
 
 // SQLOwned is a database/sql transaction sqlcoord began and commits.
@@ -127,3 +127,12 @@ func BeginOwned(ctx context.Context, db *sql.DB, opts *sql.TxOptions, pre []any)
 }
 
 func typeName(v any) string { return fmt.Sprintf("%T", v) }
+
+// NotifyVia sends a NOTIFY through e (a pool: another connection than the
+// listening one); for the probe of a Listener.
+func NotifyVia(e dialects.Executor) func(ctx context.Context, channel, payload string) error {
+	return func(ctx context.Context, channel, payload string) error {
+		_, err := e.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
+		return err
+	}
+}

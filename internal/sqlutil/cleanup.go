@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 )
 
 // ErrNegativeAge is returned for a negative retention age.
@@ -24,7 +25,7 @@ func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.D
 	if age < 0 {
 		return 0, ErrNegativeAge
 	}
-	n, err := InBatches(ctx, db, batch, func(ctx context.Context, x sqlcoord.Executor) (int64, error) {
+	n, err := InBatches(ctx, db, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 		return x.Exec(ctx, q, age.Microseconds(), batch)
 	})
 	if err != nil {
@@ -40,7 +41,7 @@ func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.D
 // between them (the end of the table, where new rows go, among them). It
 // returns the rows deleted, and an error classified by the dialect for the
 // caller to name.
-func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(context.Context, sqlcoord.Executor) (int64, error)) (int64, error) {
+func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(context.Context, dialects.Executor) (int64, error)) (int64, error) {
 	var total int64
 	for {
 		tx, err := db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dialect"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
@@ -28,12 +28,12 @@ type Traced interface {
 // Start opens a span for a helper call on driver db (any sqlcoord
 // driver); the returned end records the outcome of err and ends it. When
 // the driver has no tracer, ctx is returned as is and end does nothing.
-func Start(ctx context.Context, db any, name string, d *dialect.Dialect, attrs ...attribute.KeyValue) (context.Context, func(err error)) {
+func Start(ctx context.Context, db any, name string, d *dialects.Dialect, attrs ...attribute.KeyValue) (context.Context, func(err error)) {
 	return StartLinked(ctx, db, name, d, trace.SpanContext{}, attrs...)
 }
 
 // StartLinked is Start with a link to another span (when valid).
-func StartLinked(ctx context.Context, db any, name string, d *dialect.Dialect, link trace.SpanContext, attrs ...attribute.KeyValue) (context.Context, func(err error)) {
+func StartLinked(ctx context.Context, db any, name string, d *dialects.Dialect, link trace.SpanContext, attrs ...attribute.KeyValue) (context.Context, func(err error)) {
 	var tr trace.Tracer
 	if t, ok := db.(Traced); ok {
 		tr = t.Tracer()

@@ -1,4 +1,4 @@
-package dialect
+package dialects
 
 // Queries is the text of every statement sqlcoord sends. Each dialect file
 // fills it completely, so a reviewer can read all SQL for one database in

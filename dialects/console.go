@@ -1,4 +1,4 @@
-package dialect
+package dialects
 
 // The web console's statements per dialect (see ConsoleQueries).
 

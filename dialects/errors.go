@@ -3,7 +3,7 @@
 // dialect: postgres.go, mysql.go), identifier quoting, and the classification
 // of driver errors into the sentinel errors below, which every sqlcoord
 // package shares and callers match with errors.Is.
-package dialect
+package dialects
 
 import (
 	"errors"

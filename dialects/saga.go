@@ -1,4 +1,4 @@
-package dialect
+package dialects
 
 // The global-transaction statements (package saga) per dialect. Times are
 // the database's; durations are µs.

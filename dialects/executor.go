@@ -1,9 +1,9 @@
-package dialect
+package dialects
 
 import "context"
 
 // Executor runs statements on a pool, a connection or a transaction of any
-// supported stack (see sqlcoord.Executor, its public name).
+// supported stack (the root package's *DB, pgxv5 and sqlxdriver each have one).
 type Executor interface {
 	// Exec runs a statement and returns the rows it affected.
 	Exec(ctx context.Context, query string, args ...any) (int64, error)
@@ -25,4 +25,12 @@ type Rows interface {
 	Scan(dest ...any) error
 	Err() error
 	Close() error
+}
+
+// OwnedTx is a transaction sqlcoord itself began and commits (a lease
+// acquire, a segment fetch, a relay batch): sqlcoord.Base.BeginOwned.
+type OwnedTx interface {
+	Executor
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
 }
