@@ -13,8 +13,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
@@ -282,18 +280,4 @@ func (db *DB) Rebind(query string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// PgConnConfig is the PostgreSQL connection settings of a pool Open made
-// from a DSN (nil for MySQL/MariaDB or a wrapped pool): the outbox's
-// streaming relay opens its replication connection with them.
-func (db *DB) PgConnConfig() *pgconn.Config {
-	if db.dsn == "" || db.Dialect() != dialects.Postgres {
-		return nil
-	}
-	c, err := pgx.ParseConfig(db.dsn)
-	if err != nil {
-		return nil
-	}
-	return &c.Config
 }

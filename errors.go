@@ -77,7 +77,6 @@ var (
 	ErrNotATransaction = dialects.ErrNotATransaction
 )
 
-
 // Retryable reports whether err is a failure after which running the whole
 // transaction again is safe and may succeed: a deadlock, a serialization
 // failure or a lock wait timeout. ErrCommitUnknown is deliberately not.

@@ -13,22 +13,14 @@ import (
 	"database/sql"
 	"errors"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database"
-	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
-	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
-	"github.com/sqlcoord/sqlcoord/internal/pgxconf"
-	"github.com/sqlcoord/sqlcoord/pgxv5"
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
-	"github.com/sqlcoord/sqlcoord/sqlxdriver"
 )
 
 // Target says where Migrate goes: Up, Down, or To(n).
@@ -60,6 +52,10 @@ var ErrNeedsDSN = errors.New("sqlcoord: migrating needs the DSN: use a *sqlcoord
 // pgxpool's or pgx stdlib pool's connection config). An application's
 // own MySQL/MariaDB *sql.DB does not reveal its DSN: migrate it with a
 // *sqlcoord.DB from Open or the CLI (ErrNeedsDSN).
+//
+// The package imports no database driver (the connection is made through
+// the driver the application registered), so it compiles into a pgx
+// application without the MySQL driver and into a MariaDB one without pgx.
 func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
 	m, err := migrator(ctx, db)
 	if err != nil {
@@ -175,57 +171,48 @@ func Force(ctx context.Context, db sqlcoord.Base, version uint) error {
 	return nil
 }
 
-// migrationDB opens a dedicated *sql.DB for golang-migrate (which closes
-// it): never the application's pool.
-func migrationDB(ctx context.Context, db sqlcoord.Base) (*sql.DB, error) {
-	switch d := db.(type) {
-	case *pgxv5.Driver:
-		return execModeDB(d.Pool.Config().ConnConfig.Copy()), nil
-	case *sqlxdriver.Driver:
-		return pgxConfigDB(ctx, d.X.DB, d.Dialect().Family())
+// migrationConn is a dedicated connection for golang-migrate and what
+// ends it: a pool of its own made from the DSN sqlcoord opened (MySQL:
+// with multiStatements), else one connection of the application's pool
+// (PostgreSQL only: an application's MySQL pool may not allow several
+// statements in one Exec, and does not reveal its DSN).
+func migrationConn(ctx context.Context, db sqlcoord.Base) (*sql.Conn, func(), error) {
+	d := db.Dialect()
+	var pool *sql.DB
+	switch x := db.(type) {
 	case *sqlcoord.DB:
-		if d.DSN() == "" {
-			return pgxConfigDB(ctx, d.DB, d.Dialect().Family())
-		}
-		if d.Dialect().Family() == "mysql" {
-			cfg, err := mysql.ParseDSN(d.DSN())
-			if err != nil {
-				return nil, err
+		if x.DSN() != "" {
+			dsn := x.DSN()
+			if d.Family() == "mysql" {
+				dsn = withMultiStatements(dsn)
 			}
-			cfg.MultiStatements = true
-			return sql.Open("mysql", cfg.FormatDSN())
+			own, err := sql.Open(d.DriverName(), dsn)
+			if err != nil {
+				return nil, nil, err
+			}
+			own.SetMaxOpenConns(1)
+			c, err := own.Conn(ctx)
+			if err != nil {
+				own.Close()
+				return nil, nil, err
+			}
+			return c, func() { c.Close(); own.Close() }, nil
 		}
-		cfg, err := pgx.ParseConfig(d.DSN())
-		if err != nil {
-			return nil, err
-		}
-		return execModeDB(cfg), nil
+		pool = x.DB
+	case interface{ SQLDB(core.Seal) *sql.DB }: // pgxv5, sqlxdriver
+		pool = x.SQLDB(core.Seal{})
 	}
-	return nil, errs.Errorf("%w (%T)", ErrNeedsDSN, db)
-}
-
-// pgxConfigDB opens a new *sql.DB with the connection config of a pool
-// built on pgx's stdlib driver.
-func pgxConfigDB(ctx context.Context, pool *sql.DB, family string) (*sql.DB, error) {
-	if family != "postgres" {
-		return nil, ErrNeedsDSN
+	if pool == nil || d.Family() != "postgres" {
+		return nil, nil, errs.Errorf("%w (%T)", ErrNeedsDSN, db)
 	}
-	cfg, err := pgxconf.FromDB(ctx, pool, ErrNeedsDSN)
+	c, err := pool.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return execModeDB(cfg), nil
+	return c, func() { c.Close() }, nil
 }
 
-// execModeDB opens a database/sql pool on cfg whose statements are never
-// named prepared statements (they would break behind PgBouncer).
-func execModeDB(cfg *pgx.ConnConfig) *sql.DB {
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
-	return stdlib.OpenDB(*cfg)
-}
-
-// migrator opens a dedicated connection pool (golang-migrate closes the
-// pool it is given) and returns a golang-migrate instance on it.
+// migrator returns a golang-migrate instance on a dedicated connection.
 func migrator(ctx context.Context, db sqlcoord.Base) (*migrate.Migrate, error) {
 	family := db.Dialect().Family()
 	fsys, err := sqlschema.FS(family)
@@ -236,23 +223,17 @@ func migrator(ctx context.Context, db sqlcoord.Base) (*migrate.Migrate, error) {
 	if err != nil {
 		return nil, err
 	}
-	sdb, err := migrationDB(ctx, db)
-	if err != nil {
+	c, done, err := migrationConn(ctx, db)
+	if errors.Is(err, ErrNeedsDSN) {
 		return nil, err
 	}
-	if err := sdb.PingContext(ctx); err != nil {
-		sdb.Close()
+	if err != nil {
 		return nil, errs.Errorf("%w to %s: %w", sqlcoord.ErrUnreachable, db.String(), db.Dialect().Classify(err))
 	}
-	var drv database.Driver
-	if family == "mysql" {
-		drv, err = migratemysql.WithInstance(sdb, &migratemysql.Config{MigrationsTable: sqlcoord.MigrationsTable})
-	} else {
-		drv, err = migratepgx.WithInstance(sdb, &migratepgx.Config{MigrationsTable: sqlcoord.MigrationsTable})
-	}
+	drv, err := openConn(ctx, c, db.Dialect(), pgxExecMode(family), done)
 	if err != nil {
-		sdb.Close()
-		return nil, errs.Errorf("sqlcoord: migrate: %w", err)
+		done()
+		return nil, errs.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))
 	}
 	m, err := migrate.NewWithInstance("iofs", src, family, drv)
 	if err != nil {

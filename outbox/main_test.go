@@ -13,7 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{"relay": runRelay, "frozen-relay": runFrozenRelay, "stream-relay": runStreamRelay})
+	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{"relay": runRelay, "frozen-relay": runFrozenRelay})
 }
 
 // runRelay is a relay process publishing to the test's HTTP consumer.

@@ -3,11 +3,9 @@ package outbox
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/metrics"
+	"github.com/sqlcoord/sqlcoord/outbox/internal/relayutil"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -129,7 +128,7 @@ type Relay struct {
 	claimOnce             sync.Once
 	claimQ, claimOrderedQ string
 
-	health healthLog
+	health HealthLog
 }
 
 // Health is how the relay's batches have been going.
@@ -149,23 +148,26 @@ func (h Health) OK() bool { return h.Failing == 0 }
 
 // Health reports the outcome of the relay's batches so far (a health
 // endpoint fails while batches fail).
-func (r *Relay) Health() Health { return r.health.get() }
+func (r *Relay) Health() Health { return r.health.Get() }
 
-func (r *Relay) recordBatch(err error) { r.health.record(err) }
+func (r *Relay) recordBatch(err error) { r.health.Record(err) }
 
-// healthLog keeps a relay's Health.
-type healthLog struct {
+// HealthLog keeps a relay's Health; safe for concurrent use. The zero
+// value is ready (no batch yet).
+type HealthLog struct {
 	mu sync.Mutex
 	h  Health
 }
 
-func (l *healthLog) get() Health {
+// Get is the Health recorded so far.
+func (l *HealthLog) Get() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.h
 }
 
-func (l *healthLog) record(err error) {
+// Record notes a batch that ended with err (nil: it succeeded).
+func (l *HealthLog) Record(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
@@ -216,50 +218,20 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	default:
 		return nil, errs.Errorf("%w: listen mode %q (want auto, on or off)", ErrInvalid, opt.Listen)
 	}
-	if err := durations(
-		duration{"BaseBackoff", &opt.BaseBackoff, time.Second},
-		duration{"MaxBackoff", &opt.MaxBackoff, 5 * time.Minute},
-		duration{"PollMin", &opt.PollMin, 50 * time.Millisecond},
-		duration{"PollMax", &opt.PollMax, 2 * time.Second},
-		duration{"FrozenTimeout", &opt.FrozenTimeout, 2 * time.Minute},
-		duration{"PollBusy", &opt.PollBusy, 5 * time.Millisecond},
-		duration{"PublishTimeout", &opt.PublishTimeout, 30 * time.Second},
-		duration{"ShutdownTimeout", &opt.ShutdownTimeout, 10 * time.Second}); err != nil {
+	if err := relayutil.Durations(ErrInvalid,
+		relayutil.D("BaseBackoff", &opt.BaseBackoff, time.Second),
+		relayutil.D("MaxBackoff", &opt.MaxBackoff, 5 * time.Minute),
+		relayutil.D("PollMin", &opt.PollMin, 50 * time.Millisecond),
+		relayutil.D("PollMax", &opt.PollMax, 2 * time.Second),
+		relayutil.D("FrozenTimeout", &opt.FrozenTimeout, 2 * time.Minute),
+		relayutil.D("PollBusy", &opt.PollBusy, 5 * time.Millisecond),
+		relayutil.D("PublishTimeout", &opt.PublishTimeout, 30 * time.Second),
+		relayutil.D("ShutdownTimeout", &opt.ShutdownTimeout, 10 * time.Second)); err != nil {
 		return nil, err
 	}
-	r := &Relay{db: db, pub: pub, opt: opt, log: logger(opt.Logger)}
+	r := &Relay{db: db, pub: pub, opt: opt, log: relayutil.Logger(opt.Logger)}
 	r.rec = metrics.Of(db)
 	return r, nil
-}
-
-// duration is one of a relay's duration options: its name, where it is,
-// and its default.
-type duration struct {
-	name string
-	d    *time.Duration
-	def  time.Duration
-}
-
-// durations refuses negative durations and gives zero ones their
-// defaults.
-func durations(ds ...duration) error {
-	for _, d := range ds {
-		if *d.d < 0 {
-			return errs.Errorf("%w: negative %s %v", ErrInvalid, d.name, *d.d)
-		}
-		if *d.d == 0 {
-			*d.d = d.def
-		}
-	}
-	return nil
-}
-
-// logger is l, or one writing warnings to stderr.
-func logger(l *slog.Logger) *slog.Logger {
-	if l == nil {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	return l
 }
 
 // Run relays until ctx ends (then it returns nil). Database errors (a
@@ -554,7 +526,7 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 			continue
 		}
 		// Stored and logged without URL credentials, as valid UTF-8.
-		msg := storedError(perr)
+		msg := relayutil.StoredError(perr)
 		r.rec.OutboxPublish(m.Topic, "retry", 0)
 		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, r.retryDelay(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
@@ -588,7 +560,7 @@ func (r *Relay) isLast(m Message, perr error) bool {
 // deadLetter records in tx that m will not be published: perr stored
 // without URL credentials, as valid UTF-8, and logged.
 func (r *Relay) deadLetter(ctx context.Context, tx dialects.Executor, m Message, perr error) error {
-	msg := storedError(perr)
+	msg := relayutil.StoredError(perr)
 	r.rec.OutboxPublish(m.Topic, "dead", 0)
 	r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 	if _, err := tx.Exec(ctx, r.db.Dialect().Q.OutboxDead, msg, m.ID); err != nil {
@@ -688,10 +660,6 @@ func (r *Relay) publish(ctx, bctx context.Context, m Message) (err error) {
 	return r.pub.Publish(ctx, m)
 }
 
-// storedError is a publish error as last_error keeps it: URL userinfo
-// removed, valid UTF-8, at most 2000 bytes.
-func storedError(err error) string { return redact.Stored(err, 2000) }
-
 // claimQueries picks the claim statements: with commit times when the
 // server records them (PostgreSQL's track_commit_timestamp), so that
 // commit→publish is measured from the commit, else from the INSERT.
@@ -722,22 +690,10 @@ func claim(ctx context.Context, tx dialects.Executor, q string, n int) ([]Messag
 		}
 		m.Key = key.String
 		m.Attempt++
-		if m.Headers, err = parseHeaders(headers); err != nil {
+		if m.Headers, err = relayutil.ParseHeaders(headers); err != nil {
 			return nil, errs.Errorf("headers of %d: %w", m.ID, err)
 		}
 		out = append(out, m)
 	}
 	return out, rows.Err()
-}
-
-// parseHeaders reads a row's headers column (JSON; "" and {} are none).
-func parseHeaders(text string) (map[string]string, error) {
-	if text == "" || text == "{}" {
-		return nil, nil
-	}
-	var h map[string]string
-	if err := json.Unmarshal([]byte(text), &h); err != nil {
-		return nil, err
-	}
-	return h, nil
 }

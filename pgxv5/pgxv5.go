@@ -17,10 +17,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -41,6 +43,9 @@ type Driver struct {
 	tracer  trace.Tracer
 	metrics metrics.Recorder
 	owned   bool // Open made the pool: Close closes it
+
+	sqlOnce sync.Once
+	sqlDB   *sql.DB // database/sql on Pool (migrate), made when first asked
 }
 
 var (
@@ -224,3 +229,10 @@ func behindPooler(ctx context.Context, pool *pgxpool.Pool) bool {
 // PgConnConfig is a copy of the pool's connection settings (the outbox's
 // streaming relay opens its replication connection with them).
 func (d *Driver) PgConnConfig() *pgconn.Config { return d.Pool.Config().ConnConfig.Config.Copy() }
+
+// SQLDB is a database/sql view of the pool (for package migrate; only
+// sqlcoord's own packages can call it).
+func (d *Driver) SQLDB(core.Seal) *sql.DB {
+	d.sqlOnce.Do(func() { d.sqlDB = stdlib.OpenDBFromPool(d.Pool) })
+	return d.sqlDB
+}

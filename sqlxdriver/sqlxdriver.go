@@ -91,3 +91,7 @@ func (s *Driver) CanListen() error { return s.db.CanListen() }
 func (s *Driver) Listen(ctx context.Context, channel string, opt sqlcoord.ListenOptions, wake func()) error {
 	return s.db.Listen(ctx, channel, opt, wake)
 }
+
+// SQLDB is the database/sql pool under X (for package migrate; only
+// sqlcoord's own packages can call it).
+func (s *Driver) SQLDB(core.Seal) *sql.DB { return s.X.DB }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
@@ -49,7 +50,7 @@ func startRelay(ctx context.Context, db *sqlcoord.DB, kind relayKind, pub outbox
 	var run func(context.Context) error
 	switch kind {
 	case streaming:
-		r, err := outbox.NewStreamRelay(db, wrapped, outbox.StreamOptions{BatchSize: 1000, DeleteOnPublish: del, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		r, err := pgstream.New(db, wrapped, pgstream.Options{BatchSize: 1000, DeleteOnPublish: del, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +98,7 @@ func streamDrain(ctx context.Context, db *sqlcoord.DB) (float64, error) {
 	}
 	u := newUnique(*msgs)
 	pub := outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error { u.add(m.UUID); return nil })
-	r, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{BatchSize: 1000, Logger: quiet})
+	r, err := pgstream.New(db, pub, pgstream.Options{BatchSize: 1000, Logger: quiet})
 	if err != nil {
 		return 0, err
 	}

@@ -48,6 +48,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 	"github.com/sqlcoord/sqlcoord/session"
 )
 
@@ -839,7 +840,7 @@ func child(ctx context.Context, role string) error {
 		}
 		return r.Run(ctx)
 	case "streamer":
-		r, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{DSN: dsn, Group: "soak", BatchSize: 100})
+		r, err := pgstream.New(db, pub, pgstream.Options{DSN: dsn, Group: "soak", BatchSize: 100})
 		if err != nil {
 			return err
 		}

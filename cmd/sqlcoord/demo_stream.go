@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
@@ -110,7 +111,7 @@ func demoStream(ctx context.Context, e *demoEnv) error {
 	reset()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	sr, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{Group: "demo", DeleteOnPublish: true, Logger: quiet})
+	sr, err := pgstream.New(db, pub, pgstream.Options{Group: "demo", DeleteOnPublish: true, Logger: quiet})
 	if err != nil {
 		return err
 	}

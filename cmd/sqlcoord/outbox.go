@@ -23,6 +23,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 	"github.com/sqlcoord/sqlcoord/outbox/kafkapub"
 	"github.com/sqlcoord/sqlcoord/outbox/natspub"
 )
@@ -147,7 +148,7 @@ func newRelayCmd() *cobra.Command {
 				r = poll
 			}
 			if mode != "poll" {
-				st, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{DSN: streamDSN, Group: group, BatchSize: batch,
+				st, err := pgstream.New(db, pub, pgstream.Options{DSN: streamDSN, Group: group, BatchSize: batch,
 					DeleteOnPublish: del, MaxAttempts: maxAttempts, AllowUnboundedSlot: unbounded, Logger: logger})
 				switch {
 				case err == nil:
@@ -185,7 +186,7 @@ func newRelayCmd() *cobra.Command {
 				}
 				defer stop()
 			}
-			if st, ok := r.(*outbox.StreamRelay); ok {
+			if st, ok := r.(*pgstream.Relay); ok {
 				logger.Info("relay running", "mode", "stream", "group", group, "database", db.String(), "publisher", redact.URL(pubSpec))
 				err := st.Run(cmd.Context())
 				if mode != "auto" || !errors.Is(err, outbox.ErrStreamUnsupported) {

@@ -1,4 +1,4 @@
-package outbox_test
+package pgstream_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
@@ -62,7 +63,7 @@ func runStreamRelay(ctx context.Context, db *sqlcoord.DB) error {
 		}
 		return nil
 	})
-	r, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{LeaseTTL: 2 * time.Second, BatchSize: 50,
+	r, err := pgstream.New(db, pub, pgstream.Options{LeaseTTL: 2 * time.Second, BatchSize: 50,
 		BaseBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, PublishTimeout: 300 * time.Millisecond, MaxAttempts: 1000})
 	if err != nil {
 		return err
@@ -229,7 +230,7 @@ func TestStreamAcrossFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := &collector{}
-	startStream(t, db, pub, outbox.StreamOptions{LeaseTTL: 2 * time.Second})
+	startStream(t, db, pub, pgstream.Options{LeaseTTL: 2 * time.Second})
 	ob := outbox.New(db)
 	var mu sync.Mutex
 	var acked []string

@@ -1,18 +1,17 @@
-package outbox
+package pgstream
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.opentelemetry.io/otel/attribute"
@@ -21,27 +20,18 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"github.com/sqlcoord/sqlcoord/metrics"
+	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/internal/relayutil"
 )
 
-// ErrStreamUnsupported: the database cannot stream the outbox — not
-// PostgreSQL (MySQL and MariaDB: no binlog client is available to this
-// library; see docs/outbox-stream.md), wal_level is not logical, a
-// standby, a user who may not replicate, or a replication connection
-// through PgBouncer. `sqlcoord relay --mode auto` polls on it.
-var ErrStreamUnsupported = errors.New("outbox: streaming unsupported")
-
-// ErrUnboundedSlot: the server keeps WAL for a replication slot without
-// limit (max_slot_wal_keep_size = -1), so a relay that stops for good
-// would fill the disk; StreamOptions.AllowUnboundedSlot accepts it.
-var ErrUnboundedSlot = errors.New("outbox: replication slot without a retention bound")
-
-// StreamOptions tune a StreamRelay.
-type StreamOptions struct {
+// Options tune a Relay.
+type Options struct {
 	// DSN of the replication connection (a PostgreSQL URL or key=value
 	// string for a user with the REPLICATION attribute, directly to the
 	// primary: PgBouncer does not pass replication connections). "" takes
@@ -84,12 +74,12 @@ type StreamOptions struct {
 	Logger *slog.Logger
 }
 
-// StreamRelay publishes outbox messages as PostgreSQL's logical
+// Relay publishes outbox messages as PostgreSQL's logical
 // replication streams their commits: in commit order (overall and per
 // key), with no polling statement while idle. The slot's confirmed
 // position advances only after the messages of a commit were published
 // and marked, so a crash redelivers from the last acknowledged commit
-// (at least once; dedupe on Message.UUID, e.g. with an Inbox).
+// (at least once; dedupe on outbox.Message.UUID, e.g. with an Inbox).
 //
 // Each batch locks the streamed rows that are still pending (FOR UPDATE,
 // in one transaction with their marking), so a polling Relay running at
@@ -97,106 +87,105 @@ type StreamOptions struct {
 // that become pending without an INSERT (Requeue), delayed ones (Delay)
 // and, after a new slot is created, those committed before it are
 // published by a polling pass the stream triggers.
-type StreamRelay struct {
+type Relay struct {
 	db     sqlcoord.Base
-	opt    StreamOptions
+	opt    Options
 	cfg    *pgconn.Config
 	slot   string
 	lease  string
 	owner  string
 	log    *slog.Logger
 	rec    metrics.Recorder
-	sweep  *Relay // the polling pass
-	health healthLog
+	sweep  *outbox.Relay // the polling pass
+	steps  outbox.StreamSteps
+	health outbox.HealthLog
 }
-
-var groupName = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 
 // pgConfigured is a driver that can give its PostgreSQL connection
 // settings (pgxv5's Driver).
 type pgConfigured interface{ PgConnConfig() *pgconn.Config }
 
-// NewStreamRelay returns a streaming relay for db (PostgreSQL) publishing
+// New returns a streaming relay for db (PostgreSQL) publishing
 // to pub. It checks its options only; Run checks the server.
-func NewStreamRelay(db sqlcoord.Base, pub Publisher, opt StreamOptions) (*StreamRelay, error) {
+func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 	if pub == nil {
-		return nil, errs.Errorf("%w: relay needs a publisher", ErrInvalid)
+		return nil, errs.Errorf("%w: relay needs a publisher", outbox.ErrInvalid)
 	}
 	if db.Dialect().Q.OutboxStreamClaim == "" {
-		return nil, errs.Errorf("%w: %s: only PostgreSQL streams (MySQL and MariaDB: no binlog client is available; use the polling relay)", ErrStreamUnsupported, db)
+		return nil, errs.Errorf("%w: %s: only PostgreSQL streams (MySQL and MariaDB: no binlog client is available; use the polling relay)", outbox.ErrStreamUnsupported, db)
 	}
 	if opt.Group == "" {
 		opt.Group = "outbox"
 	}
-	if !groupName.MatchString(opt.Group) {
-		return nil, errs.Errorf("%w: group %q: want 1-32 of a-z, 0-9 and _", ErrInvalid, redact.Text(opt.Group))
+	if !relayutil.GroupName.MatchString(opt.Group) {
+		return nil, errs.Errorf("%w: group %q: want 1-32 of a-z, 0-9 and _", outbox.ErrInvalid, redact.Text(opt.Group))
 	}
 	if opt.BatchSize == 0 {
 		opt.BatchSize = 500
 	}
 	if opt.BatchSize < 0 || opt.BatchSize > 10000 || opt.MaxAttempts < 0 {
-		return nil, errs.Errorf("%w: batch size 1-10000 and max attempts >= 0", ErrInvalid)
+		return nil, errs.Errorf("%w: batch size 1-10000 and max attempts >= 0", outbox.ErrInvalid)
 	}
-	if err := durations(
-		duration{"BaseBackoff", &opt.BaseBackoff, time.Second},
-		duration{"MaxBackoff", &opt.MaxBackoff, 5 * time.Minute},
-		duration{"PublishTimeout", &opt.PublishTimeout, 30 * time.Second},
-		duration{"LeaseTTL", &opt.LeaseTTL, 10 * time.Second},
-		duration{"StatusInterval", &opt.StatusInterval, 10 * time.Second},
-		duration{"ShutdownTimeout", &opt.ShutdownTimeout, 10 * time.Second}); err != nil {
+	if err := relayutil.Durations(outbox.ErrInvalid,
+		relayutil.D("BaseBackoff", &opt.BaseBackoff, time.Second),
+		relayutil.D("MaxBackoff", &opt.MaxBackoff, 5*time.Minute),
+		relayutil.D("PublishTimeout", &opt.PublishTimeout, 30*time.Second),
+		relayutil.D("LeaseTTL", &opt.LeaseTTL, 10*time.Second),
+		relayutil.D("StatusInterval", &opt.StatusInterval, 10*time.Second),
+		relayutil.D("ShutdownTimeout", &opt.ShutdownTimeout, 10*time.Second)); err != nil {
 		return nil, err
 	}
 	if opt.MaxAttempts == 0 {
 		opt.MaxAttempts = 10
 	}
 	if opt.LeaseTTL < time.Second {
-		return nil, errs.Errorf("%w: lease TTL %v: at least 1s", ErrInvalid, opt.LeaseTTL)
+		return nil, errs.Errorf("%w: lease TTL %v: at least 1s", outbox.ErrInvalid, opt.LeaseTTL)
 	}
-	s := &StreamRelay{db: db, opt: opt, log: logger(opt.Logger), rec: metrics.Of(db)}
+	s := &Relay{db: db, opt: opt, log: relayutil.Logger(opt.Logger), rec: metrics.Of(db)}
 	switch {
 	case opt.DSN != "":
 		cfg, err := pgconn.ParseConfig(opt.DSN)
 		if err != nil {
-			return nil, errs.Errorf("%w: replication DSN: %s", ErrInvalid, redact.Text(err.Error(), opt.DSN))
+			return nil, errs.Errorf("%w: replication DSN: %s", outbox.ErrInvalid, redact.Text(err.Error(), opt.DSN))
 		}
 		s.cfg = cfg
 	default:
 		if c, ok := db.(pgConfigured); ok {
 			s.cfg = c.PgConnConfig()
+		} else if c, ok := db.(interface{ DSN() string }); ok && c.DSN() != "" {
+			dsn := c.DSN()
+			if cfg, err := pgx.ParseConfig(dsn); err == nil { // pgx's own parameters (default_query_exec_mode) removed
+				s.cfg = &cfg.Config
+			}
 		}
 		if s.cfg == nil {
-			return nil, errs.Errorf("%w: %s: give StreamOptions.DSN for the replication connection", ErrInvalid, db)
+			return nil, errs.Errorf("%w: %s: give Options.DSN for the replication connection", outbox.ErrInvalid, db)
 		}
 	}
 	s.cfg.RuntimeParams["replication"] = "database"
 	s.cfg.RuntimeParams["application_name"] = "sqlcoord-stream-" + opt.Group
 	s.lease = "sqlcoord.outbox.stream." + opt.Group
 	s.owner = coord.NewOwnerID()
-	sweep, err := NewRelay(db, pub, RelayOptions{BatchSize: opt.BatchSize, DeleteOnPublish: opt.DeleteOnPublish,
+	sweep, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: opt.BatchSize, DeleteOnPublish: opt.DeleteOnPublish,
 		MaxAttempts: opt.MaxAttempts, BaseBackoff: opt.BaseBackoff, MaxBackoff: opt.MaxBackoff,
-		PublishTimeout: opt.PublishTimeout, Listen: ListenOff, Logger: s.log})
+		PublishTimeout: opt.PublishTimeout, Listen: outbox.ListenOff, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
-	s.sweep = sweep
+	s.sweep, s.steps = sweep, sweep.Steps(core.Seal{})
 	return s, nil
 }
 
-// SlotName is the replication slot of group on the database named dbName.
-func SlotName(group, dbName string) string {
-	return fmt.Sprintf("sqlcoord_%s_%08x", group, crc32.ChecksumIEEE([]byte(dbName)))
-}
-
 // Health reports how the relay's batches have been going.
-func (s *StreamRelay) Health() Health { return s.health.get() }
+func (s *Relay) Health() outbox.Health { return s.health.Get() }
 
 // Run streams until ctx ends (then it returns nil), waiting as a standby
 // while another relay of the group streams. Database errors are logged
-// and retried. It returns an error matching ErrStreamUnsupported (the
-// server cannot stream to this user), ErrUnboundedSlot,
+// and retried. It returns an error matching outbox.ErrStreamUnsupported (the
+// server cannot stream to this user), outbox.ErrUnboundedSlot,
 // sqlcoord.ErrNoSchema or sqlcoord.ErrAccessDenied when retrying cannot
 // help.
-func (s *StreamRelay) Run(ctx context.Context) error {
+func (s *Relay) Run(ctx context.Context) error {
 	pol := backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.Equal}
 	failures := 0
 	for ctx.Err() == nil {
@@ -210,11 +199,11 @@ func (s *StreamRelay) Run(ctx context.Context) error {
 		switch {
 		case err == nil:
 			continue
-		case errors.Is(err, ErrStreamUnsupported), errors.Is(err, ErrUnboundedSlot), sqlcoord.Fatal(err):
+		case errors.Is(err, outbox.ErrStreamUnsupported), errors.Is(err, outbox.ErrUnboundedSlot), sqlcoord.Fatal(err):
 			s.log.Error("stream relay stopping", "err", redact.Text(err.Error()))
 			return err
 		}
-		s.health.record(err)
+		s.health.Record(err)
 		s.log.Warn("stream relay", "err", redact.Text(err.Error()))
 		backoff.Sleep(ctx, pol.Delay(failures))
 		failures++
@@ -227,7 +216,7 @@ var errLeaseLost = errors.New("outbox: stream lease lost")
 
 // session holds the group's lease and streams under it; it waits for the
 // lease while another relay holds it. streamed: replication started.
-func (s *StreamRelay) session(ctx context.Context) (streamed bool, err error) {
+func (s *Relay) session(ctx context.Context) (streamed bool, err error) {
 	d, x := s.db.Dialect(), s.db.Executor()
 	slot := dialects.LeaseSlot{Name: s.lease, Owner: s.owner, TTLMicros: s.opt.LeaseTTL.Microseconds()}
 	sent := time.Now()
@@ -280,13 +269,13 @@ func (s *StreamRelay) session(ctx context.Context) (streamed bool, err error) {
 
 // stream is one session's replication connection and its state.
 type stream struct {
-	s       *StreamRelay
+	s       *Relay
 	lease   dialects.LeaseSlot
 	conn    *pgconn.PgConn
 	started bool
 
 	rels   map[uint32]*pglogrepl.RelationMessage
-	cur    []Message // the commit being received
+	cur    []outbox.Message // the commit being received
 	curXid uint32
 	inTx   bool
 	ready  []commitBatch // received commits not yet published
@@ -302,7 +291,7 @@ type stream struct {
 type commitBatch struct {
 	end  pglogrepl.LSN
 	xid  uint32
-	msgs []Message
+	msgs []outbox.Message
 }
 
 func (st *stream) run(ctx context.Context) error {
@@ -488,7 +477,7 @@ func (st *stream) decode(data []byte) error {
 			st.acked = max(st.acked, m.TransactionEndLSN)
 			return nil
 		}
-		msgs := append([]Message(nil), st.cur...)
+		msgs := append([]outbox.Message(nil), st.cur...)
 		st.ready = append(st.ready, commitBatch{end: m.TransactionEndLSN, xid: st.curXid, msgs: msgs})
 		st.queued += len(msgs)
 		st.cur = st.cur[:0]
@@ -502,8 +491,8 @@ func (st *stream) decode(data []byte) error {
 
 // decodeOutboxRow reads a coord_outbox INSERT; it also returns the row's
 // available_at. A row that is not pending (inserted by hand) has ID 0.
-func decodeOutboxRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (Message, time.Time, error) {
-	var m Message
+func decodeOutboxRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (outbox.Message, time.Time, error) {
+	var m outbox.Message
 	var due time.Time
 	var headers, state string
 	if t == nil {
@@ -540,12 +529,12 @@ func decodeOutboxRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (Me
 		}
 	}
 	if state != "pending" {
-		return Message{}, due, nil
+		return outbox.Message{}, due, nil
 	}
 	if m.Payload == nil {
 		m.Payload = []byte{}
 	}
-	h, err := parseHeaders(headers)
+	h, err := relayutil.ParseHeaders(headers)
 	if err != nil {
 		return m, due, fmt.Errorf("headers of %d: %w", m.ID, err)
 	}
@@ -601,10 +590,10 @@ func (st *stream) flush(lctx context.Context) error {
 	}
 	bctx, endBatch := tracing.Start(ctx, s.db, "outbox.stream.batch", d, attribute.Int("sqlcoord.messages", len(ids)))
 	var published []int64
-	var ok []Message
+	var ok []outbox.Message
 	done := 0 // commits fully handled
 	var failed error
-	var failedMsg Message
+	var failedMsg outbox.Message
 commits:
 	for ci, c := range st.ready {
 		for _, m := range c.msgs {
@@ -617,13 +606,13 @@ commits:
 			}
 			m.Attempt = st.attempts[m.ID] + 1
 			pctx, pc := context.WithTimeout(ctx, s.opt.PublishTimeout)
-			err := s.sweep.publish(pctx, bctx, m)
+			err := s.steps.Publish(pctx, bctx, m)
 			pc()
 			switch {
 			case err == nil:
 				published, ok = append(published, m.ID), append(ok, m)
-			case s.sweep.isLast(m, err):
-				if err := s.sweep.deadLetter(ctx, tx, m, err); err != nil {
+			case s.steps.IsLast(m, err):
+				if err := s.steps.DeadLetter(ctx, tx, m, err); err != nil {
 					endBatch(err)
 					return err
 				}
@@ -663,7 +652,7 @@ commits:
 	}
 	if failed == nil {
 		st.ready, st.queued = st.ready[:0], 0
-		s.health.record(nil)
+		s.health.Record(nil)
 		return nil
 	}
 	// Keep the failed commit (its published messages are marked now, so
@@ -675,9 +664,9 @@ commits:
 	}
 	st.attempts[failedMsg.ID] = failedMsg.Attempt
 	s.rec.OutboxPublish(failedMsg.Topic, "retry", 0)
-	s.health.record(errs.Errorf("outbox: publish %d: %w", failedMsg.ID, failed))
-	s.log.Debug("publish failed; will retry", "id", failedMsg.ID, "topic", failedMsg.Topic, "attempt", failedMsg.Attempt, "err", storedError(failed))
-	return st.pause(lctx, s.sweep.retryDelay(failedMsg.Attempt))
+	s.health.Record(errs.Errorf("outbox: publish %d: %w", failedMsg.ID, failed))
+	s.log.Debug("publish failed; will retry", "id", failedMsg.ID, "topic", failedMsg.Topic, "attempt", failedMsg.Attempt, "err", relayutil.StoredError(failed))
+	return st.pause(lctx, s.steps.RetryDelay(failedMsg.Attempt))
 }
 
 // claimLate handles streamed rows the claim did not find. A commit reaches
@@ -794,13 +783,13 @@ func claimIDs(ctx context.Context, tx dialects.Executor, q string, ids []int64) 
 
 // sweepPass publishes what is pending and due by polling, until a batch
 // comes back short.
-func (s *StreamRelay) sweepPass(ctx context.Context) error {
+func (s *Relay) sweepPass(ctx context.Context) error {
 	for ctx.Err() == nil {
 		n, err := s.sweep.Once(ctx)
 		if err != nil {
 			return err
 		}
-		if n < s.sweep.opt.BatchSize {
+		if n < s.steps.BatchSize() {
 			return nil
 		}
 	}
@@ -808,21 +797,21 @@ func (s *StreamRelay) sweepPass(ctx context.Context) error {
 }
 
 // connErr wraps a replication-connection error without secrets, as
-// ErrStreamUnsupported when the server cannot stream to this user.
-func (s *StreamRelay) connErr(what string, err error) error {
+// outbox.ErrStreamUnsupported when the server cannot stream to this user.
+func (s *Relay) connErr(what string, err error) error {
 	text := redact.Text(err.Error(), s.opt.DSN)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "42501", "28000": // insufficient_privilege; no pg_hba entry for replication
-			return errs.Errorf("%w: %s: %s (the user needs the REPLICATION attribute and a pg_hba entry)", ErrStreamUnsupported, what, text)
+			return errs.Errorf("%w: %s: %s (the user needs the REPLICATION attribute and a pg_hba entry)", outbox.ErrStreamUnsupported, what, text)
 		case "08P01": // protocol_violation: PgBouncer refuses the replication parameter
 			if strings.Contains(pe.Message, "replication") {
-				return errs.Errorf("%w: %s: %s (a pooler such as PgBouncer does not pass replication connections: give the relay a direct DSN, StreamOptions.DSN or --stream-dsn)", ErrStreamUnsupported, what, text)
+				return errs.Errorf("%w: %s: %s (a pooler such as PgBouncer does not pass replication connections: give the relay a direct DSN, Options.DSN or --stream-dsn)", outbox.ErrStreamUnsupported, what, text)
 			}
 		case "55000": // object_not_in_prerequisite_state: wal_level, a slot in use
 			if pe.Message != "" && (strings.Contains(pe.Message, "wal_level") || strings.Contains(pe.Message, "logical decoding requires")) {
-				return errs.Errorf("%w: %s: %s", ErrStreamUnsupported, what, text)
+				return errs.Errorf("%w: %s: %s", outbox.ErrStreamUnsupported, what, text)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package outbox_test
+package pgstream_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
@@ -59,9 +60,9 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 }
 
 // startStream runs a streaming relay until the test ends.
-func startStream(t *testing.T, db sqlcoord.Base, pub outbox.Publisher, opt outbox.StreamOptions) *outbox.StreamRelay {
+func startStream(t *testing.T, db sqlcoord.Base, pub outbox.Publisher, opt pgstream.Options) *pgstream.Relay {
 	t.Helper()
-	r, err := outbox.NewStreamRelay(db, pub, opt)
+	r, err := pgstream.New(db, pub, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func checkCommitOrder(place map[string]int64, got []outbox.Message) []string {
 func TestStreamCommitOrder(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	pub := &collector{}
-	startStream(t, env.DB, pub, outbox.StreamOptions{})
+	startStream(t, env.DB, pub, pgstream.Options{})
 	// the relay streams before the producers start (its first polling
 	// pass, publishing what was committed before its slot, is over), so
 	// everything comes through the stream
@@ -212,7 +213,7 @@ func TestStreamCatchesUpAndWakes(t *testing.T) {
 		}
 		return nil
 	}}
-	startStream(t, env.DB, pub, outbox.StreamOptions{})
+	startStream(t, env.DB, pub, pgstream.Options{})
 	has := func(p string) func() bool {
 		return func() bool {
 			for _, m := range pub.got() {
@@ -301,7 +302,7 @@ func TestStreamServerChecks(t *testing.T) {
 	t.Run("unbounded slot", func(t *testing.T) {
 		db := private(t, "-c", "max_slot_wal_keep_size=-1")
 		t.Run("refused", func(t *testing.T) {
-			r, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{})
+			r, err := pgstream.New(db, pub, pgstream.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +316,7 @@ func TestStreamServerChecks(t *testing.T) {
 			}
 		})
 		t.Run("allowed", func(t *testing.T) {
-			startStream(t, db, pub, outbox.StreamOptions{AllowUnboundedSlot: true})
+			startStream(t, db, pub, pgstream.Options{AllowUnboundedSlot: true})
 			if err := outbox.New(db).EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("allowed")}); err != nil {
 				t.Fatal(err)
 			}
@@ -327,7 +328,7 @@ func TestStreamServerChecks(t *testing.T) {
 		if err := outbox.CanStream(ctx, db); !errors.Is(err, outbox.ErrStreamUnsupported) || !strings.Contains(err.Error(), "wal_level is replica") {
 			t.Fatalf("CanStream: %v", err)
 		}
-		r, err := outbox.NewStreamRelay(db, pub, outbox.StreamOptions{})
+		r, err := pgstream.New(db, pub, pgstream.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +348,7 @@ func TestStreamServerChecks(t *testing.T) {
 func TestStreamBadInput(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	pub := &collector{}
-	for name, opt := range map[string]outbox.StreamOptions{
+	for name, opt := range map[string]pgstream.Options{
 		"group with a capital": {Group: "Orders"},
 		"group with a space":   {Group: "orders "},
 		"group not UTF-8":      {Group: "or\xffders"},
@@ -360,7 +361,7 @@ func TestStreamBadInput(t *testing.T) {
 		"DSN with bad port":    {DSN: "postgres://u:hunter2@h:99999/db"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := outbox.NewStreamRelay(env.DB, pub, opt)
+			_, err := pgstream.New(env.DB, pub, opt)
 			if !errors.Is(err, outbox.ErrInvalid) {
 				t.Fatalf("%v, want ErrInvalid", err)
 			}
@@ -370,7 +371,7 @@ func TestStreamBadInput(t *testing.T) {
 		})
 	}
 	t.Run("no publisher", func(t *testing.T) {
-		if _, err := outbox.NewStreamRelay(env.DB, nil, outbox.StreamOptions{}); !errors.Is(err, outbox.ErrInvalid) {
+		if _, err := pgstream.New(env.DB, nil, pgstream.Options{}); !errors.Is(err, outbox.ErrInvalid) {
 			t.Fatalf("%v, want ErrInvalid", err)
 		}
 	})
@@ -382,7 +383,7 @@ func TestStreamBadInput(t *testing.T) {
 		}
 		t.Cleanup(func() { env.DB.Executor().Exec(context.Background(), `DROP ROLE IF EXISTS `+role) })
 		dsn := fmt.Sprintf("postgres://%s:hunter2@%s:%d/%s?sslmode=disable", role, env.Server.Host, env.Server.Port, env.Name)
-		r, err := outbox.NewStreamRelay(env.DB, pub, outbox.StreamOptions{DSN: dsn, Group: "norepl"})
+		r, err := pgstream.New(env.DB, pub, pgstream.Options{DSN: dsn, Group: "norepl"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,7 +400,7 @@ func TestStreamBadInput(t *testing.T) {
 	})
 	t.Run("mysql", func(t *testing.T) {
 		my := dbtest.New(t, "mysql")
-		if _, err := outbox.NewStreamRelay(my.DB, pub, outbox.StreamOptions{}); !errors.Is(err, outbox.ErrStreamUnsupported) {
+		if _, err := pgstream.New(my.DB, pub, pgstream.Options{}); !errors.Is(err, outbox.ErrStreamUnsupported) {
 			t.Fatalf("%v, want ErrStreamUnsupported", err)
 		}
 		if err := outbox.CanStream(context.Background(), my.DB); !errors.Is(err, outbox.ErrStreamUnsupported) {
@@ -417,7 +418,7 @@ func TestStreamSeesEveryCommitUnderLoad(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
 	pub := &collector{}
-	startStream(t, env.DB, pub, outbox.StreamOptions{DeleteOnPublish: true})
+	startStream(t, env.DB, pub, pgstream.Options{DeleteOnPublish: true})
 	if err := outbox.New(env.DB).EnqueueNow(ctx, outbox.Msg{Topic: "probe", Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +492,7 @@ func TestStreamStopsCleanly(t *testing.T) {
 		return nil
 	})
 	delivered := func() int { mu.Lock(); defer mu.Unlock(); return len(count) }
-	r, err := outbox.NewStreamRelay(env.DB, slow, outbox.StreamOptions{})
+	r, err := pgstream.New(env.DB, slow, pgstream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +517,7 @@ func TestStreamStopsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := delivered()
-	startStream(t, env.DB, slow, outbox.StreamOptions{})
+	startStream(t, env.DB, slow, pgstream.Options{})
 	waitFor(t, 30*time.Second, "every message", func() bool { return delivered() == 101 })
 	time.Sleep(200 * time.Millisecond)
 	mu.Lock()
@@ -539,7 +540,7 @@ func TestStreamStopsCleanly(t *testing.T) {
 func TestStreamThroughPgBouncer(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	bouncer := env.PgBouncer(t, 4)
-	r, err := outbox.NewStreamRelay(env.DB, &collector{}, outbox.StreamOptions{DSN: bouncer})
+	r, err := pgstream.New(env.DB, &collector{}, pgstream.Options{DSN: bouncer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,23 +3,29 @@ package outbox
 import (
 	"context"
 	"errors"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
+	"fmt"
+	"hash/crc32"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/outbox/internal/relayutil"
 )
 
-// streamPublication is the publication the streaming relays read: the
-// INSERTs into coord_outbox only.
-const streamPublication = "sqlcoord_outbox"
+// What a streaming relay (package outbox/pgstream) needs from a server,
+// and its replication slots: plain SQL, so that checking and listing do
+// not compile the replication protocol.
 
-var textMap = pgtype.NewMap()
+// ErrStreamUnsupported: the database cannot stream the outbox — not
+// PostgreSQL (MySQL and MariaDB: no binlog client is available to this
+// library; see docs/outbox-stream.md), wal_level is not logical, a
+// standby, a user who may not replicate, or a replication connection
+// through PgBouncer. `sqlcoord relay --mode auto` polls on it.
+var ErrStreamUnsupported = errors.New("outbox: streaming unsupported")
 
-const pgTextFormat = pgtype.TextFormatCode
+// ErrUnboundedSlot: the server keeps WAL for a replication slot without
+// limit (max_slot_wal_keep_size = -1), so a relay that stops for good
+// would fill the disk; StreamOptions.AllowUnboundedSlot accepts it.
+var ErrUnboundedSlot = errors.New("outbox: replication slot without a retention bound")
 
 // CanStream reports why db cannot stream the outbox (nil: it can, as far
 // as the server's settings show; the replication privilege is checked
@@ -43,71 +49,9 @@ func CanStream(ctx context.Context, db sqlcoord.Base) error {
 	return nil
 }
 
-// prepare checks the server, creates the publication when missing and
-// finds the slot; created is the slot's name when it must be created.
-func (s *StreamRelay) prepare(ctx context.Context) (created string, err error) {
-	if err := CanStream(ctx, s.db); err != nil {
-		return "", err
-	}
-	d, x := s.db.Dialect(), s.db.Executor()
-	var dbName string
-	if err := x.QueryRow(ctx, `SELECT current_database()`).Scan(&dbName); err != nil {
-		return "", errs.Errorf("outbox: stream: %w", d.Classify(err))
-	}
-	s.slot = SlotName(s.opt.Group, dbName)
-	var pub bool
-	if err := x.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, streamPublication).Scan(&pub); err != nil {
-		return "", errs.Errorf("outbox: stream: %w", d.Classify(err))
-	}
-	if !pub {
-		_, err := x.Exec(ctx, `CREATE PUBLICATION `+streamPublication+` FOR TABLE coord_outbox WITH (publish = 'insert')`)
-		var pe *pgconn.PgError
-		if err != nil && !(errors.As(err, &pe) && pe.Code == "42710") { // duplicate_object: another relay made it
-			return "", errs.Errorf("outbox: create publication %s (needs ownership of coord_outbox): %w", streamPublication, d.Classify(err))
-		}
-	}
-	var exists bool
-	if err := x.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, s.slot).Scan(&exists); err != nil {
-		return "", errs.Errorf("outbox: stream: %w", d.Classify(err))
-	}
-	if exists {
-		return "", nil
-	}
-	var keep string
-	if err := x.QueryRow(ctx, `SELECT current_setting('max_slot_wal_keep_size')`).Scan(&keep); err != nil {
-		return "", errs.Errorf("outbox: stream: %w", d.Classify(err))
-	}
-	if keep == "-1" && !s.opt.AllowUnboundedSlot {
-		return "", errs.Errorf("%w: max_slot_wal_keep_size is -1: a relay that stops for good would keep WAL until the disk fills; set it (e.g. 10GB) or allow an unbounded slot", ErrUnboundedSlot)
-	}
-	return s.slot, nil
-}
-
-// takeSlot ends the session of a previous holder still attached to the
-// slot (frozen, or its lease expired): this relay holds the group's lease
-// with a newer token, so that streamer has been superseded.
-func (s *StreamRelay) takeSlot(ctx context.Context) error {
-	d, x := s.db.Dialect(), s.db.Executor()
-	for i := 0; ; i++ {
-		var pid *int32
-		err := x.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, s.slot).Scan(&pid)
-		if err != nil {
-			return errs.Errorf("outbox: stream slot %s: %w", s.slot, d.Classify(err))
-		}
-		if pid == nil {
-			return nil
-		}
-		if i == 0 {
-			s.log.Warn("ending the superseded streamer's session", "slot", s.slot, "pid", *pid)
-		}
-		if _, err := x.Exec(ctx, `SELECT pg_terminate_backend($1)`, *pid); err != nil {
-			return errs.Errorf("outbox: end the superseded streamer (pid %d) on %s: %w", *pid, s.slot, d.Classify(err))
-		}
-		if i > 50 {
-			return errs.Errorf("outbox: stream slot %s stays in use by pid %d", s.slot, *pid)
-		}
-		backoff.Sleep(ctx, 100*time.Millisecond)
-	}
+// SlotName is the replication slot of group on the database named dbName.
+func SlotName(group, dbName string) string {
+	return fmt.Sprintf("sqlcoord_%s_%08x", group, crc32.ChecksumIEEE([]byte(dbName)))
 }
 
 // Slot is a streaming relay's replication slot as the server reports it.
@@ -156,7 +100,7 @@ func DropStreamSlot(ctx context.Context, db sqlcoord.Base, group string) error {
 	if d.Q.OutboxSlots == "" {
 		return nil
 	}
-	if !groupName.MatchString(group) {
+	if !relayutil.GroupName.MatchString(group) {
 		return errs.Errorf("%w: group: want 1-32 of a-z, 0-9 and _", ErrInvalid)
 	}
 	var dbName string
