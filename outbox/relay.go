@@ -220,13 +220,13 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	}
 	if err := relayutil.Durations(ErrInvalid,
 		relayutil.D("BaseBackoff", &opt.BaseBackoff, time.Second),
-		relayutil.D("MaxBackoff", &opt.MaxBackoff, 5 * time.Minute),
-		relayutil.D("PollMin", &opt.PollMin, 50 * time.Millisecond),
-		relayutil.D("PollMax", &opt.PollMax, 2 * time.Second),
-		relayutil.D("FrozenTimeout", &opt.FrozenTimeout, 2 * time.Minute),
-		relayutil.D("PollBusy", &opt.PollBusy, 5 * time.Millisecond),
-		relayutil.D("PublishTimeout", &opt.PublishTimeout, 30 * time.Second),
-		relayutil.D("ShutdownTimeout", &opt.ShutdownTimeout, 10 * time.Second)); err != nil {
+		relayutil.D("MaxBackoff", &opt.MaxBackoff, 5*time.Minute),
+		relayutil.D("PollMin", &opt.PollMin, 50*time.Millisecond),
+		relayutil.D("PollMax", &opt.PollMax, 2*time.Second),
+		relayutil.D("FrozenTimeout", &opt.FrozenTimeout, 2*time.Minute),
+		relayutil.D("PollBusy", &opt.PollBusy, 5*time.Millisecond),
+		relayutil.D("PublishTimeout", &opt.PublishTimeout, 30*time.Second),
+		relayutil.D("ShutdownTimeout", &opt.ShutdownTimeout, 10*time.Second)); err != nil {
 		return nil, err
 	}
 	r := &Relay{db: db, pub: pub, opt: opt, log: relayutil.Logger(opt.Logger)}

@@ -22,6 +22,12 @@ trap 'rm -rf "$proxy"' EXIT
 release=$(awk '$1 == "github.com/sqlcoord/sqlcoord" {print $2; exit}' cmd/sqlcoord/go.mod)
 $GO run ./scripts/modproxy -out "$proxy" -version "$release" >/dev/null
 upstream=$($GO env GOPROXY)
+# A module cache may hold an earlier build of the same version of this
+# checkout's modules: drop it, the proxy above serves the current one.
+modcache=$($GO env GOMODCACHE)
+for d in "$modcache/github.com/sqlcoord" "$modcache/cache/download/github.com/sqlcoord"; do
+  [ -d "$d" ] && chmod -R u+w "$d" && rm -rf "$d"
+done
 for m in "$@"; do
   ( cd "$m"
     $GO vet ./... || exit 1

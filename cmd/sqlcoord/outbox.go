@@ -23,9 +23,9 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"github.com/sqlcoord/sqlcoord/outbox"
-	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 	"github.com/sqlcoord/sqlcoord/outbox/kafkapub"
 	"github.com/sqlcoord/sqlcoord/outbox/natspub"
+	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 )
 
 // checkPublisher refuses a --publisher spec publisherFor cannot build,
