@@ -12,7 +12,7 @@ MODULES := . bench cmd/sqlcoord outbox/natspub outbox/kafkapub console/browserte
 # bench/peers (River, watermill-sql, snowflake) builds only for `make bench-peers`.
 # scripts/modproxy writes a local module proxy for install-test.
 
-.PHONY: setup test test-short test-ha lint vet demo bench bench-peers soak build clean install-test
+.PHONY: tidy setup test test-short test-ha lint vet demo bench bench-peers soak build clean install-test
 
 # Idempotent: installs the database servers when missing, downloads modules.
 setup:
@@ -28,6 +28,10 @@ build:
 # committed, in every module.
 lint:
 	@bash scripts/lint.sh $(MODULES)
+
+# go mod tidy in every module (against a local proxy of this checkout).
+tidy:
+	@TIDY=1 bash scripts/lint.sh $(MODULES) bench/peers
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done

@@ -22,20 +22,23 @@ trap 'rm -rf "$proxy"' EXIT
 release=$(awk '$1 == "github.com/sqlcoord/sqlcoord" {print $2; exit}' cmd/sqlcoord/go.mod)
 $GO run ./scripts/modproxy -out "$proxy" -version "$release" >/dev/null
 upstream=$($GO env GOPROXY)
-# A module cache may hold an earlier build of the same version of this
-# checkout's modules: drop it, the proxy above serves the current one.
-modcache=$($GO env GOMODCACHE)
-for d in "$modcache/github.com/sqlcoord" "$modcache/cache/download/github.com/sqlcoord"; do
-  [ -d "$d" ] && chmod -R u+w "$d" && rm -rf "$d"
-done
+# Tidy in a module cache of its own: the default one may hold an earlier
+# build of this checkout's modules at the same version. Third-party
+# modules come from the default cache's downloads first.
+cache=$($GO env GOMODCACHE)/cache/download
+tidycache=$(mktemp -d)
+trap 'rm -rf "$proxy"; chmod -R u+w "$tidycache" 2>/dev/null; rm -rf "$tidycache"' EXIT
 for m in "$@"; do
   ( cd "$m"
     $GO vet ./... || exit 1
     $GO vet -tags bench ./... || exit 1
     $GO run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags bench ./... || exit 1
     cp go.mod /tmp/lint.go.mod.$$; cp go.sum /tmp/lint.go.sum.$$
-    GOWORK=off GOFLAGS=-mod=mod GONOSUMDB=github.com/sqlcoord GOPROXY="file://$proxy,$upstream" $GO mod tidy >/tmp/lint.tidy.$$ 2>&1 ||
+    GOMODCACHE="$tidycache" GOWORK=off GOFLAGS=-mod=mod GONOSUMDB=github.com/sqlcoord GOPROXY="file://$proxy,file://$cache,$upstream" $GO mod tidy >/tmp/lint.tidy.$$ 2>&1 ||
       { cat /tmp/lint.tidy.$$; cp /tmp/lint.go.mod.$$ go.mod; cp /tmp/lint.go.sum.$$ go.sum; exit 1; }
+    if [ "${TIDY:-}" = 1 ]; then # make tidy: keep what tidy wrote
+      sed -i '/^github.com\/sqlcoord\//d' go.sum; exit 0
+    fi
     if ! cmp -s go.mod /tmp/lint.go.mod.$$ || ! cmp -s <(grep -v '^github.com/sqlcoord/' go.sum) <(grep -v '^github.com/sqlcoord/' /tmp/lint.go.sum.$$); then
       echo "lint: $m: go mod tidy changes go.mod/go.sum; run it and commit"
       diff /tmp/lint.go.mod.$$ go.mod || true
