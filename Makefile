@@ -22,7 +22,7 @@ setup:
 # The CLI with `sqlcoord bench` (build tag bench: plots, an embedded NATS
 # server); `go install …/cmd/sqlcoord@version` gives the lean one without.
 build:
-	cd cmd/sqlcoord && $(GO) build -tags bench -o ../../bin/sqlcoord .
+	cd cmd/sqlcoord && $(GO) build -tags bench,full -o ../../bin/sqlcoord .
 
 # gofmt, go vet, staticcheck and `go mod tidy` leaving go.mod/go.sum as
 # committed, in every module.

@@ -25,7 +25,14 @@ echo "install-test: go install github.com/sqlcoord/sqlcoord/cmd/sqlcoord@$releas
 $GO install "github.com/sqlcoord/sqlcoord/cmd/sqlcoord@$release"
 "$GOPATH/bin/sqlcoord" version
 size=$(stat -c %s "$GOPATH/bin/sqlcoord")
-echo "install-test: the CLI is $((size / 1000000)) MB (the benchmarks are behind the build tag bench)"
+echo "install-test: the CLI is $((size / 1000000)) MB ($size bytes; benchmarks behind the build tag bench, Prometheus/NATS/Kafka behind full)"
+if [ "$size" -gt 25000000 ]; then
+  echo "install-test: the default CLI is over 25 MB" >&2
+  exit 1
+fi
+echo "install-test: go install -tags full …/cmd/sqlcoord@$release"
+$GO install -tags full "github.com/sqlcoord/sqlcoord/cmd/sqlcoord@$release"
+"$GOPATH/bin/sqlcoord" relay --help | grep -q -- --publisher
 if "$GOPATH/bin/sqlcoord" bench growth >/dev/null 2>&1; then
   echo "install-test: the installed CLI runs benchmarks: they belong behind the build tag bench" >&2
   exit 1

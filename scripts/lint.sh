@@ -32,8 +32,8 @@ for m in "$@"; do
   ( cd "$m"
     if [ "${TIDY:-}" != 1 ]; then
       $GO vet ./... || exit 1
-      $GO vet -tags bench ./... || exit 1
-      $GO run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags bench ./... || exit 1
+      $GO vet -tags bench,full ./... || exit 1
+      $GO run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags bench,full ./... || exit 1
     fi
     cp go.mod /tmp/lint.go.mod.$$; cp go.sum /tmp/lint.go.sum.$$
     GOMODCACHE="$tidycache" GOWORK=off GOFLAGS=-mod=mod GONOSUMDB=github.com/sqlcoord GOPROXY="file://$proxy,file://$cache,$upstream" $GO mod tidy >/tmp/lint.tidy.$$ 2>&1 ||

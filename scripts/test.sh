@@ -10,7 +10,7 @@ pids=()
 mods=(. cmd/sqlcoord console/browsertest bench outbox/natspub outbox/kafkapub)
 for m in "${mods[@]}"; do
   log="$logs/$(echo "$m" | tr / _).log"
-  ( cd "$m" && $GO test -tags bench "$@" ./... ) >"$log" 2>&1 &
+  ( cd "$m" && $GO test -tags bench,full "$@" ./... ) >"$log" 2>&1 &
   pids+=($!)
 done
 status=0

@@ -17,14 +17,10 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/pgxv5"
 
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/sqlcoord/sqlcoord/internal/redact"
-	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"github.com/sqlcoord/sqlcoord/outbox"
-	"github.com/sqlcoord/sqlcoord/outbox/kafkapub"
-	"github.com/sqlcoord/sqlcoord/outbox/natspub"
 	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 )
 
@@ -47,14 +43,10 @@ func publisherFor(spec string, cmd *cobra.Command) (outbox.Publisher, func(), er
 	switch {
 	case spec == "stdout":
 		return outbox.WriterPublisher{W: cmd.OutOrStdout()}, func() {}, nil
-	case strings.HasPrefix(spec, "nats://"):
-		p, closeFn, err := natspub.New(spec)
-		return p, closeFn, err
+	case strings.HasPrefix(spec, "nats://"), strings.HasPrefix(spec, "kafka://"):
+		return brokerPublisher(spec)
 	case strings.HasPrefix(spec, "http://"), strings.HasPrefix(spec, "https://"):
 		return outbox.HTTPPublisher{URL: spec}, func() {}, nil
-	case strings.HasPrefix(spec, "kafka://"):
-		p, closeFn, err := kafkapub.New(strings.Split(strings.TrimPrefix(spec, "kafka://"), ","))
-		return p, closeFn, err
 	}
 	return nil, nil, usageError{fmt.Errorf("--publisher %q: want stdout, nats://host:4222, kafka://host:9092[,host2], or http(s)://…", spec)}
 }
@@ -131,8 +123,7 @@ func newRelayCmd() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			reg.MustRegister(prom.NewOutboxCollector(db), collectors.NewGoCollector(),
-				collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			reg.relayCollectors(db)
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 			opt := outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del,
 				MaxAttempts: maxAttempts, Listen: outbox.ListenMode(listenNotify), Logger: logger}
