@@ -66,6 +66,24 @@ func inspectPostgres(ctx context.Context, pool Executor, info ServerInfo) (Serve
 	if tl != nil {
 		info.Timeline = *tl
 	}
+	if info.ReadOnly {
+		// A standby: its own pg_stat_replication lists only cascading
+		// standbys, and the synchronous settings it shows are the
+		// primary's to apply. Say what it replicates from instead.
+		var status, sender string
+		err := pool.QueryRow(ctx, `SELECT coalesce((SELECT status FROM pg_stat_wal_receiver LIMIT 1), 'not receiving'),
+  coalesce((SELECT sender_host || ':' || sender_port FROM pg_stat_wal_receiver LIMIT 1), '')`).Scan(&status, &sender)
+		if err != nil {
+			return info, Postgres.Classify(err)
+		}
+		info.Replicas = standbys
+		info.Detail = fmt.Sprintf("a standby: WAL receiver %s", status)
+		if sender != "" {
+			info.Detail += " from " + sender
+		}
+		info.Detail += fmt.Sprintf("; %d cascading standby(s); what a failover loses is decided on the primary (run doctor there)", standbys)
+		return info, nil
+	}
 	info.Replicas = standbys
 	info.Synchronous = names != "" && syncs > 0 && (commit == "on" || commit == "remote_write" || commit == "remote_apply")
 	info.Detail = fmt.Sprintf("synchronous_standby_names=%q synchronous_commit=%s, %d standby(s) streaming, %d synchronous", names, commit, standbys, syncs)

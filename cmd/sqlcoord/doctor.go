@@ -40,6 +40,11 @@ type doctorReport struct {
 	ExitCode int          `json:"exit_code"` // what doctor exits with (docs/cli.md)
 }
 
+// unread: fact is listed under Unread.
+func (r doctorReport) unread(fact string) bool {
+	return slices.ContainsFunc(r.Unread, func(f doctorFact) bool { return f.Fact == fact })
+}
+
 // doctorFact is a fact doctor could not read.
 type doctorFact struct {
 	Fact  string `json:"fact"`
@@ -149,7 +154,17 @@ func doctor(ctx context.Context, db *sqlcoord.DB, require []string) doctorReport
 	} else {
 		rep.Schema = &st
 	}
-	primaryPG := rep.Server != nil && rep.Server.Dialect == "postgres" && !rep.Server.ReadOnly
+	pg := db.Dialect().Family() == "postgres"
+	primaryPG := rep.Server != nil && pg && !rep.Server.ReadOnly
+	notRead := func(fact, why string) { unread(fact, errors.New("not read: "+why)) }
+	switch {
+	case pg && rep.Server == nil:
+		notRead("listen", "the server could not be inspected")
+	case pg && rep.Server.ReadOnly:
+		rep.Listen = "not tested: a standby (NOTIFY is sent and received on the primary; relays connect there)"
+	case primaryPG && db.CanListen() != nil:
+		unread("listen", db.CanListen())
+	}
 	if primaryPG && db.CanListen() == nil {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := db.Listen(lctx, "sqlcoord_doctor", sqlcoord.ListenOptions{ProbeOnly: true, ProbeTimeout: 2 * time.Second}, func() {})
@@ -161,6 +176,12 @@ func doctor(ctx context.Context, db *sqlcoord.DB, require []string) doctorReport
 			rep.Listen = "lost: a transaction-mode pooler (PgBouncer?) is between sqlcoord and PostgreSQL; relays will poll (give them --listen-dsn)"
 		default:
 			unread("listen", err)
+		}
+	}
+	if rep.Schema == nil {
+		notRead("forks", "the schema version could not be read")
+		if primaryPG {
+			notRead("lock protocol", "the schema version could not be read")
 		}
 	}
 	if rep.Schema != nil && rep.Schema.Version >= 16 {
@@ -284,6 +305,10 @@ func guarantees(r doctorReport) []doctorGuarantee {
 		g = append(g, doctorGuarantee{Name: "epochs", Status: unknown,
 			What: "fencing tokens, segment ranges and job attempts never go back across a failover, a split brain or a restore",
 			Why:  "the server could not be inspected"})
+	case !info.Galera && r.unread("forks"):
+		g = append(g, doctorGuarantee{Name: "epochs", Status: unknown,
+			What: "fencing tokens, segment ranges and job attempts never go back across a failover, a split brain or a restore",
+			Why:  "the recorded epochs (coord_forks) could not be read"})
 	case !info.Galera:
 		w := "each is floored by the failover epoch of the history that issues it; a promoted, recovered, restarted or restored server (a disk snapshot cannot be told from a restart) starts a new one at its first counter statement (see `sqlcoord epoch`, docs/failover.md)"
 		if !pg {
@@ -312,8 +337,11 @@ func printDoctor(w io.Writer, r doctorReport) {
 		}
 		fmt.Fprintf(w, "role         %s\n", role)
 		fmt.Fprintf(w, "replication  %s\n", s.Detail)
-		if s.Dialect == "postgres" && s.Timeline > 0 {
+		switch {
+		case s.Dialect == "postgres" && s.Timeline > 0:
 			fmt.Fprintf(w, "timeline     %d\n", s.Timeline)
+		case s.Dialect == "postgres":
+			fmt.Fprintf(w, "timeline     none here (a standby replays its primary's WAL and writes none)\n")
 		}
 		if s.Galera {
 			fmt.Fprintf(w, "galera       %d nodes\n", s.GaleraNodes)
@@ -327,6 +355,11 @@ func printDoctor(w io.Writer, r doctorReport) {
 			current = true
 			fmt.Fprintf(w, "epoch        base %d since %s (%s; history %s)\n", f.Base, f.FirstSeen.UTC().Format(time.DateTime), f.Reason, f.History)
 		}
+	}
+	if r.unread("forks") {
+		fmt.Fprintf(w, "epoch        unknown (see below)\n")
+	} else if !current && len(r.Forks) == 0 && r.Schema != nil && r.Schema.Version >= 16 {
+		fmt.Fprintf(w, "epoch        none recorded yet: the first counter statement records one\n")
 	}
 	if !current && len(r.Forks) > 0 && r.Server != nil {
 		switch last := r.Forks[len(r.Forks)-1]; {

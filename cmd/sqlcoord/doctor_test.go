@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,6 +76,15 @@ func TestDoctorOnReplicatedPostgres(t *testing.T) {
 	if exitCode(context.Background(), err) != exitUnhealthy || !strings.Contains(out, "hot standby / read-only replica") || !strings.Contains(out, "*[no ] locks, leases") {
 		t.Fatalf("doctor on the standby: %v, want exit 4\n%s", err, out)
 	}
+	// issue 37: the standby's own view, not a primary's
+	for _, want := range []string{"replication  a standby: WAL receiver streaming", "timeline     none here", "LISTEN       not tested: a standby"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor on the standby lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "synchronous_standby_names") {
+		t.Errorf("doctor on the standby shows a primary's replication view:\n%s", out)
+	}
 	// read-only commands work on the standby, without noise
 	out, err = runCLI(t, "outbox", "stats", "--dsn", cl.StandbyDSN())
 	if err != nil || !strings.Contains(out, "pending 0") {
@@ -90,4 +101,51 @@ func TestDoctorOnReplicatedPostgres(t *testing.T) {
 		t.Fatalf("requeue on the standby: %v", err)
 	}
 	t.Logf("doctor on the standby:\n%s", out)
+}
+
+// Issue 37: doctor as a role that may not read sqlcoord's tables lists
+// every fact it could not read (schema, forks) and says the epoch is
+// unknown, instead of dropping those lines; it exits 3.
+func TestDoctorWithoutReadRights(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		s := env.Server
+		user := "noread_" + env.Name
+		if len(user) > 32 {
+			user = user[:32]
+		}
+		var dsn string
+		if env.Family == "postgres" {
+			dbtest.Exec(t, env.DB, `CREATE ROLE "`+user+`" LOGIN`)
+			dsn = fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", user, s.Host, s.Port, env.Name)
+		} else {
+			dbtest.Exec(t, env.DB, fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY 'pw'", user))
+			dbtest.Exec(t, env.DB, fmt.Sprintf("GRANT SELECT ON `%s`.coord_locks TO '%s'@'%%'", env.Name, user))
+			dsn = fmt.Sprintf("mysql://%s:pw@tcp(%s:%d)/%s", user, s.Host, s.Port, env.Name)
+		}
+		out, err := runCLI(t, "doctor", "--dsn", dsn)
+		if code := exitCode(context.Background(), err); code != exitUnread {
+			t.Fatalf("doctor without read rights: exit %d (%v), want %d\n%s", code, err, exitUnread, out)
+		}
+		for _, want := range []string{"epoch        unknown", "schema       unknown"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("doctor output lacks %q:\n%s", want, out)
+			}
+		}
+		out, _ = runCLI(t, "doctor", "--json", "--dsn", dsn)
+		var rep doctorReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("doctor --json: %v\n%s", err, out)
+		}
+		for _, fact := range []string{"schema", "forks"} {
+			if !slices.ContainsFunc(rep.Unread, func(f doctorFact) bool { return f.Fact == fact }) {
+				t.Errorf("doctor --json: %q not listed under unread: %+v", fact, rep.Unread)
+			}
+		}
+		for _, g := range rep.Guarantees {
+			if g.Name == "epochs" && g.Status != unknown {
+				t.Errorf("epochs guarantee %q without the forks read: %+v", g.Status, g)
+			}
+		}
+	})
 }
