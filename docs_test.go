@@ -90,12 +90,18 @@ func TestDocSnippetsCompile(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no ```go blocks found")
 	}
+	refs := inlineRefs(t, files)
+	write(t, filepath.Join(dir, "refs", "refs.go"), refsFile(refs))
+	where["refs"] = "an identifier in `inline code`"
 	cmd := exec.Command("go", "build", "-gcflags=-e", "./...")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GONOSUMDB=github.com/sqlcoord", "GOPROXY=off")
 	out, _ := cmd.CombinedOutput()
 	var bad []string
 	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "refs/refs.go") && refExists.MatchString(l) {
+			continue // the name exists; it is a type, a generic, or needs a pointer
+		}
 		if l == "" || strings.HasPrefix(l, "#") || strings.Contains(l, "declared and not used") || strings.Contains(l, "imported and not used") || strings.HasPrefix(l, "go: ") {
 			continue
 		}
@@ -109,7 +115,7 @@ func TestDocSnippetsCompile(t *testing.T) {
 	if len(bad) > 0 {
 		t.Errorf("%d snippet error(s):\n%s", len(bad), strings.Join(bad, "\n"))
 	}
-	t.Logf("%d snippets compiled", n)
+	t.Logf("%d snippets compiled, %d identifiers of inline code found", n, len(refs))
 }
 
 // snippetFile makes a Go file of a snippet in package pkg.
@@ -157,4 +163,71 @@ func write(t *testing.T, path, text string) {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// refPattern is a package-qualified exported name in inline code, with
+// an optional method or field: sqlcoord.ErrLocked, outbox.Options.DSN.
+var refPattern = regexp.MustCompile(`\b(sqlcoord|coord|jobs|ids|txn|outbox|pgstream|saga|session|membership|migrate|pgxv5|sqlxdriver|dialects|prom|metrics|console)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+
+// refExists: a compile error that still says the name exists.
+var refExists = regexp.MustCompile(`is not an expression|without instantiation|needs pointer receiver|is not a type`)
+
+// inlineRefs are the package-qualified names in the `inline code` of files
+// (outside ```blocks), each once.
+func inlineRefs(t *testing.T, files []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	inline := regexp.MustCompile("`[^`]+`")
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block := false
+		for _, l := range strings.Split(string(text), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "```") {
+				block = !block
+				continue
+			}
+			if block {
+				continue
+			}
+			if filepath.Base(f) == "upgrading.md" && strings.HasPrefix(l, "|") {
+				// a table of old → new names: the old ones are gone
+				if cells := strings.SplitN(l, "|", 3); len(cells) == 3 {
+					l = cells[2]
+				}
+			}
+			for _, code := range inline.FindAllString(l, -1) {
+				for _, m := range refPattern.FindAllString(code, -1) {
+					if !seen[m] {
+						seen[m] = true
+						out = append(out, m)
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// refsFile refers to every name of refs: pkg.X as a value, pkg.T.M as a
+// method or field of a T.
+func refsFile(refs []string) string {
+	var b, imports strings.Builder
+	used := map[string]bool{}
+	for _, r := range refs {
+		m := refPattern.FindStringSubmatch(r)
+		used[m[1]] = true
+		if m[3] == "" {
+			fmt.Fprintf(&b, "\t_ = %s.%s\n", m[1], m[2])
+		} else {
+			fmt.Fprintf(&b, "\t_ = func(x %s.%s) { _ = x.%s }\n", m[1], m[2], m[3])
+		}
+	}
+	for name := range used {
+		fmt.Fprintf(&imports, "import %s %q\n", name, snippetImports[name])
+	}
+	return "package refs\n\n" + imports.String() + "\nfunc _() {\n" + b.String() + "}\n"
 }
