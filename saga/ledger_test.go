@@ -402,7 +402,7 @@ func TestLedgerBalancesUnderFaults(t *testing.T) {
 						amount = 2 * initial // refused: compensation
 					}
 					rollback := rand.IntN(10) == 0
-					gid, err := beginTransfer(ctx, env.DB, coord, transferOf(srvA.URL+"/a", srvB.URL+"/b", mode, amount, 1500*time.Millisecond), rollback)
+					gid, err := beginTransfer(ctx, env.DB, coord, transferOf(srvA.URL+"/a", srvB.URL+"/b", mode, amount, 8*time.Second), rollback)
 					if err != nil {
 						t.Error(err)
 						return

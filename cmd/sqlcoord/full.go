@@ -23,6 +23,9 @@ import (
 	"github.com/sqlcoord/sqlcoord/outbox/natspub"
 )
 
+// buildTags are this build's tags (the tests build the binary alike).
+const buildTags = "full"
+
 // registry is the Prometheus registry of a metered command.
 type registry struct{ *prometheus.Registry }
 

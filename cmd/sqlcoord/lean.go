@@ -19,6 +19,9 @@ import (
 // installFull is how to get the full build.
 const installFull = "go install -tags full github.com/sqlcoord/sqlcoord/cmd/sqlcoord@v" + sqlcoord.Version
 
+// buildTags are this build's tags (the tests build the binary alike).
+const buildTags = ""
+
 // registry stands for the Prometheus registry the full build has.
 type registry struct{}
 

@@ -30,7 +30,8 @@ var (
 	binErr  error
 )
 
-// buildCLI builds the real binary once per test process.
+// buildCLI builds the real binary once per test process, with the build
+// tags of the test (full or not: what --publisher and /metrics offer).
 func buildCLI(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -40,7 +41,7 @@ func buildCLI(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "sqlcoord")
-		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-tags", buildTags, "-o", binPath, ".").CombinedOutput(); err != nil {
 			binErr = err
 			binPath = string(out)
 		}
