@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -134,7 +135,7 @@ func snippetFile(pkg, vars, body string) string {
 	src := strings.Join(code, "\n")
 	uses := regexp.MustCompile(`//.*`).ReplaceAllString(src, "") + " " + vars // comments name packages too
 	for name, path := range snippetImports {
-		if regexp.MustCompile(`\b`+name+`\.`).MatchString(uses) && !strings.Contains(strings.Join(imports, " "), `"`+path+`"`) {
+		if regexp.MustCompile(`\b`+name+`\.`).MatchString(uses) && !slices.Contains(imports, `"`+path+`"`) && !slices.Contains(imports, name+` "`+path+`"`) {
 			imports = append(imports, name+` "`+path+`"`)
 		}
 	}
