@@ -480,9 +480,9 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 		return 0, errs.Errorf("outbox: begin: %w", d.Classify(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(dctx))
-	bounded, err := d.TxIdleTimeout(dctx, tx, r.opt.FrozenTimeout.Milliseconds())
+	guard, err := guardFrozen(dctx, d, tx, r.opt.FrozenTimeout)
 	if err != nil {
-		return 0, errs.Errorf("outbox: idle timeout: %w", d.Classify(err))
+		return 0, err
 	}
 	msgs, err := claim(dctx, tx, q, r.opt.BatchSize)
 	if err != nil {
@@ -499,12 +499,7 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 	bctx, endBatch := tracing.Start(dctx, r.db, "outbox.relay.batch", d, attribute.Int("sqlcoord.messages", len(msgs)))
 	var batchErr error
 	defer func() { endBatch(batchErr) }()
-	stopBeat := func() {}
-	if bounded {
-		// A live relay keeps its batch transaction from counting as idle
-		// however long publishing takes; only a frozen one goes silent.
-		stopBeat = keepTxAwake(dctx, tx, d.Q.Now, r.opt.FrozenTimeout/3)
-	}
+	stopBeat := guard()
 	results := r.publishAll(ctx, dctx, bctx, msgs)
 	stopBeat()
 	skipped := 0
@@ -573,6 +568,28 @@ func (r *Relay) deadLetter(ctx context.Context, tx dialects.Executor, m Message,
 // d = min(MaxBackoff, BaseBackoff·2ⁿ⁻¹).
 func (r *Relay) retryDelay(n int) time.Duration {
 	return backoff.Policy{Base: r.opt.BaseBackoff, Max: r.opt.MaxBackoff, Jitter: backoff.Equal}.Delay(n - 1)
+}
+
+// guardFrozen bounds how long tx survives its relay being frozen
+// (SIGSTOP, a hung host) in the middle of a batch: the server ends a
+// session idle in tx for timeout (PostgreSQL's
+// idle_in_transaction_session_timeout, SET LOCAL), which releases the
+// claimed rows to the other relays. The returned beat keeps a live relay's
+// tx from counting as idle while it publishes (call it before
+// publishing, and the stop it returns after); only a frozen one goes
+// silent. Where the server has no such setting (MySQL/MariaDB), beat does
+// nothing.
+func guardFrozen(ctx context.Context, d *dialects.Dialect, tx dialects.OwnedTx, timeout time.Duration) (beat func() (stop func()), err error) {
+	bounded, err := d.TxIdleTimeout(ctx, tx, timeout.Milliseconds())
+	if err != nil {
+		return nil, errs.Errorf("outbox: idle timeout: %w", d.Classify(err))
+	}
+	return func() func() {
+		if !bounded {
+			return func() {}
+		}
+		return keepTxAwake(ctx, tx, d.Q.Now, timeout/3)
+	}, nil
 }
 
 // keepTxAwake runs a trivial statement in tx every interval until the

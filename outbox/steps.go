@@ -37,3 +37,9 @@ func (s StreamSteps) RetryDelay(n int) time.Duration { return s.r.retryDelay(n) 
 
 // BatchSize is the relay's batch size.
 func (s StreamSteps) BatchSize() int { return s.r.opt.BatchSize }
+
+// GuardFrozen bounds how long tx outlives a frozen relay (see the polling
+// relay's FrozenTimeout): call beat before publishing and its stop after.
+func (s StreamSteps) GuardFrozen(ctx context.Context, tx dialects.OwnedTx, timeout time.Duration) (beat func() (stop func()), err error) {
+	return guardFrozen(ctx, s.r.db.Dialect(), tx, timeout)
+}

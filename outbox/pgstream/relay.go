@@ -50,8 +50,11 @@ type Options struct {
 	// MaxAttempts, BaseBackoff, MaxBackoff: a failed publish is retried in
 	// place (later messages wait: commit order) after a backoff in
 	// [d/2, d], d = min(MaxBackoff, BaseBackoff·2ⁿ⁻¹), and dead-lettered
-	// after MaxAttempts; defaults 10, 1s, 5m. A Permanent error
-	// dead-letters at once.
+	// after MaxAttempts; defaults 10, 10ms, 5m: the whole group waits on
+	// a failing message, so the first retries come fast (with the
+	// defaults a message that keeps failing is dead-lettered after about
+	// 5 s of backoff; a flaky publisher costs the group milliseconds, not
+	// a second, per failure). A Permanent error dead-letters at once.
 	MaxAttempts             int
 	BaseBackoff, MaxBackoff time.Duration
 	// PublishTimeout bounds one publish; default 30s.
@@ -127,7 +130,7 @@ func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 		return nil, errs.Errorf("%w: batch size 1-10000 and max attempts >= 0", outbox.ErrInvalid)
 	}
 	if err := relayutil.Durations(outbox.ErrInvalid,
-		relayutil.D("BaseBackoff", &opt.BaseBackoff, time.Second),
+		relayutil.D("BaseBackoff", &opt.BaseBackoff, 10*time.Millisecond),
 		relayutil.D("MaxBackoff", &opt.MaxBackoff, 5*time.Minute),
 		relayutil.D("PublishTimeout", &opt.PublishTimeout, 30*time.Second),
 		relayutil.D("LeaseTTL", &opt.LeaseTTL, 10*time.Second),
@@ -579,6 +582,15 @@ func (st *stream) flush(lctx context.Context) error {
 		return errs.Errorf("outbox: begin: %w", d.Classify(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	// A streamer frozen in this transaction must not hold the rows its
+	// successor (the lease's next holder, streaming the same commits)
+	// claims: the server ends the session after LeaseTTL idle, so a
+	// takeover waits at most about that long, never for the frozen
+	// process to wake.
+	guard, err := s.steps.GuardFrozen(ctx, tx, s.opt.LeaseTTL)
+	if err != nil {
+		return err
+	}
 	pending, err := claimIDs(ctx, tx, d.Q.OutboxStreamClaim, ids)
 	if err != nil {
 		return errs.Errorf("outbox: stream claim: %w", d.Classify(err))
@@ -606,7 +618,9 @@ commits:
 			}
 			m.Attempt = st.attempts[m.ID] + 1
 			pctx, pc := context.WithTimeout(ctx, s.opt.PublishTimeout)
+			stopBeat := guard() // tx is not idle while this process publishes
 			err := s.steps.Publish(pctx, bctx, m)
+			stopBeat()
 			pc()
 			switch {
 			case err == nil:

@@ -282,3 +282,105 @@ func TestStreamAcrossFailover(t *testing.T) {
 		t.Fatalf("want the relay's new slot on the promoted server, got %v", slots)
 	}
 }
+
+// TestFrozenStreamerTakeover (issue 38): at more than 1,000 messages/s the
+// streaming relay that is publishing is frozen (SIGSTOP) and stays frozen.
+// Its lease (2 s) passes to the other relay, which must publish on its own
+// within the lease TTL and about one more: the frozen one's batch
+// transaction, holding the rows it claimed, is ended by the server
+// (idle_in_transaction_session_timeout = LeaseTTL) instead of waiting for
+// the process to wake. Without that bound the group stalls until the
+// frozen relay is thawed.
+func TestFrozenStreamerTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault test")
+	}
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	db := env.DB
+	for _, q := range []string{
+		`CREATE TABLE deliveries (seq bigserial PRIMARY KEY, msg_id uuid NOT NULL, pid int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+		`CREATE TABLE effects (msg_id uuid NOT NULL)`,
+	} {
+		if _, err := db.Executor().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var relays []*dbtest.Proc
+	for range 2 {
+		p := dbtest.Spawn(t, "stream-relay", "DSN="+env.DSN)
+		p.WaitLine(t, "RELAY UP", 30*time.Second)
+		relays = append(relays, p)
+	}
+	ob := outbox.New(db)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var committed atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				msgs := make([]outbox.Msg, 10)
+				for i := range msgs {
+					msgs[i] = outbox.Msg{Topic: "orders", Payload: []byte("{}")}
+				}
+				err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error { return ob.Enqueue(ctx, tx, msgs...) })
+				if err == nil {
+					committed.Add(int64(len(msgs)))
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(3 * time.Second)
+	start := committed.Load()
+	time.Sleep(time.Second)
+	rate := committed.Load() - start
+	if rate < 1000 {
+		t.Fatalf("only %d messages/s committed: the test needs at least 1,000", rate)
+	}
+	var pid int
+	if err := db.Executor().QueryRow(ctx, `SELECT pid FROM deliveries ORDER BY seq DESC LIMIT 1`).Scan(&pid); err != nil {
+		t.Fatalf("nothing delivered yet: %v", err)
+	}
+	var frozen, other *dbtest.Proc
+	for _, p := range relays {
+		if p.Cmd.Process.Pid == pid {
+			frozen = p
+		} else {
+			other = p
+		}
+	}
+	if frozen == nil {
+		t.Fatalf("the publishing relay (pid %d) is not one of the relays", pid)
+	}
+	frozen.Signal(syscall.SIGSTOP)
+	defer frozen.Signal(syscall.SIGCONT)
+	frozeAt := time.Now()
+	// the other relay publishes on its own, the frozen one still frozen
+	const bound = 8 * time.Second // lease TTL 2 s, the frozen batch's bound 2 s, the new session's start
+	var took time.Duration
+	for {
+		var n int
+		db.Executor().QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE pid = $1 AND at > $2`, other.Cmd.Process.Pid, frozeAt.Add(time.Second)).Scan(&n)
+		if n >= 100 {
+			took = time.Since(frozeAt)
+			break
+		}
+		if time.Since(frozeAt) > 20*time.Second {
+			t.Fatalf("the group stalled: the other relay published %d messages in 20 s after the streamer froze (%d msgs/s offered)", n, rate)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%d msgs/s offered; the streamer froze; the other relay published 100 messages %v later", rate, took.Round(10*time.Millisecond))
+	if took > bound {
+		t.Errorf("takeover took %v: more than %v (lease TTL plus the frozen batch's bound)", took, bound)
+	}
+}

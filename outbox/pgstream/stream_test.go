@@ -550,3 +550,59 @@ func TestStreamThroughPgBouncer(t *testing.T) {
 		t.Fatalf("Run: %v, want ErrStreamUnsupported", err)
 	}
 }
+
+// TestStreamFlakyPublisherKeepsFlowing (issue 38): a publisher that
+// refuses 5 % of first attempts costs the ordered stream milliseconds per
+// failure, not a second: with the default backoff (10 ms, doubling) 2,000
+// messages drain within seconds, in order. With the 1 s first backoff of
+// 1.0 every failure stalled the group for 0.5–1 s (about 75 s here).
+func TestStreamFlakyPublisherKeepsFlowing(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	ob := outbox.New(env.DB)
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	pub := &collector{fail: func(m outbox.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Key != "" && m.Key[len(m.Key)-1] == '7' && !failed[m.UUID] && rand.IntN(2) == 0 {
+			failed[m.UUID] = true // ~5 %: keys ending in 7 are 10 %, half of those
+			return errors.New("injected: broker busy")
+		}
+		return nil
+	}}
+	startStream(t, env.DB, pub, pgstream.Options{Group: "flaky"})
+	if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the stream to start", func() bool { return len(pub.got()) == 1 })
+	const n = 2000
+	for b := range n / 100 {
+		msgs := make([]outbox.Msg, 100)
+		for i := range msgs {
+			msgs[i] = outbox.Msg{Topic: "t", Key: fmt.Sprint(b*100 + i), Payload: []byte(fmt.Sprint(b*100 + i))}
+		}
+		if err := ob.EnqueueNow(ctx, msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	waitFor(t, 30*time.Second, "2,000 messages through a flaky publisher", func() bool { return len(pub.got()) == n+1 })
+	took := time.Since(start)
+	mu.Lock()
+	refusals := len(failed)
+	mu.Unlock()
+	got := pub.got()[1:]
+	for i, m := range got {
+		if string(m.Payload) != fmt.Sprint(i) {
+			t.Fatalf("message %d published as the %d-th: out of commit order", i, i)
+		}
+	}
+	t.Logf("%d messages, %d refused once, drained in %v", n, refusals, took.Round(10*time.Millisecond))
+	if refusals < 20 {
+		t.Fatalf("only %d refusals: the test did not exercise the backoff", refusals)
+	}
+	if took > 15*time.Second {
+		t.Errorf("%d refusals stalled the stream for %v", refusals, took)
+	}
+}
