@@ -35,9 +35,11 @@ type Result struct {
 	Rounds   int     `json:"rounds,omitempty"`
 	RatioMin float64 `json:"ratio_min,omitempty"`
 	RatioMax float64 `json:"ratio_max,omitempty"`
-	// PostgreSQL only (pg_stat_wal, server-wide: run on a server of its
-	// own): WAL records, bytes and syncs (fsync calls; 0 with fsync=off)
-	// per operation.
+	// The server's log per operation, server-wide (run on a server of its
+	// own): PostgreSQL's WAL records, bytes and syncs (pg_stat_wal; syncs
+	// are fsync calls, 0 with fsync=off); MariaDB/MySQL's redo log bytes
+	// and fsyncs (Innodb_os_log_written; Innodb_os_log_fsyncs, or on
+	// MariaDB ≥ 10.8 Innodb_data_fsyncs; no record count).
 	WALRecords float64 `json:"wal_records_per_op,omitempty"`
 	WALBytes   float64 `json:"wal_bytes_per_op,omitempty"`
 	WALSyncs   float64 `json:"wal_syncs_per_op,omitempty"`
@@ -193,16 +195,43 @@ func (s *suite) run(ctx context.Context, name, baseline string, clients int, op 
 	s.out = append(s.out, r)
 }
 
-// wal reads pg_stat_wal (records, bytes, syncs) after closing the pool's
-// idle connections: a backend reports its WAL statistics when it exits
-// (otherwise only now and then).
-func (s *suite) wal(ctx context.Context) ([3]float64, bool) {
+// wal reads the server's log counters (see logCounters).
+func (s *suite) wal(ctx context.Context) ([3]float64, bool) { return logCounters(ctx, s.db) }
+
+// logCounters reads the server's log counters: PostgreSQL pg_stat_wal
+// (records, bytes, syncs) after closing the pool's idle connections (a
+// backend reports its WAL statistics when it exits, otherwise only now and
+// then); MariaDB/MySQL the redo log's bytes written and fsyncs (records:
+// 0).
+func logCounters(ctx context.Context, db *sqlcoord.DB) ([3]float64, bool) {
 	var w [3]float64
-	if s.db.Dialect().Family() != "postgres" {
-		return w, false
+	if db.Dialect().Family() != "postgres" {
+		rows, err := db.QueryContext(ctx, `SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_os_log_written', 'Innodb_os_log_fsyncs', 'Innodb_data_fsyncs')`)
+		if err != nil {
+			return w, false
+		}
+		defer rows.Close()
+		v := map[string]float64{}
+		for rows.Next() {
+			var name string
+			var n float64
+			if rows.Scan(&name, &n) != nil {
+				return w, false
+			}
+			v[name] = n
+		}
+		// MariaDB ≥ 10.8 has no Innodb_os_log_fsyncs: its data fsyncs
+		// (redo and data files) stand in.
+		syncs, ok := v["Innodb_os_log_fsyncs"]
+		if !ok {
+			syncs, ok = v["Innodb_data_fsyncs"]
+		}
+		bytes, ok2 := v["Innodb_os_log_written"]
+		w[1], w[2] = bytes, syncs
+		return w, rows.Err() == nil && ok && ok2
 	}
-	flushStats(s.db)
-	err := s.db.QueryRowContext(ctx, `SELECT wal_records::float8, wal_bytes::float8, wal_sync::float8 FROM pg_stat_wal`).Scan(&w[0], &w[1], &w[2])
+	flushStats(db)
+	err := db.QueryRowContext(ctx, `SELECT wal_records::float8, wal_bytes::float8, wal_sync::float8 FROM pg_stat_wal`).Scan(&w[0], &w[1], &w[2])
 	return w, err == nil
 }
 
@@ -252,7 +281,7 @@ func Markdown(rs []Result) string {
 	for _, r := range rs {
 		reads = reads || r.DiskReads != nil
 	}
-	b.WriteString("| dialect | group | case | clients | ops/s | p50 | p99 | vs baseline | statements/op | WAL bytes/op | WAL syncs/op | errors |")
+	b.WriteString("| dialect | group | case | clients | ops/s | p50 | p99 | vs baseline | statements/op | WAL/redo bytes/op | WAL/redo syncs/op | errors |")
 	if reads {
 		b.WriteString(" pages read/op |")
 	}
@@ -270,7 +299,7 @@ func Markdown(rs []Result) string {
 			}
 		}
 		walB, walS := "", ""
-		if r.Dialect == "postgres" {
+		if r.WALBytes > 0 || r.WALSyncs > 0 {
 			walB, walS = fmt.Sprintf("%.0f", r.WALBytes), fmt.Sprintf("%.2f", r.WALSyncs)
 		}
 		stmts := ""

@@ -87,7 +87,9 @@ func (g *growth) add(r Result, c string, n int, baseline string) {
 }
 
 // measure runs op from 8 clients for cfg.Duration, after a second of
-// warm-up the first time case c runs (connections, caches, plans).
+// warm-up the first time case c runs (connections, caches, plans), and
+// counts the server's WAL/redo per operation (growth reported 0 for
+// every case before: it never read the counters).
 func (g *growth) measure(ctx context.Context, c string, op Op) Result {
 	if g.warmed == nil {
 		g.warmed = map[string]bool{}
@@ -96,7 +98,13 @@ func (g *growth) measure(ctx context.Context, c string, op Op) Result {
 		g.warmed[g.group+c] = true
 		Measure(ctx, 8, time.Second, op)
 	}
-	return Measure(ctx, 8, g.cfg.Duration, op)
+	before, ok := logCounters(ctx, g.db)
+	r := Measure(ctx, 8, g.cfg.Duration, op)
+	if after, ok2 := logCounters(ctx, g.db); ok && ok2 && r.Ops > 0 {
+		n := float64(r.Ops)
+		r.WALRecords, r.WALBytes, r.WALSyncs = (after[0]-before[0])/n, (after[1]-before[1])/n, (after[2]-before[2])/n
+	}
+	return r
 }
 
 func (g *growth) say(s string) {
@@ -189,6 +197,7 @@ func (g *growth) rows(ctx context.Context, table, where string) (int, error) {
 // path's throughput during it, against hotCase measured at the same size
 // without a cleanup.
 func (g *growth) cleanupCase(ctx context.Context, n int, what, hotCase string, clean func(context.Context) (int64, error), hot Op) error {
+	before, logOK := logCounters(ctx, g.db)
 	cctx, cancel := context.WithTimeout(ctx, g.cfg.Cleanup)
 	defer cancel()
 	var deleted int64
@@ -215,6 +224,11 @@ func (g *growth) cleanupCase(ctx context.Context, n int, what, hotCase string, c
 	cancel()
 	if err := <-done; err != nil {
 		return err
+	}
+	if after, ok := logCounters(ctx, g.db); logOK && ok && r.Ops > 0 {
+		// the hot path's and the cleanup's log together, per hot operation
+		n := float64(r.Ops)
+		r.WALRecords, r.WALBytes, r.WALSyncs = (after[0]-before[0])/n, (after[1]-before[1])/n, (after[2]-before[2])/n
 	}
 	g.add(r, hotCase+" during "+what, n, g.name(hotCase, n))
 	g.add(Result{Clients: 1, Ops: deleted, Elapsed: el, OpsPerS: float64(deleted) / el.Seconds()},
