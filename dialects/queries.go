@@ -1,5 +1,7 @@
 package dialects
 
+import "strings"
+
 // Queries is the text of every statement sqlcoord sends. Each dialect file
 // fills it completely, so a reviewer can read all SQL for one database in
 // one place. Statements marked "template" contain a %d or %s verb that the
@@ -462,4 +464,35 @@ type ConsoleQueries struct {
 	KeysPending string
 	// MemberGroups: group, live members, expired rows. Args: N.
 	MemberGroups string
+}
+
+// WithTopics narrows a claim statement of the outbox (OutboxClaim and its
+// variants, whose one parameter is the batch size) to rows of the given
+// topics: a relay group's topic filter. args builds the statement's
+// arguments for a batch of n. No topics: q unchanged.
+func (d *Dialect) WithTopics(q string, topics []string) (string, func(n int) []any) {
+	if len(topics) == 0 {
+		return q, func(n int) []any { return []any{n} }
+	}
+	const where = "WHERE state = 'pending'"
+	marks := make([]string, len(topics))
+	for i := range topics {
+		marks[i] = d.Placeholder(i + 2) // $2… on PostgreSQL (the batch size is $1)
+	}
+	q = strings.Replace(q, where, where+" AND topic IN ("+strings.Join(marks, ", ")+")", 1)
+	return q, func(n int) []any {
+		args := make([]any, 0, len(topics)+1)
+		if !d.numbered {
+			// ? placeholders go in text order: the topics come before LIMIT ?
+			for _, t := range topics {
+				args = append(args, t)
+			}
+			return append(args, n)
+		}
+		args = append(args, n)
+		for _, t := range topics {
+			args = append(args, t)
+		}
+		return args
+	}
 }

@@ -42,6 +42,14 @@ type RelayOptions struct {
 	Ordered bool
 	// DeleteOnPublish deletes rows instead of marking them published.
 	DeleteOnPublish bool
+	// Topics, if set, is the relay's topic filter: it claims only messages
+	// of these topics (a relay group per set of topics, e.g. a slow
+	// publisher's topics apart from the rest). Every topic needs a group
+	// whose filter includes it (or one without a filter), or its messages
+	// stay pending. With Ordered, a key's older message in another group's
+	// topic still goes first. At most 64 topics, each non-empty UTF-8
+	// without NUL, at most 255 bytes.
+	Topics []string
 	// MaxAttempts before a message is dead-lettered; default 10.
 	MaxAttempts int
 	// BaseBackoff, MaxBackoff: retry n waits a random time in
@@ -127,6 +135,7 @@ type Relay struct {
 	// server records them (decided on the first batch).
 	claimOnce             sync.Once
 	claimQ, claimOrderedQ string
+	claimArgs             func(n int) []any // the claim's arguments (the topic filter's)
 
 	health HealthLog
 }
@@ -200,6 +209,11 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 	if opt.PublishConcurrency < 0 || opt.PublishConcurrency > 1024 {
 		return nil, errs.Errorf("%w: publish concurrency %d: want 1 to 1024", ErrInvalid, opt.PublishConcurrency)
 	}
+	topics, err := relayutil.Topics(ErrInvalid, opt.Topics)
+	if err != nil {
+		return nil, err
+	}
+	opt.Topics = topics
 	if opt.Listen == "" {
 		opt.Listen = ListenAuto
 	}
@@ -464,7 +478,11 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 	defer stop()
 
 	d := r.db.Dialect()
-	r.claimOnce.Do(func() { r.claimQ, r.claimOrderedQ = claimQueries(dctx, r.db) })
+	r.claimOnce.Do(func() {
+		r.claimQ, r.claimOrderedQ = claimQueries(dctx, r.db)
+		r.claimQ, r.claimArgs = d.WithTopics(r.claimQ, r.opt.Topics)
+		r.claimOrderedQ, _ = d.WithTopics(r.claimOrderedQ, r.opt.Topics)
+	})
 	q := r.claimQ
 	if r.opt.Ordered {
 		q = r.claimOrderedQ
@@ -484,7 +502,7 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	msgs, err := claim(dctx, tx, q, r.opt.BatchSize)
+	msgs, err := claim(dctx, tx, q, r.claimArgs(r.opt.BatchSize)...)
 	if err != nil {
 		return 0, errs.Errorf("outbox: claim: %w", d.Classify(err))
 	}
@@ -691,8 +709,8 @@ func claimQueries(ctx context.Context, db sqlcoord.Base) (string, string) {
 	return d.Q.OutboxClaim, d.Q.OutboxClaimOrdered
 }
 
-func claim(ctx context.Context, tx dialects.Executor, q string, n int) ([]Message, error) {
-	rows, err := tx.Query(ctx, q, n)
+func claim(ctx context.Context, tx dialects.Executor, q string, args ...any) ([]Message, error) {
+	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,7 @@ func loopbackDefault(addr string) (string, error) {
 }
 
 func newRelayCmd() *cobra.Command {
-	var pubSpec, listen, listenNotify, listenDSN, mode, group, streamDSN string
+	var pubSpec, listen, listenNotify, listenDSN, mode, group, streamDSN, topicsS string
 	var batch, maxAttempts int
 	var ordered, del, unbounded bool
 	cmd := &cobra.Command{
@@ -84,6 +84,15 @@ func newRelayCmd() *cobra.Command {
 			}
 			if err := checkPublisher(pubSpec); err != nil {
 				return err
+			}
+			var topics []string
+			if topicsS != "" {
+				for _, t := range strings.Split(topicsS, ",") {
+					if t = strings.TrimSpace(t); t == "" {
+						return usageError{fmt.Errorf("--topics %q: an empty topic", redact.Text(topicsS))}
+					}
+					topics = append(topics, t)
+				}
 			}
 			if listenDSN == "" {
 				listenDSN = os.Getenv("SQLCOORD_LISTEN_DSN")
@@ -125,7 +134,7 @@ func newRelayCmd() *cobra.Command {
 			defer db.Close()
 			reg.relayCollectors(db)
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-			opt := outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del,
+			opt := outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del, Topics: topics,
 				MaxAttempts: maxAttempts, Listen: outbox.ListenMode(listenNotify), Logger: logger}
 			opt.Listener = listener
 			poll, err := outbox.NewRelay(db, pub, opt)
@@ -139,7 +148,7 @@ func newRelayCmd() *cobra.Command {
 				r = poll
 			}
 			if mode != "poll" {
-				st, err := pgstream.New(db, pub, pgstream.Options{DSN: streamDSN, Group: group, BatchSize: batch,
+				st, err := pgstream.New(db, pub, pgstream.Options{DSN: streamDSN, Group: group, BatchSize: batch, Topics: topics,
 					DeleteOnPublish: del, MaxAttempts: maxAttempts, AllowUnboundedSlot: unbounded, Logger: logger})
 				switch {
 				case err == nil:
@@ -198,6 +207,7 @@ func newRelayCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&ordered, "ordered", false, "publish messages of one key in order")
 	cmd.Flags().BoolVar(&del, "delete", false, "delete published rows instead of marking them")
 	cmd.Flags().StringVar(&mode, "mode", "poll", "poll (claim batches), stream (PostgreSQL logical replication: commit order, no polling while idle; needs wal_level=logical and a user with REPLICATION) or auto (stream where the server allows it, else poll, saying why)")
+	cmd.Flags().StringVar(&topicsS, "topics", "", "only these topics, comma-separated (default: all): one relay group per set of topics, e.g. a slow publisher's apart; every topic needs a relay whose filter includes it")
 	cmd.Flags().StringVar(&group, "group", "outbox", "stream mode: the relay group (one replication slot and one active streamer per group)")
 	cmd.Flags().StringVar(&streamDSN, "stream-dsn", "", "stream mode: PostgreSQL DSN for the replication connection, directly to the primary (default: --dsn); also SQLCOORD_STREAM_DSN")
 	cmd.Flags().BoolVar(&unbounded, "allow-unbounded-slot", false, "stream mode: create the slot even when max_slot_wal_keep_size is -1 (an abandoned slot then keeps WAL until the disk fills)")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,13 @@ type Options struct {
 	// time, the others wait to take over. Lowercase letters, digits and _,
 	// at most 32; default "outbox".
 	Group string
+	// Topics, if set, is the group's topic filter: it publishes only
+	// messages of these topics, in commit order among them (groups on one
+	// database each need their own slot: give them different Group
+	// names). Every topic needs a group (or polling relay) whose filter
+	// includes it, or its messages stay pending. See
+	// outbox.RelayOptions.Topics for the limits.
+	Topics []string
 	// BatchSize bounds how many streamed messages are published and
 	// marked in one transaction; default 500.
 	BatchSize int
@@ -144,6 +152,11 @@ func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 	if opt.LeaseTTL < time.Second {
 		return nil, errs.Errorf("%w: lease TTL %v: at least 1s", outbox.ErrInvalid, opt.LeaseTTL)
 	}
+	topics, err := relayutil.Topics(outbox.ErrInvalid, opt.Topics)
+	if err != nil {
+		return nil, err
+	}
+	opt.Topics = topics
 	s := &Relay{db: db, opt: opt, log: relayutil.Logger(opt.Logger), rec: metrics.Of(db)}
 	switch {
 	case opt.DSN != "":
@@ -171,7 +184,7 @@ func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 	s.owner = coord.NewOwnerID()
 	sweep, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: opt.BatchSize, DeleteOnPublish: opt.DeleteOnPublish,
 		MaxAttempts: opt.MaxAttempts, BaseBackoff: opt.BaseBackoff, MaxBackoff: opt.MaxBackoff,
-		PublishTimeout: opt.PublishTimeout, Listen: outbox.ListenOff, Logger: s.log})
+		PublishTimeout: opt.PublishTimeout, Listen: outbox.ListenOff, Logger: s.log, Topics: opt.Topics})
 	if err != nil {
 		return nil, err
 	}
@@ -465,6 +478,9 @@ func (st *stream) decode(data []byte) error {
 		row, due, err := decodeOutboxRow(rel, m.Tuple)
 		if err != nil {
 			return errs.Errorf("outbox: stream: %w", err)
+		}
+		if !st.s.wants(row.Topic) {
+			return nil // another group's topic (or not pending)
 		}
 		if due.After(time.Now()) { // delayed: a polling pass publishes it
 			if st.sweepAt.IsZero() || due.Before(st.sweepAt) {
@@ -830,4 +846,13 @@ func (s *Relay) connErr(what string, err error) error {
 		}
 	}
 	return errs.Errorf("outbox: stream %s: %w", what, redact.Error{Msg: text, Err: err})
+}
+
+// wants: topic passes the group's topic filter (sorted; none: all).
+func (s *Relay) wants(topic string) bool {
+	if len(s.opt.Topics) == 0 {
+		return true
+	}
+	_, found := slices.BinarySearch(s.opt.Topics, topic)
+	return found
 }

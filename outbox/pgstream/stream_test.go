@@ -606,3 +606,49 @@ func TestStreamFlakyPublisherKeepsFlowing(t *testing.T) {
 		t.Errorf("%d refusals stalled the stream for %v", refusals, took)
 	}
 }
+
+// TestStreamTopicGroups (issue 38): two streaming groups with disjoint
+// topic filters on one outbox each publish only their topics, in commit
+// order, every message once between them; a bad filter is refused.
+func TestStreamTopicGroups(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	ob := outbox.New(env.DB)
+	orders, rest := &collector{}, &collector{}
+	startStream(t, env.DB, orders, pgstream.Options{Group: "orders", Topics: []string{"orders"}})
+	startStream(t, env.DB, rest, pgstream.Options{Group: "rest", Topics: []string{"mail", "audit"}})
+	// both streaming before the test (the first polling pass of a new slot
+	// publishes in id order)
+	if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders", Payload: []byte("-1")}, outbox.Msg{Topic: "mail", Payload: []byte("-1")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "both groups streaming", func() bool { return len(orders.got()) == 1 && len(rest.got()) == 1 })
+	for i := range 300 {
+		topic := []string{"orders", "mail", "audit"}[i%3]
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: topic, Payload: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 30*time.Second, "300 messages through two groups", func() bool { return len(orders.got())+len(rest.got()) >= 302 })
+	time.Sleep(200 * time.Millisecond)
+	for name, c := range map[string]*collector{"orders": orders, "rest": rest} {
+		prev := -2
+		for _, m := range c.got() {
+			if (name == "orders") != (m.Topic == "orders") {
+				t.Errorf("group %s published a %s message", name, m.Topic)
+			}
+			var i int
+			fmt.Sscan(string(m.Payload), &i)
+			if i <= prev {
+				t.Errorf("group %s: %d published after %d (commit order, or twice)", name, i, prev)
+			}
+			prev = i
+		}
+	}
+	if n := len(orders.got()) + len(rest.got()); n != 302 {
+		t.Fatalf("%d publishes for 302 messages", n)
+	}
+	if _, err := pgstream.New(env.DB, orders, pgstream.Options{Topics: []string{""}}); !errors.Is(err, outbox.ErrInvalid) {
+		t.Fatalf("an empty topic: %v, want ErrInvalid", err)
+	}
+}

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
@@ -69,3 +72,20 @@ func ParseHeaders(text string) (map[string]string, error) {
 // GroupName is what a relay group may be called: lowercase letters,
 // digits and _, at most 32 (it is part of a replication slot's name).
 var GroupName = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
+
+// Topics checks a relay's topic filter (an error matching invalid) and
+// returns it sorted, without duplicates.
+func Topics(invalid error, topics []string) ([]string, error) {
+	if len(topics) > 64 {
+		return nil, errs.Errorf("%w: %d topics: at most 64", invalid, len(topics))
+	}
+	out := make([]string, 0, len(topics))
+	for _, t := range topics {
+		if t == "" || len(t) > 255 || !utf8.ValidString(t) || strings.ContainsRune(t, 0) {
+			return nil, errs.Errorf("%w: topic %q: 1-255 bytes of UTF-8 without NUL", invalid, redact.Text(t))
+		}
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
