@@ -622,6 +622,11 @@ func (st *stream) flush(lctx context.Context) error {
 	done := 0 // commits fully handled
 	var failed error
 	var failedMsg outbox.Message
+	// tx is not idle while this process publishes: one beat for the whole
+	// run of publishes (a beat per publish would restart its clock each
+	// time, and a run of quick publishes longer than LeaseTTL would look
+	// idle to the server).
+	stopBeat := guard()
 commits:
 	for ci, c := range st.ready {
 		for _, m := range c.msgs {
@@ -634,18 +639,18 @@ commits:
 			}
 			m.Attempt = st.attempts[m.ID] + 1
 			pctx, pc := context.WithTimeout(ctx, s.opt.PublishTimeout)
-			stopBeat := guard() // tx is not idle while this process publishes
 			err := s.steps.Publish(pctx, bctx, m)
-			stopBeat()
 			pc()
 			switch {
 			case err == nil:
 				published, ok = append(published, m.ID), append(ok, m)
 			case s.steps.IsLast(m, err):
+				stopBeat() // tx is used here: no beat at the same time
 				if err := s.steps.DeadLetter(ctx, tx, m, err); err != nil {
 					endBatch(err)
 					return err
 				}
+				stopBeat = guard()
 			default:
 				failed, failedMsg = err, m
 				break commits
@@ -653,6 +658,7 @@ commits:
 		}
 		done = ci + 1
 	}
+	stopBeat()
 	if len(published) > 0 {
 		q := d.Q.OutboxStreamMark
 		if s.opt.DeleteOnPublish {

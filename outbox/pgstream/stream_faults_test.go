@@ -48,6 +48,13 @@ func runStreamRelay(ctx context.Context, db *sqlcoord.DB) error {
 			return err
 		}
 		err := txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+			// The consumer lives in the relay's process here: frozen with
+			// it, its transaction would hold the message's inbox key and
+			// block the next relay's delivery of the same message. A real
+			// consumer bounds its transactions too.
+			if _, err := tx.ExecContext(ctx, `SET LOCAL idle_in_transaction_session_timeout = '1s'`); err != nil {
+				return err
+			}
 			first, err := inbox.Receive(ctx, tx, m.UUID)
 			if err != nil || !first {
 				return err
