@@ -168,7 +168,8 @@ WHERE id = ?`,
 		OutboxListDead: `SELECT id, msg_id, topic, COALESCE(msg_key, ''), attempts, COALESCE(last_error, ''), created_at FROM coord_outbox
 WHERE state = 'dead' ORDER BY id LIMIT ?`,
 		OutboxStats: `SELECT COALESCE(SUM(state = 'pending'), 0), COALESCE(SUM(state = 'published'), 0), COALESCE(SUM(state = 'dead'), 0),
-  COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(state = 'pending', created_at, NULL)), UTC_TIMESTAMP(6)) / 1e6, 0)
+  COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(IF(state = 'pending', created_at, NULL)), UTC_TIMESTAMP(6)) / 1e6, 0),
+  COALESCE(SUM(state = 'pending' AND attempts > 0), 0)
 FROM coord_outbox`,
 		// The batch to delete (see mysqlOps.outboxCleanup): oldest ids
 		// first, through the (state, id, …) index of migration 18, a

@@ -367,8 +367,13 @@ WHERE id = $4`,
 WHERE state = 'dead' ORDER BY id LIMIT $1`,
 			OutboxStats: `SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'published'),
   count(*) FILTER (WHERE state = 'dead'),
-  COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at) FILTER (WHERE state = 'pending')), 0)::float8
+  COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at) FILTER (WHERE state = 'pending')), 0)::float8,
+  count(*) FILTER (WHERE state = 'pending' AND attempts > 0)
 FROM coord_outbox`,
+			// The streaming relay's failed attempt at its head message, in
+			// its batch transaction (the row is locked by it): the count and
+			// the error, where operators look (Stats.Failing, the console).
+			OutboxStreamFailed: `UPDATE coord_outbox SET attempts = $1, last_error = $2 WHERE id = $3 AND state = 'pending'`,
 			OutboxCleanup: `DELETE FROM coord_outbox WHERE id IN (
   SELECT id FROM coord_outbox WHERE state = 'published' AND published_at < clock_timestamp() - $1 * interval '1 microsecond'
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,

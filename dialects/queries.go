@@ -414,9 +414,13 @@ type Queries struct {
 	// OutboxListDead lists dead rows. Args: N. Columns: id, msg_id, topic, msg_key,
 	// attempts, last_error, created_at.
 	OutboxListDead string
-	// OutboxStats counts rows per state and the age of the oldest pending
-	// row in seconds. Columns: pending, published, dead, lag_s.
+	// OutboxStats counts rows per state, the age of the oldest pending
+	// row in seconds and the pending rows whose last publish failed.
+	// Columns: pending, published, dead, lag_s, failing.
 	OutboxStats string
+	// OutboxStreamFailed records a streaming relay's failed attempt at a
+	// pending row it holds locked (PostgreSQL). Args: attempts, error, id.
+	OutboxStreamFailed string
 	// OutboxCleanup deletes (PostgreSQL) or picks for deletion (MySQL
 	// family) up to N published rows older than an age; see
 	// Dialect.OutboxCleanup.

@@ -221,6 +221,11 @@ func (o *Outbox[TTx]) Cancel(ctx context.Context, tx TTx, id string) (retErr err
 type Stats struct {
 	Pending, Published, Dead int64
 	Lag                      time.Duration // age of the oldest pending message
+	// Failing counts the pending messages whose last publish failed and
+	// that wait for a retry — a streaming group's head stuck on a failing
+	// message shows here (and in the console, and as
+	// sqlcoord_outbox_failing).
+	Failing int64
 }
 
 // EnqueueNow enqueues messages in a short transaction of its own, for
@@ -258,7 +263,7 @@ func (o *Outbox[TTx]) Requeue(ctx context.Context, id int64) (int64, error) {
 func (o Admin) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	var lag float64
-	if err := o.db.Executor().QueryRow(ctx, o.db.Dialect().Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag); err != nil {
+	if err := o.db.Executor().QueryRow(ctx, o.db.Dialect().Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag, &s.Failing); err != nil {
 		return s, errs.Errorf("outbox: stats: %w", o.db.Dialect().Classify(err))
 	}
 	s.Lag = time.Duration(lag * float64(time.Second))

@@ -285,10 +285,10 @@ func newOutboxCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if done, err := printJSON(cmd, map[string]any{"pending": st.Pending, "published": st.Published, "dead": st.Dead, "lag_seconds": st.Lag.Seconds()}); done || err != nil {
+				if done, err := printJSON(cmd, map[string]any{"pending": st.Pending, "published": st.Published, "dead": st.Dead, "failing": st.Failing, "lag_seconds": st.Lag.Seconds()}); done || err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "pending %d\npublished %d\ndead %d\nlag %v\n", st.Pending, st.Published, st.Dead, st.Lag.Round(time.Millisecond))
+				fmt.Fprintf(cmd.OutOrStdout(), "pending %d\npublished %d\ndead %d\nfailing %d\nlag %v\n", st.Pending, st.Published, st.Dead, st.Failing, st.Lag.Round(time.Millisecond))
 				return nil
 			})},
 		dead,

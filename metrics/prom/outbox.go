@@ -16,10 +16,11 @@ import (
 //	sqlcoord_outbox_pending              messages waiting to be published
 //	sqlcoord_outbox_dead                 dead-lettered messages
 //	sqlcoord_outbox_lag_seconds          age of the oldest pending message
+//	sqlcoord_outbox_failing              pending messages whose last publish failed
 //	sqlcoord_outbox_stats_up             1 when the last read succeeded
 type OutboxCollector struct {
-	db                     sqlcoord.Base
-	pending, dead, lag, up *prometheus.Desc
+	db                              sqlcoord.Base
+	pending, dead, lag, failing, up *prometheus.Desc
 }
 
 // NewOutboxCollector returns the outbox gauges of db; register it once per
@@ -29,6 +30,7 @@ func NewOutboxCollector(db sqlcoord.Base) *OutboxCollector {
 		pending: prometheus.NewDesc("sqlcoord_outbox_pending", "Messages waiting to be published.", nil, nil),
 		dead:    prometheus.NewDesc("sqlcoord_outbox_dead", "Dead-lettered messages.", nil, nil),
 		lag:     prometheus.NewDesc("sqlcoord_outbox_lag_seconds", "Age of the oldest pending message.", nil, nil),
+		failing: prometheus.NewDesc("sqlcoord_outbox_failing", "Pending messages whose last publish failed (a stuck streaming head shows here).", nil, nil),
 		up:      prometheus.NewDesc("sqlcoord_outbox_stats_up", "1 when the outbox statistics could be read.", nil, nil),
 	}
 }
@@ -38,6 +40,7 @@ func (c *OutboxCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.dead
 	ch <- c.lag
+	ch <- c.failing
 	ch <- c.up
 }
 
@@ -54,4 +57,5 @@ func (c *OutboxCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(st.Pending))
 	ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(st.Dead))
 	ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, st.Lag.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.failing, prometheus.GaugeValue, float64(st.Failing))
 }

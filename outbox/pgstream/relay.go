@@ -659,6 +659,13 @@ commits:
 		done = ci + 1
 	}
 	stopBeat()
+	if failed != nil && lctx.Err() == nil {
+		// where operators look: the row's attempts and last error
+		if _, err := tx.Exec(ctx, d.Q.OutboxStreamFailed, failedMsg.Attempt, relayutil.StoredError(failed), failedMsg.ID); err != nil {
+			endBatch(err)
+			return errs.Errorf("outbox: record the failed attempt at %d: %w", failedMsg.ID, d.Classify(err))
+		}
+	}
 	if len(published) > 0 {
 		q := d.Q.OutboxStreamMark
 		if s.opt.DeleteOnPublish {

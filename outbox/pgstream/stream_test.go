@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -651,4 +652,48 @@ func TestStreamTopicGroups(t *testing.T) {
 	if _, err := pgstream.New(env.DB, orders, pgstream.Options{Topics: []string{""}}); !errors.Is(err, outbox.ErrInvalid) {
 		t.Fatalf("an empty topic: %v, want ErrInvalid", err)
 	}
+}
+
+// TestStreamStuckHeadIsVisible (issue 38): while the group's head message
+// keeps failing, it shows where operators look — Stats.Failing, the row's
+// attempts and last error — and stops showing once it is published.
+func TestStreamStuckHeadIsVisible(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	ob := outbox.New(env.DB)
+	var broken atomic.Bool
+	broken.Store(true)
+	pub := &collector{fail: func(m outbox.Message) error {
+		if string(m.Payload) == "head" && broken.Load() {
+			return errors.New("injected: broker down")
+		}
+		return nil
+	}}
+	startStream(t, env.DB, pub, pgstream.Options{Group: "stuck", BaseBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, MaxAttempts: 1000})
+	if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the stream to start", func() bool { return len(pub.got()) == 1 })
+	if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("head")}, outbox.Msg{Topic: "t", Payload: []byte("behind")}); err != nil {
+		t.Fatal(err)
+	}
+	adm := outbox.NewAdmin(env.DB)
+	waitFor(t, 10*time.Second, "Stats.Failing = 1", func() bool {
+		st, err := adm.Stats(ctx)
+		return err == nil && st.Failing == 1
+	})
+	var attempts int
+	var lastErr string
+	if err := env.DB.QueryRowContext(ctx, `SELECT attempts, last_error FROM coord_outbox WHERE payload = 'head'`).Scan(&attempts, &lastErr); err != nil || attempts < 1 || !strings.Contains(lastErr, "broker down") {
+		t.Fatalf("the head's row: attempts %d, last_error %q, %v", attempts, lastErr, err)
+	}
+	if n := len(pub.got()); n != 1 {
+		t.Fatalf("%d published while the head fails: a message overtook it", n)
+	}
+	broken.Store(false)
+	waitFor(t, 10*time.Second, "the head and the one behind it", func() bool { return len(pub.got()) == 3 })
+	waitFor(t, 10*time.Second, "Stats.Failing = 0", func() bool {
+		st, err := adm.Stats(ctx)
+		return err == nil && st.Failing == 0
+	})
 }
