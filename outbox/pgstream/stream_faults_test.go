@@ -323,7 +323,7 @@ func TestFrozenStreamerTakeover(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var committed atomic.Int64
-	for range 4 {
+	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -333,7 +333,7 @@ func TestFrozenStreamerTakeover(t *testing.T) {
 					return
 				default:
 				}
-				msgs := make([]outbox.Msg, 10)
+				msgs := make([]outbox.Msg, 25)
 				for i := range msgs {
 					msgs[i] = outbox.Msg{Topic: "orders", Payload: []byte("{}")}
 				}
@@ -348,8 +348,8 @@ func TestFrozenStreamerTakeover(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 	time.Sleep(3 * time.Second)
 	start := committed.Load()
-	time.Sleep(time.Second)
-	rate := committed.Load() - start
+	time.Sleep(2 * time.Second)
+	rate := (committed.Load() - start) / 2
 	if rate < 1000 {
 		t.Fatalf("only %d messages/s committed: the test needs at least 1,000", rate)
 	}
