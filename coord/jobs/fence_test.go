@@ -166,10 +166,10 @@ func fencedJob(db *sqlcoord.DB) func(context.Context, jobs.Info) error {
 			return tx.Commit()
 		}()
 		if err != nil {
-			fmt.Printf("REFUSED %d %v\n", in.Attempt, err)
+			fmt.Printf("REFUSED %d %d %v\n", in.Attempt, in.FireTime.UnixMicro(), err)
 			return err
 		}
-		fmt.Printf("COMMITTED %d\n", in.Attempt)
+		fmt.Printf("COMMITTED %d %d\n", in.Attempt, in.FireTime.UnixMicro())
 		if os.Getenv("HANG_AFTER_COMMIT") != "" {
 			time.Sleep(time.Hour)
 		}
@@ -222,11 +222,13 @@ func TestFencedEffectsAcrossProcesses(t *testing.T) {
 					time.Sleep(20 * time.Millisecond)
 				}
 				a.Signal(syscall.SIGCONT)
-				// A's first line after resuming is about its stale write
+				// A's line about its stale write of that slot (A runs a slot
+				// every second: lines of other slots' runs may come first)
 				var got string
 				for got == "" {
 					l := a.WaitLine(t, "", 10*time.Second)
-					if strings.HasPrefix(l, "REFUSED") || strings.HasPrefix(l, "COMMITTED") {
+					f := strings.Fields(l)
+					if (strings.HasPrefix(l, "REFUSED") || strings.HasPrefix(l, "COMMITTED")) && len(f) >= 3 && f[2] == strconv.FormatInt(us, 10) {
 						got = l
 					}
 				}
