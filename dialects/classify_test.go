@@ -10,6 +10,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -47,5 +48,18 @@ func TestClassifyCommitConnectionRefused(t *testing.T) {
 				t.Errorf("ClassifyCommit(%v) = %v, want ErrUnreachable", err, got)
 			}
 		})
+	}
+}
+
+// ErrorPosition reads PostgreSQL's error position through wrapping (what
+// a failed migration's "line N" is computed from), and nothing from
+// other errors.
+func TestErrorPosition(t *testing.T) {
+	err := fmt.Errorf("migration: %w", &pgconn.PgError{Code: "42601", Position: 17})
+	if got := ErrorPosition(err); got != 17 {
+		t.Errorf("wrapped PgError: position %d, want 17", got)
+	}
+	if got := ErrorPosition(errors.New("other")); got != 0 {
+		t.Errorf("another error: position %d, want 0", got)
 	}
 }

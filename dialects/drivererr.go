@@ -48,6 +48,23 @@ func mysqlNumber(err error) (int, string, bool) {
 	return n, found.Error()[len(m[0]):], true
 }
 
+// ErrorPosition is where in a statement's text PostgreSQL located err:
+// the 1-based character position of the *pgconn.PgError in err's chain
+// (0: none, or another driver).
+func ErrorPosition(err error) int {
+	pos := 0
+	walk(err, func(e error) bool {
+		if typeName(e) != "*pgconn.PgError" {
+			return false
+		}
+		if f := reflect.ValueOf(e).Elem().FieldByName("Position"); f.IsValid() && f.CanInt() {
+			pos = int(f.Int())
+		}
+		return true
+	})
+	return pos
+}
+
 // hasType reports whether an error of the named type (as %T prints it)
 // is in err's chain.
 func hasType(err error, name string) bool {

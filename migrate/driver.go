@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"strings"
 	"sync/atomic"
 
@@ -137,20 +136,9 @@ func (m *conn) Run(migration io.Reader) error {
 	return nil
 }
 
-// errorLine is the line of text where PostgreSQL located err (its
-// 1-based character Position), or 0.
+// errorLine is the line of text where PostgreSQL located err, or 0.
 func errorLine(text string, err error) uint {
-	var p interface{ SQLState() string }
-	if !errors.As(err, &p) {
-		return 0
-	}
-	pos := 0
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if v, ok := fieldInt(e, "Position"); ok {
-			pos = v
-			break
-		}
-	}
+	pos := dialects.ErrorPosition(err)
 	if pos <= 0 || pos > len([]rune(text)) {
 		return 0
 	}
@@ -215,21 +203,4 @@ func withMultiStatements(dsn string) string {
 		sep = "&"
 	}
 	return dsn + sep + "multiStatements=true"
-}
-
-// fieldInt reads an integer field called name of the struct err points
-// to (pgconn.PgError's Position, without importing pgx).
-func fieldInt(err error, name string) (int, bool) {
-	v := reflect.ValueOf(err)
-	if v.Kind() == reflect.Pointer {
-		v = v.Elem()
-	}
-	if v.Kind() != reflect.Struct {
-		return 0, false
-	}
-	f := v.FieldByName(name)
-	if !f.IsValid() || !f.CanInt() {
-		return 0, false
-	}
-	return int(f.Int()), true
 }
