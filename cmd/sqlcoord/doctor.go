@@ -157,15 +157,16 @@ func doctor(ctx context.Context, db *sqlcoord.DB, require []string) doctorReport
 	pg := db.Dialect().Family() == "postgres"
 	primaryPG := rep.Server != nil && pg && !rep.Server.ReadOnly
 	notRead := func(fact, why string) { unread(fact, errors.New("not read: "+why)) }
+	canListen := db.CanListen()
 	switch {
 	case pg && rep.Server == nil:
 		notRead("listen", "the server could not be inspected")
 	case pg && rep.Server.ReadOnly:
 		rep.Listen = "not tested: a standby (NOTIFY is sent and received on the primary; relays connect there)"
-	case primaryPG && db.CanListen() != nil:
-		unread("listen", db.CanListen())
+	case primaryPG && canListen != nil:
+		unread("listen", canListen)
 	}
-	if primaryPG && db.CanListen() == nil {
+	if primaryPG && canListen == nil {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := db.Listen(lctx, "sqlcoord_doctor", sqlcoord.ListenOptions{ProbeOnly: true, ProbeTimeout: 2 * time.Second}, func() {})
 		cancel()
