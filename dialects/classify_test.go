@@ -63,3 +63,21 @@ func TestErrorPosition(t *testing.T) {
 		t.Errorf("another error: position %d, want 0", got)
 	}
 }
+
+// WithTopics narrows a claim by inserting its filter after the claim's
+// WHERE: every claim statement of every dialect must have that WHERE, or
+// a relay's topic filter would silently be ignored.
+func TestWithTopicsNarrowsEveryClaim(t *testing.T) {
+	for _, d := range []*Dialect{Postgres, MySQL, MariaDB} {
+		for name, q := range map[string]string{"claim": d.Q.OutboxClaim, "ordered": d.Q.OutboxClaimOrdered,
+			"claim, commit times": d.Q.OutboxClaimCommitTS, "ordered, commit times": d.Q.OutboxClaimOrderedCommitTS} {
+			if q == "" {
+				continue
+			}
+			got, args := d.WithTopics(q, []string{"a", "b"})
+			if got == q || len(args(10)) != 3 {
+				t.Errorf("%s %s: the topic filter was not applied:\n%s", d, name, got)
+			}
+		}
+	}
+}
