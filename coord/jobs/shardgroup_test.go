@@ -93,9 +93,36 @@ func TestShardTotalFromMembership(t *testing.T) {
 				wg.Add(1)
 				go func() { defer wg.Done(); s.Run(sctx) }()
 			}
-			time.Sleep(3500 * time.Millisecond)
+			// Run until two slots are complete (not a fixed sleep: under load
+			// the slot in progress when the schedulers stop is cut short,
+			// which says nothing about the claim).
+			complete := func() (newest time.Time, n int) {
+				mu.Lock()
+				defer mu.Unlock()
+				slots := map[time.Time]int{}
+				for k := range seen {
+					slots[k.fire]++
+				}
+				for fire, c := range slots {
+					if c == 4 {
+						n++
+						if fire.After(newest) {
+							newest = fire
+						}
+					}
+				}
+				return newest, n
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for _, n := complete(); n < 2 && time.Now().Before(deadline); _, n = complete() {
+				time.Sleep(50 * time.Millisecond)
+			}
 			cancel()
 			wg.Wait()
+			newest, ncomplete := complete()
+			if ncomplete < 2 {
+				t.Errorf("only %d complete slots in 30 s", ncomplete)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			slots := map[time.Time]int{}
@@ -112,7 +139,9 @@ func TestShardTotalFromMembership(t *testing.T) {
 				t.Fatalf("only %d slots ran: %v", len(slots), seen)
 			}
 			for fire, n := range slots {
-				if n != 4 {
+				// Every slot up to the newest complete one has all its shards;
+				// later ones may have been stopped mid-slot.
+				if n != 4 && !fire.After(newest) {
 					t.Errorf("slot %s ran %d shards, want 4", fire, n)
 				}
 			}
