@@ -66,30 +66,19 @@ func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl t
 // watches the lease until it gets it. retry: the queue wait ran out (try
 // again).
 func (c *Client[TTx]) waitAsHead(ctx context.Context, queue, name, owner string, ttl time.Duration) (Lease, error, bool) {
-	tx, err := c.drv.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	leave, retry, err := c.enterQueue(ctx, queue, "acquire lease (queue)", name)
+	if retry {
+		return Lease{}, nil, true
+	}
 	if err != nil {
-		return Lease{}, c.wrap("acquire lease (queue)", name, err), false
-	}
-	defer c.drv.RollbackTx(context.WithoutCancel(ctx), tx)
-	wait := time.Hour
-	if dl, ok := ctx.Deadline(); ok {
-		wait = max(time.Until(dl), time.Millisecond)
-	}
-	if err := c.Lock(ctx, tx, queue, wait); err != nil && !errors.Is(err, sqlcoord.ErrGaleraLocks) {
-		// (on a multi-writer Galera cluster there is no queue: every
-		// waiter watches the lease)
-		if (errors.Is(err, sqlcoord.ErrLockTimeout) || errors.Is(err, sqlcoord.ErrDeadlock)) && ctx.Err() == nil {
-			// a deadlock: InnoDB's waiters on a lock row being created
-			// for the first time; queue again
-			return Lease{}, nil, true
-		}
 		if ctx.Err() != nil {
 			return Lease{}, &LeaseHeldError{Name: name}, false
 		}
 		return Lease{}, err, false
 	}
+	defer leave()
 	wake := make(chan struct{}, 1)
-	listening, unsubscribe := c.listen(name, wake)
+	listening, unsubscribe := c.listen(leaseChannel(name), wake)
 	defer unsubscribe()
 	var held *LeaseHeldError
 	for {
@@ -123,6 +112,64 @@ func (c *Client[TTx]) waitAsHead(ctx context.Context, queue, name, owner string,
 		case <-t.C:
 		}
 		t.Stop()
+	}
+}
+
+// enterQueue waits in a queue of the database's own (a lock taken in a
+// transaction: PostgreSQL's lock manager, InnoDB's lock queue, first come
+// first served) until this caller is its head; leave ends the transaction
+// and hands the head on. retry: the wait ended in a deadlock or timeout
+// while ctx lives (queue again). When ctx ends first, err is ctx's.
+func (c *Client[TTx]) enterQueue(ctx context.Context, queue, op, name string) (leave func(), retry bool, err error) {
+	c.ensureQueue(ctx, queue)
+	tx, err := c.drv.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, false, c.wrap(op, name, err)
+	}
+	leave = func() { c.drv.RollbackTx(context.WithoutCancel(ctx), tx) }
+	wait := time.Hour
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(time.Until(dl), time.Millisecond)
+	}
+	if err := c.Lock(ctx, tx, queue, wait); err != nil && !errors.Is(err, sqlcoord.ErrGaleraLocks) {
+		// (on a multi-writer Galera cluster there is no queue: every
+		// waiter watches)
+		leave()
+		if (errors.Is(err, sqlcoord.ErrLockTimeout) || errors.Is(err, sqlcoord.ErrDeadlock)) && ctx.Err() == nil {
+			// a deadlock: InnoDB's waiters on a lock row being created
+			// for the first time; queue again
+			return nil, true, nil
+		}
+		if ctx.Err() != nil {
+			return nil, false, context.Cause(ctx)
+		}
+		return nil, false, err
+	}
+	return leave, false, nil
+}
+
+// ensureQueue makes sure a queue's lock row is committed (MySQL/MariaDB,
+// whose locks are rows): waiters that queue on a row being inserted by an
+// open transaction wait for that insert, not in the row's lock queue, and
+// when it rolls back they race for the row in no order. A try in a
+// transaction of its own commits the row once; where the lock is held
+// the row exists. Best effort: a failure here shows in the queue's wait.
+func (c *Client[TTx]) ensureQueue(ctx context.Context, queue string) {
+	if _, done := c.queues.Load(queue); done {
+		return
+	}
+	tx, err := c.drv.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return
+	}
+	err = c.TryLock(ctx, tx, queue)
+	if err == nil {
+		err = c.drv.CommitTx(ctx, tx)
+	} else {
+		c.drv.RollbackTx(context.WithoutCancel(ctx), tx)
+	}
+	if err == nil || errors.Is(err, sqlcoord.ErrLocked) {
+		c.queues.Store(queue, true)
 	}
 }
 
@@ -165,9 +212,22 @@ type leaseListener struct {
 	linger    *time.Timer
 }
 
-// listen subscribes wake to the lease's release notifications (PostgreSQL)
-// and returns whether they are in effect yet, and the unsubscribe.
-func (c *Client[TTx]) listen(name string, wake chan struct{}) (func() bool, func()) {
+// leaseChannel is the channel LeaseRelease notifies for a lease.
+func leaseChannel(name string) string { return notifyChannel("coord_lease_", name) }
+
+// notifyChannel names a notification channel after a name, as the
+// dialect's statements do: prefix + the first 16 hex digits of its MD5.
+func notifyChannel(prefix, name string) string {
+	sum := md5.Sum([]byte(name))
+	return prefix + hex.EncodeToString(sum[:])[:16]
+}
+
+// listen subscribes wake to a notification channel (PostgreSQL: a lease's
+// releases, an election's terms, a semaphore's releases) and returns
+// whether notifications are in effect yet, and the unsubscribe. Waiters
+// on one channel share one listening connection.
+func (c *Client[TTx]) listen(channel string, wake chan struct{}) (func() bool, func()) {
+	name := channel
 	never := func() bool { return false }
 	l, ok := any(c.drv).(sqlcoord.Listener)
 	if !ok || l.CanListen() != nil {
@@ -182,8 +242,6 @@ func (c *Client[TTx]) listen(name string, wake chan struct{}) (func() bool, func
 		ls.m[name] = ll
 		ctx, stop := context.WithCancel(context.Background())
 		ll.stop = stop
-		sum := md5.Sum([]byte(name))
-		channel := "coord_lease_" + hex.EncodeToString(sum[:])[:16] // as LeaseRelease names it
 		go func() {
 			for ctx.Err() == nil {
 				opt := sqlcoord.ListenOptions{Probe: true, ProbeTimeout: 2 * time.Second, Ready: func() { ll.listening.Store(true) }}

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -70,6 +71,8 @@ type Client[TTx any] struct {
 	d   *dialects.Dialect
 	q   *dialects.Queries
 	ll  *leaseListeners // AcquireWait's listening connections
+
+	queues sync.Map // queue lock names known committed (ensureQueue)
 }
 
 // New returns a Client for the driver (e.g. a *sqlcoord.DB).

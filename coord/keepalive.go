@@ -72,13 +72,19 @@ const releaseTimeout = 5 * time.Second
 // l should come from Acquire or Renew; a Lease built by hand is renewed
 // once, synchronously, to learn when its validity starts.
 func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptions) (*Keeper, error) {
+	return c.keepAlive(ctx, l, opt, c.Release)
+}
+
+// keepAlive is KeepAlive releasing through release (an election's and a
+// semaphore's wake their own waiters).
+func (c *Client[TTx]) keepAlive(ctx context.Context, l Lease, opt KeepAliveOptions, release func(context.Context, Lease) error) (*Keeper, error) {
 	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
 		return nil, err
 	}
 	if opt.Interval < 0 || opt.Margin < 0 || opt.MaxHold < 0 {
 		return nil, errs.Errorf("%w: negative keep-alive interval %v, margin %v or max hold %v", ErrInvalidTTL, opt.Interval, opt.Margin, opt.MaxHold)
 	}
-	k := &Keeper{renew: c.Renew, release: c.Release, done: make(chan struct{})}
+	k := &Keeper{renew: c.Renew, release: release, done: make(chan struct{})}
 	parent := ctx
 	rec, dialect := metrics.Of(c.drv), c.d.Name()
 	o := keepalive.Options{TTL: l.TTL, Interval: opt.Interval, Margin: opt.Margin,

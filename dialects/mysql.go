@@ -228,6 +228,29 @@ WHERE group_name = ? AND expires_at > UTC_TIMESTAMP(6)`,
 		JobCleanup: `DELETE FROM coord_job_runs WHERE job = ? AND fire_time < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
   AND status IN ('succeeded', 'failed', 'skipped', 'dead') ORDER BY job, fire_time, shard LIMIT ?`,
 		JobSlotCleanup: `DELETE FROM coord_job_slots WHERE job = ? AND fire_time < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY job, fire_time LIMIT ?`,
+		ElectionTerm: `INSERT INTO coord_election_terms (name, term, leader, value, elected_at, updated_at)
+SELECT ?, l.token, l.owner, ?, l.acquired_at, UTC_TIMESTAMP(6) FROM coord_leases l
+WHERE l.name = ? AND l.owner = ? AND l.token = ? AND l.expires_at > UTC_TIMESTAMP(6)
+ON DUPLICATE KEY UPDATE value = IF(leader = VALUES(leader), VALUES(value), value),
+  updated_at = IF(leader = VALUES(leader), VALUES(updated_at), updated_at)`,
+		ElectionLeader: `SELECT l.owner, l.token, l.acquired_at, l.expires_at, UTC_TIMESTAMP(6), t.value, t.updated_at
+FROM coord_leases l LEFT JOIN coord_election_terms t ON t.name = ? AND t.term = l.token WHERE l.name = ?`,
+		ElectionTerms: `SELECT term, leader, value, elected_at, updated_at FROM coord_election_terms
+WHERE name = ? AND term >= ? ORDER BY term LIMIT ?`,
+		ElectionPrune: `DELETE FROM coord_election_terms WHERE name = ? AND term < ?`,
+		ElectionList: `SELECT t.name, t.term, t.leader, t.value, t.elected_at FROM coord_election_terms t
+JOIN (SELECT name, MAX(term) AS term FROM coord_election_terms GROUP BY name) m ON m.name = t.name AND m.term = t.term
+ORDER BY t.name LIMIT ?`,
+		SemaphoreGet:  `SELECT permits FROM coord_semaphores WHERE name = ?`,
+		SemaphoreInit: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name`,
+		SemaphoreSet: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES (?, ?, UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE permits = VALUES(permits), updated_at = VALUES(updated_at)`,
+		SemaphoreHolders: `SELECT name, owner, token, acquired_at, expires_at, UTC_TIMESTAMP(6) FROM coord_leases
+WHERE name BETWEEN ? AND ? AND LENGTH(name) = LENGTH(?) + 4 AND expires_at > UTC_TIMESTAMP(6)
+ORDER BY name`,
+		SemaphoreRevoke: `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6)
+WHERE name BETWEEN ? AND ? AND LENGTH(name) = LENGTH(?) + 4 AND expires_at > UTC_TIMESTAMP(6)`,
+		SemaphoreList: `SELECT name, permits, updated_at FROM coord_semaphores ORDER BY name LIMIT ?`,
 		MemberJoin: `INSERT INTO coord_members (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)
 VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE joined_at = IF(expires_at > UTC_TIMESTAMP(6), joined_at, VALUES(joined_at)),

@@ -427,6 +427,37 @@ SELECT $1, $2, GREATEST(count(*), 1), clock_timestamp() FROM coord_members
 WHERE group_name = $3 AND expires_at > clock_timestamp()
 ON CONFLICT (job, fire_time) DO NOTHING`,
 			JobSlotRead: `SELECT shard_total FROM coord_job_slots WHERE job = $1 AND fire_time = $2`,
+			ElectionTerm: `WITH t AS (INSERT INTO coord_election_terms AS t (name, term, leader, value, elected_at, updated_at)
+SELECT $1, l.token, l.owner, $2, l.acquired_at, clock_timestamp() FROM coord_leases l
+WHERE l.name = $3 AND l.owner = $4 AND l.token = $5 AND l.expires_at > clock_timestamp()
+ON CONFLICT (name, term) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at
+WHERE t.leader = EXCLUDED.leader
+RETURNING 1)
+SELECT pg_notify('coord_election_' || left(md5($1), 16), '') FROM t`,
+			ElectionLeader: `SELECT l.owner, l.token, l.acquired_at, l.expires_at, clock_timestamp(), t.value, t.updated_at
+FROM coord_leases l LEFT JOIN coord_election_terms t ON t.name = $1 AND t.term = l.token WHERE l.name = $2`,
+			ElectionTerms: `SELECT term, leader, value, elected_at, updated_at FROM coord_election_terms
+WHERE name = $1 AND term >= $2 ORDER BY term LIMIT $3`,
+			ElectionPrune: `DELETE FROM coord_election_terms WHERE name = $1 AND term < $2`,
+			ElectionList: `SELECT DISTINCT ON (name) name, term, leader, value, elected_at FROM coord_election_terms
+ORDER BY name, term DESC LIMIT $1`,
+			LeaseReleaseNotify: `WITH r AS (UPDATE coord_leases SET expires_at = clock_timestamp()
+WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() RETURNING name)
+SELECT pg_notify('coord_lease_' || left(md5(r.name), 16), ''), pg_notify($4, '') FROM r`,
+			SemaphoreGet:  `SELECT permits FROM coord_semaphores WHERE name = $1`,
+			SemaphoreInit: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES ($1, $2, clock_timestamp()) ON CONFLICT (name) DO NOTHING`,
+			SemaphoreSet: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES ($1, $2, clock_timestamp())
+ON CONFLICT (name) DO UPDATE SET permits = EXCLUDED.permits, updated_at = EXCLUDED.updated_at`,
+			// The range uses the primary key whatever the collation (names
+			// that share the prefix and end in four digits sort by them);
+			// the prefix and length checks keep exactly the permits.
+			SemaphoreHolders: `SELECT name, owner, token, acquired_at, expires_at, clock_timestamp() FROM coord_leases
+WHERE name BETWEEN $1 AND $2 AND starts_with(name, $3) AND length(name) = length($3) + 4 AND expires_at > clock_timestamp()
+ORDER BY name`,
+			SemaphoreRevoke: `UPDATE coord_leases SET expires_at = clock_timestamp()
+WHERE name BETWEEN $1 AND $2 AND starts_with(name, $3) AND length(name) = length($3) + 4 AND expires_at > clock_timestamp()`,
+			SemaphoreList: `SELECT name, permits, updated_at FROM coord_semaphores ORDER BY name LIMIT $1`,
+
 			// Joins and leaves NOTIFY coord_members (payload: the group) in
 			// the same statement, for Watch.
 			MemberJoin: `WITH j AS (INSERT INTO coord_members AS m (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)

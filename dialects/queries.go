@@ -82,6 +82,52 @@ type Queries struct {
 	// recorded shard totals of those slots. Args: job, age µs, N.
 	JobCleanup, JobSlotCleanup string
 
+	// --- elections and semaphores (coord_election_terms, coord_semaphores) ---
+
+	// ElectionTerm records (or, for the same leader, updates the value of)
+	// the term a leader holds, only while its lease is live; PostgreSQL:
+	// and notifies the election's observers. Rows affected: 0 when the
+	// lease is no longer held. Args: election, value, lease name, owner,
+	// token.
+	ElectionTerm string
+	// ElectionLeader reads an election's lease and its term's row. Args:
+	// election, lease name. Columns: owner, token, acquired_at,
+	// expires_at, database now, value (NULL before the term's row),
+	// updated_at (NULL likewise).
+	ElectionLeader string
+	// ElectionTerms lists terms from a term on, oldest first. Args:
+	// election, first term, limit. Columns: term, leader, value,
+	// elected_at, updated_at.
+	ElectionTerms string
+	// ElectionPrune deletes an election's terms below a term. Args:
+	// election, term.
+	ElectionPrune string
+	// ElectionList lists elections with their newest term. Args: limit.
+	// Columns: name, term, leader, value, elected_at.
+	ElectionList string
+	// LeaseReleaseNotify (PostgreSQL; empty elsewhere, where LeaseRelease
+	// serves) is LeaseRelease that always wakes the listeners of a second
+	// channel: an election's observers, a semaphore's waiters. Args: lease
+	// name, owner, token, channel.
+	LeaseReleaseNotify string
+	// SemaphoreGet reads a semaphore's permit count. Args: name.
+	SemaphoreGet string
+	// SemaphoreInit records a permit count unless one is recorded. Args:
+	// name, permits.
+	SemaphoreInit string
+	// SemaphoreSet records a permit count. Args: name, permits.
+	SemaphoreSet string
+	// SemaphoreHolders lists the live leases named prefix + 4 digits,
+	// between lo and hi. Args: lo, hi, prefix. Columns: name,
+	// owner, token, acquired_at, expires_at, database now.
+	SemaphoreHolders string
+	// SemaphoreRevoke ends the live leases named prefix + 4 digits between
+	// lo and hi (the slots above a lowered count). Args: lo, hi, prefix.
+	SemaphoreRevoke string
+	// SemaphoreList lists semaphores. Args: limit. Columns: name, permits,
+	// updated_at.
+	SemaphoreList string
+
 	// --- membership (coord_members) ---
 
 	// MemberJoin inserts or refreshes a member. Args: group, member, meta,
