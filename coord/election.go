@@ -33,7 +33,9 @@ type notLeaderError struct{ op, name string }
 func (e *notLeaderError) Error() string {
 	return "coord: " + e.op + " election " + valid.Quote(e.name) + ": not the leader (the term ended)"
 }
-func (e *notLeaderError) Is(target error) bool { return target == ErrNotLeader || target == ErrLeaseLost }
+func (e *notLeaderError) Is(target error) bool {
+	return target == ErrNotLeader || target == ErrLeaseLost
+}
 
 // MaxValueLen is the longest value a leader proclaims, in bytes.
 const MaxValueLen = 16 << 10

@@ -14,5 +14,7 @@ func TestMain(m *testing.M) {
 		"lease-renewer": helperRenewer,
 		"keeper":        helperKeeper,
 		"lease-waiter":  helperLeaseWaiter,
+		"candidate":     helperCandidate,
+		"permit-holder": helperPermitHolder,
 	})
 }
