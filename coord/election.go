@@ -526,3 +526,37 @@ func (e *Election[TTx]) Depose(ctx context.Context) (Leader, error) {
 	}
 	return l, nil
 }
+
+// Elections lists up to limit elections by name with their newest term
+// (Live when it is current), for operators; limit ≤ 0 means 100.
+func (c *Client[TTx]) Elections(ctx context.Context, limit int) ([]Leader, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := c.pool().Query(ctx, c.q.ElectionList, limit)
+	if err != nil {
+		return nil, c.wrap("list elections", "", err)
+	}
+	var out []Leader
+	for rows.Next() {
+		var l Leader
+		if err := rows.Scan(&l.Election, &l.Term, &l.ID, &l.Value, &l.Since); err != nil {
+			rows.Close()
+			return nil, c.wrap("list elections", "", err)
+		}
+		out = append(out, l)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap("list elections", "", err)
+	}
+	for i, l := range out {
+		e := &Election[TTx]{c: c, name: l.Election, lease: electionPrefix + l.Election}
+		if cur, err := e.Leader(ctx); err == nil && cur.Term == l.Term {
+			out[i] = cur
+		} else if err != nil && !errors.Is(err, ErrNoLeader) {
+			return nil, err
+		}
+	}
+	return out, nil
+}

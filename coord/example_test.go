@@ -93,3 +93,51 @@ func ExampleClient_Acquire() {
 		log.Print(err)
 	}
 }
+
+// One leader among the instances runs the compaction; its writes carry
+// its term, so a deposed leader's late write is refused by the row.
+func ExampleElection_Run() {
+	ctx := context.Background()
+	db := open()
+	c := coord.New(db)
+	e, err := c.Election("compactor", coord.ElectionOptions{TTL: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = e.Run(ctx, "10.0.0.7:8080", coord.LeaderCallbacks{
+		OnStartedLeading: func(ctx context.Context, l *coord.Leadership) {
+			for ctx.Err() == nil {
+				_ = txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+					if err := c.Fence(ctx, tx, "compaction", l.Term()); err != nil {
+						return err // coord.ErrStaleToken: a newer leader wrote
+					}
+					_, err := tx.ExecContext(ctx, `DELETE FROM events WHERE created_at < now() - interval '30 days'`)
+					return err
+				})
+				time.Sleep(time.Minute)
+			}
+		},
+		OnNewLeader: func(l coord.Leader) { log.Printf("leader %s (term %d) at %s", l.ID, l.Term, l.Value) },
+	})
+	log.Print(err) // ctx's cause once ctx ends
+}
+
+// At most 4 exports at once across every instance.
+func ExampleSemaphore_Acquire() {
+	ctx := context.Background()
+	c := coord.New(open())
+	s, err := c.Semaphore("exports", 4)
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := s.Acquire(ctx, "", time.Minute) // waits its turn
+	if err != nil {
+		log.Fatal(err)
+	}
+	k, err := s.KeepAlive(ctx, p, coord.KeepAliveOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer k.Release(context.WithoutCancel(ctx))
+	log.Printf("export running in slot %d with token %d", p.Slot, p.Token)
+}

@@ -124,6 +124,22 @@ func (s *Semaphore[TTx]) Permits(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// Info reads the semaphore's recorded count and holders without writing
+// (Permits 0: no count recorded yet — sql.ErrNoRows is not an error here).
+func (s *Semaphore[TTx]) Info(ctx context.Context) (SemaphoreInfo, error) {
+	info := SemaphoreInfo{Name: s.name}
+	err := s.c.pool().QueryRow(ctx, s.c.q.SemaphoreGet, s.name).Scan(&info.Permits)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return info, s.c.wrap("read permits of semaphore", s.name, err)
+	}
+	hs, _, err := s.holders(ctx)
+	if err != nil {
+		return info, err
+	}
+	info.Held = len(hs)
+	return info, nil
+}
+
 // SetPermits changes the permit count at run time. Raising it frees new
 // permits at once; lowering it revokes the held permits above the new
 // count in the same call (their holders' next renewal fails, their
@@ -381,4 +397,46 @@ func (s *Semaphore[TTx]) Revoke(ctx context.Context, slot int) error {
 		return errs.Errorf("coord: revoke permit %d of semaphore %s: %w", slot, valid.Quote(s.name), ErrLeaseLost)
 	}
 	return nil
+}
+
+// SemaphoreInfo is a semaphore as Semaphores lists it.
+type SemaphoreInfo struct {
+	Name      string
+	Permits   int
+	Held      int
+	UpdatedAt time.Time // when the count was last set
+}
+
+// Semaphores lists up to limit semaphores by name with their permit count
+// and how many are held, for operators; limit ≤ 0 means 100.
+func (c *Client[TTx]) Semaphores(ctx context.Context, limit int) ([]SemaphoreInfo, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := c.pool().Query(ctx, c.q.SemaphoreList, limit)
+	if err != nil {
+		return nil, c.wrap("list semaphores", "", err)
+	}
+	var out []SemaphoreInfo
+	for rows.Next() {
+		var s SemaphoreInfo
+		if err := rows.Scan(&s.Name, &s.Permits, &s.UpdatedAt); err != nil {
+			rows.Close()
+			return nil, c.wrap("list semaphores", "", err)
+		}
+		out = append(out, s)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, c.wrap("list semaphores", "", err)
+	}
+	for i := range out {
+		s := &Semaphore[TTx]{c: c, name: out[i].Name, prefix: semaphorePrefix + out[i].Name + "#", permits: out[i].Permits}
+		hs, _, err := s.holders(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Held = len(hs)
+	}
+	return out, nil
 }
