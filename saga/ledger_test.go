@@ -313,6 +313,9 @@ func checkLedger(ctx context.Context, coordDB *sqlcoord.DB, a, b *bank, done []t
 // runDriver is a driver process.
 func runDriver(ctx context.Context, db *sqlcoord.DB) error {
 	o := ledgerOptions(os.Getenv("OWNER"))
+	if d, err := time.ParseDuration(os.Getenv("CALL_TIMEOUT")); err == nil {
+		o.CallTimeout = d
+	}
 	c, err := saga.New(db, o)
 	if err != nil {
 		return err
@@ -368,16 +371,25 @@ func TestLedgerBalancesUnderFaults(t *testing.T) {
 		setupOrders(t, env.DB)
 		a, b := newBank(t, env.Family, "a"), newBank(t, env.Family, "b")
 		for _, bk := range []*bank{a, b} {
-			bk.failBefore, bk.answerTwice, bk.hang, bk.hangFor = 0.1, 0.1, 0.05, 500*time.Millisecond
+			// a hung call outlasts the driver's call timeout (its late try
+			// comes after the driver gave up)
+			bk.failBefore, bk.answerTwice, bk.hang, bk.hangFor = 0.1, 0.1, 0.05, 1500*time.Millisecond
 		}
+		// Call timeout 1 s, transaction timeout 20 s: under CI load (-race,
+		// every package at once) a bank call took over 300 ms so often that
+		// every transfer timed out and aborted ("did not exercise both
+		// outcomes"); the faults are the test's, not the machine's.
+		const callTimeout = time.Second
+		lopt := ledgerOptions("producer")
+		lopt.CallTimeout = callTimeout
 		srvA, srvB := httptest.NewServer(a.handler()), httptest.NewServer(b.handler())
 		defer srvA.Close()
 		defer srvB.Close()
-		coord := newCoord(t, env.DB, ledgerOptions("producer"))
+		coord := newCoord(t, env.DB, lopt)
 
 		drivers := make([]*dbtest.Proc, 3)
 		spawn := func(i int) {
-			drivers[i] = dbtest.Spawn(t, "driver", "DSN="+env.DSN, fmt.Sprintf("OWNER=driver-%d", i))
+			drivers[i] = dbtest.Spawn(t, "driver", "DSN="+env.DSN, fmt.Sprintf("OWNER=driver-%d", i), "CALL_TIMEOUT="+callTimeout.String())
 			drivers[i].WaitLine(t, "READY", 30*time.Second)
 		}
 		for i := range drivers {
@@ -402,7 +414,7 @@ func TestLedgerBalancesUnderFaults(t *testing.T) {
 						amount = 2 * initial // refused: compensation
 					}
 					rollback := rand.IntN(10) == 0
-					gid, err := beginTransfer(ctx, env.DB, coord, transferOf(srvA.URL+"/a", srvB.URL+"/b", mode, amount, 8*time.Second), rollback)
+					gid, err := beginTransfer(ctx, env.DB, coord, transferOf(srvA.URL+"/a", srvB.URL+"/b", mode, amount, 20*time.Second), rollback)
 					if err != nil {
 						t.Error(err)
 						return
