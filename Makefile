@@ -70,6 +70,7 @@ bench: setup build
 # servers (fsync on), interleaved rounds, median ratios. A module of its own
 # (bench/peers) so the library's go.mod does not carry the peers.
 bench-peers: setup
+	@bash scripts/setup.sh --ha # etcd-server, for the election comparison
 	cd bench/peers && $(GO) run . -rounds 3 -out ../out-peers.md $(ARGS)
 
 # Every primitive together for 30 minutes (ARGS="-duration 4h" for hours)

@@ -317,7 +317,8 @@ func (e *Election[TTx]) Leader(ctx context.Context) (Leader, error) {
 // without a successor. On PostgreSQL a term or a resignation wakes the
 // observers through NOTIFY (one listening connection per election and
 // Client), and a term running out by its expiry time; elsewhere the
-// election is read every PollInterval. An observer that falls more than
+// election is read every PollInterval, and every 5 ms for a TTL after a
+// term ended (while its successor is elected). An observer that falls more than
 // 1,000 terms behind misses the pruned ones. Read errors are retried
 // with backoff; the channel is not buffered.
 func (e *Election[TTx]) Observe(ctx context.Context) (<-chan Leader, error) {
@@ -336,6 +337,7 @@ func (e *Election[TTx]) Observe(ctx context.Context) (<-chan Leader, error) {
 			last    Leader // the newest sent
 			sent    bool
 			failure int
+			endedAt time.Time // when the newest term was seen over (no successor yet)
 		)
 		send := func(l Leader) bool {
 			select {
@@ -357,8 +359,18 @@ func (e *Election[TTx]) Observe(ctx context.Context) (<-chan Leader, error) {
 			} else {
 				failure = 0
 			}
+			if sent && last.Live {
+				endedAt = time.Time{}
+			} else if sent && endedAt.IsZero() {
+				endedAt = time.Now()
+			}
 			if !listening() {
 				wait = min(wait, e.opt.PollInterval)
+				if !endedAt.IsZero() && time.Since(endedAt) < e.opt.TTL {
+					// a term just ended: its successor is being elected
+					// (the queue's head checks every headPoll); look as often
+					wait = min(wait, headPoll)
+				}
 			}
 			t := time.NewTimer(wait)
 			select {

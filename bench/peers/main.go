@@ -44,7 +44,7 @@ var (
 	msgs    = flag.Int("msgs", 200000, "messages per drain (≥ 200,000 so that start-up does not dominate)")
 	dur     = flag.Duration("duration", 2*time.Second, "measuring time of a throughput case")
 	outPath = flag.String("out", "", "also write the markdown table here")
-	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, stream-idle, latency-mariadb, snowflake); default all")
+	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, stream-idle, latency-mariadb, snowflake, election, election-mariadb); default all")
 )
 
 // row is one comparison's result.
@@ -53,6 +53,9 @@ type row struct {
 	ours, theirs []float64 // per round
 	peer         string
 	dups         [2]int64 // deliveries beyond the first of a message, ours and the peer's, all rounds
+	// absolute: both sides' medians, no ratio (figures near zero, where a
+	// ratio says nothing: an observer's delay)
+	absolute bool
 }
 
 // unique counts deliveries by message id: a drain ends when every message
@@ -173,6 +176,10 @@ func compare(name, unit, peer string, ours, theirs func() (float64, error)) row 
 }
 
 func main() {
+	if os.Getenv("PEERS_ROLE") == "candidate" { // a process of the election comparison
+		candidateMain()
+		return
+	}
 	flag.Parse()
 	ctx := context.Background()
 	// fsync on: the cost of a commit is part of what is compared.
@@ -238,6 +245,9 @@ func main() {
 	if want("snowflake") {
 		rows = append(rows, snowflakes()...)
 	}
+	if want("election") || want("election-mariadb") {
+		rows = append(rows, elections(ctx, *only != "")...)
+	}
 	md := table(rows)
 	fmt.Print("\n" + md)
 	if *outPath != "" {
@@ -301,6 +311,10 @@ func table(rows []row) string {
 		}
 		if len(r.theirs) == 0 { // absolute figures, no peer
 			fmt.Fprintf(&b, "| %s (%s) | %s | — | — | — | — | %d / — |\n", r.name, r.unit, num(median(r.ours)), r.dups[0])
+			continue
+		}
+		if r.absolute {
+			fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | — | — | %d / %d |\n", r.name, r.unit, num(median(r.ours)), r.peer, num(median(r.theirs)), r.dups[0], r.dups[1])
 			continue
 		}
 		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | **%.2f** | %d / %d |\n", r.name, r.unit, num(median(r.ours)), r.peer, num(median(r.theirs)),
