@@ -13,6 +13,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"github.com/sqlcoord/sqlcoord/internal/valid"
+	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
 // Errors of elections and semaphores.
@@ -253,6 +254,9 @@ func (e *Election[TTx]) Campaign(ctx context.Context, value string) (_ *Leadersh
 		if st, err := e.Leader(ctx); err == nil && st.Term == l.Token {
 			ld.leader.Since = st.Since
 		}
+		rec := metrics.Of(e.c.drv)
+		rec.Leadership(e.name, l.Token, true)
+		go func() { <-k.Done(); rec.Leadership(e.name, l.Token, false) }()
 		return ld, nil
 	}
 }

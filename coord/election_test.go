@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
 // Issue 40: an election's API on both dialects — campaign, leader value,
@@ -228,6 +230,28 @@ func TestElection(t *testing.T) {
 			t.Fatal("the observer never saw the new leader")
 		})
 
+		t.Run("metrics see each leadership start and end", func(t *testing.T) {
+			rec := &leaderRecorder{}
+			mc := coord.New(env.Open(t, sqlcoord.Options{Metrics: rec}))
+			e, err := mc.Election("metered", coord.ElectionOptions{TTL: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := e.Campaign(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Resign(ctx)
+			<-l.Done()
+			deadline := time.Now().Add(5 * time.Second)
+			for rec.String() != "metered:1:true metered:1:false" && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got := rec.String(); got != "metered:1:true metered:1:false" {
+				t.Fatalf("recorded %q", got)
+			}
+		})
+
 		t.Run("Run leads, campaigns again, and resigns when its context ends", func(t *testing.T) {
 			rctx, stop := context.WithCancel(ctx)
 			var mu sync.Mutex
@@ -365,4 +389,23 @@ func TestElectionAndSemaphoreBadInput(t *testing.T) {
 			}
 		})
 	})
+}
+
+// leaderRecorder records Leadership calls.
+type leaderRecorder struct {
+	metrics.Nop
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *leaderRecorder) Leadership(election string, term int64, leading bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, fmt.Sprintf("%s:%d:%v", election, term, leading))
+}
+
+func (r *leaderRecorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.events, " ")
 }

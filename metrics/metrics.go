@@ -1,16 +1,16 @@
 // Package metrics is sqlcoord's measurement hook: a Recorder set on a
 // driver (sqlcoord.Options.Metrics) sees every helper call with
 // its outcome and duration, txn.Do's retries and unknown commits, lease
-// renewal failures and losses, scheduled job runs and takeovers, and the
-// relay's publishes. Off (nothing recorded, no allocation) unless set.
+// renewal failures and losses, scheduled job runs and takeovers, the
+// relay's publishes, and the elections this process leads. Off (nothing recorded, no allocation) unless set.
 //
 // This package imports nothing but the standard library, so coord and txn
 // stay lean; metrics/prom implements Recorder with Prometheus.
 //
 // Labels are bounded: op names are fixed, outcomes a small set
 // ("ok", "locked", "timeout", "conflict", "canceled", "error", …), job
-// and topic names are the application's own (as many as it has jobs and
-// topics). Lock, lease and key names are never labels.
+// and topic and election names are the application's own (as many as it
+// has jobs, topics and elections). Lock, lease and key names are never labels.
 package metrics
 
 import "time"
@@ -50,6 +50,10 @@ type Recorder interface {
 	// track_commit_timestamp on) or its INSERT to the broker's ack, for
 	// "ok" only.
 	OutboxPublish(topic, outcome string, sinceCommit time.Duration)
+	// Leadership: this process won election's term (leading true), or
+	// that leadership ended (leading false: resigned, lost, or its
+	// context ended).
+	Leadership(election string, term int64, leading bool)
 }
 
 // Nop records nothing; embed it in a Recorder.
@@ -62,6 +66,7 @@ func (Nop) LeaseRenewFailed(dialect string, lost bool)                     {}
 func (Nop) JobRun(job, outcome string, fireToStart, d time.Duration)       {}
 func (Nop) JobTakeover(job string)                                         {}
 func (Nop) OutboxPublish(topic, outcome string, sinceCommit time.Duration) {}
+func (Nop) Leadership(election string, term int64, leading bool)           {}
 
 // Metered is what a driver implements when it carries a Recorder.
 type Metered interface {

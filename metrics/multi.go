@@ -60,3 +60,9 @@ func (m multi) OutboxPublish(topic, outcome string, sinceCommit time.Duration) {
 		r.OutboxPublish(topic, outcome, sinceCommit)
 	}
 }
+
+func (m multi) Leadership(election string, term int64, leading bool) {
+	for _, r := range m {
+		r.Leadership(election, term, leading)
+	}
+}

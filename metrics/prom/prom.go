@@ -37,6 +37,8 @@ type Recorder struct {
 	retries, unknown, renewFail, lost                 *prometheus.CounterVec
 	runs, failures, takeovers                         *prometheus.CounterVec
 	published, pubFailed, dead                        *prometheus.CounterVec
+	termsWon                                          *prometheus.CounterVec
+	leading                                           *prometheus.GaugeVec
 }
 
 var _ metrics.Recorder = (*Recorder)(nil)
@@ -69,6 +71,8 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 		published:   c("sqlcoord_outbox_published_total", "Messages published and marked.", "topic"),
 		pubFailed:   c("sqlcoord_outbox_publish_failures_total", "Failed publish attempts (retried or dead-lettered).", "topic"),
 		dead:        c("sqlcoord_outbox_dead_total", "Messages dead-lettered.", "topic"),
+		termsWon:    c("sqlcoord_election_terms_won_total", "Terms this process won, by election.", "election"),
+		leading:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sqlcoord_election_leading", Help: "1 while this process leads the election, else 0."}, []string{"election"}),
 	}
 	var err error
 	for _, p := range []*prometheus.HistogramVec{r.calls, r.lockWait, r.fireToStart, r.runDur, r.commitToPub} {
@@ -76,10 +80,13 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 			return nil, err
 		}
 	}
-	for _, p := range []*prometheus.CounterVec{r.retries, r.unknown, r.renewFail, r.lost, r.runs, r.failures, r.takeovers, r.published, r.pubFailed, r.dead} {
+	for _, p := range []*prometheus.CounterVec{r.retries, r.unknown, r.renewFail, r.lost, r.runs, r.failures, r.takeovers, r.published, r.pubFailed, r.dead, r.termsWon} {
 		if *p, err = register(reg, *p); err != nil {
 			return nil, err
 		}
+	}
+	if r.leading, err = register(reg, r.leading); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -113,6 +120,16 @@ func (r *Recorder) TxnRetry(dialect, reason string) { r.retries.WithLabelValues(
 // TxnCommitUnknown implements metrics.Recorder.
 func (r *Recorder) TxnCommitUnknown(dialect, resolved string) {
 	r.unknown.WithLabelValues(dialect, resolved).Inc()
+}
+
+// Leadership implements metrics.Recorder.
+func (r *Recorder) Leadership(election string, term int64, leading bool) {
+	if leading {
+		r.termsWon.WithLabelValues(election).Inc()
+		r.leading.WithLabelValues(election).Set(1)
+		return
+	}
+	r.leading.WithLabelValues(election).Set(0)
 }
 
 // LeaseRenewFailed implements metrics.Recorder.
