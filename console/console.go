@@ -174,6 +174,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /outbox", c.page("outbox", c.outbox))
 	m.HandleFunc("GET /keys", c.page("keys", c.keys))
 	m.HandleFunc("GET /members", c.page("members", c.members))
+	m.HandleFunc("GET /elections", c.page("elections", c.elections))
 	m.HandleFunc("GET /confirm/requeue", c.page("confirm", c.confirmRequeue))
 	m.HandleFunc("GET /confirm/rerun", c.page("confirm", c.confirmRerun))
 	m.HandleFunc("POST /action/requeue", c.action(c.doRequeue))

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
@@ -407,6 +408,21 @@ func (c *Console) memberData(ctx context.Context) (membersData, error) {
 func (c *Console) members(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
 	d, err := c.memberData(ctx)
 	return "Members and sessions", d, err
+}
+
+type electionsData struct {
+	Elections  []coord.Leader
+	Semaphores []coord.SemaphoreInfo
+}
+
+func (c *Console) elections(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
+	var d electionsData
+	var err error
+	if d.Elections, err = coord.ListElections(ctx, c.db, 200); err != nil {
+		return "Leaders and semaphores", nil, err
+	}
+	d.Semaphores, err = coord.ListSemaphores(ctx, c.db, 200)
+	return "Leaders and semaphores", d, err
 }
 
 func (c *Console) now(ctx context.Context) (time.Time, error) {

@@ -10,7 +10,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
-var pages = []string{"overview", "leases", "locks", "jobs", "job", "outbox", "keys", "members", "sagas", "saga", "confirm", "signin"}
+var pages = []string{"overview", "leases", "locks", "jobs", "job", "outbox", "keys", "members", "elections", "sagas", "saga", "confirm", "signin"}
 
 func parseTemplates() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{

@@ -292,21 +292,26 @@ func (e *Election[TTx]) release(ctx context.Context, l Lease) error {
 // Leader reads the election's current leader; ErrNoLeader when there is
 // none (never elected, resigned, or its term ran out).
 func (e *Election[TTx]) Leader(ctx context.Context) (Leader, error) {
+	return readLeader(ctx, e.c.drv, e.name)
+}
+
+// readLeader reads election name's current leader through db's pool.
+func readLeader(ctx context.Context, db sqlcoord.Base, name string) (Leader, error) {
 	var (
-		ld        = Leader{Election: e.name}
+		ld        = Leader{Election: name}
 		now       time.Time
 		value     sql.NullString
 		updatedAt sql.NullTime
 	)
-	err := e.c.pool().QueryRow(ctx, e.c.q.ElectionLeader, e.name, e.lease).Scan(&ld.ID, &ld.Term, &ld.Since, &ld.ExpiresAt, &now, &value, &updatedAt)
+	err := db.Executor().QueryRow(ctx, db.Dialect().Q.ElectionLeader, name, electionPrefix+name).Scan(&ld.ID, &ld.Term, &ld.Since, &ld.ExpiresAt, &now, &value, &updatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Leader{Election: e.name}, errs.Errorf("coord: election %s: %w", valid.Quote(e.name), ErrNoLeader)
+		return Leader{Election: name}, errs.Errorf("coord: election %s: %w", valid.Quote(name), ErrNoLeader)
 	}
 	if err != nil {
-		return Leader{Election: e.name}, e.c.wrap("read leader of election", e.name, err)
+		return Leader{Election: name}, errs.Errorf("coord: read leader of election %s: %w", valid.Quote(name), db.Dialect().Classify(err))
 	}
 	if !ld.ExpiresAt.After(now) {
-		return Leader{Election: e.name, Term: ld.Term}, errs.Errorf("coord: election %s: %w (term %d ended)", valid.Quote(e.name), ErrNoLeader, ld.Term)
+		return Leader{Election: name, Term: ld.Term}, errs.Errorf("coord: election %s: %w (term %d ended)", valid.Quote(name), ErrNoLeader, ld.Term)
 	}
 	ld.Value, ld.Live = value.String, true
 	ld.expiresIn = ld.ExpiresAt.Sub(now)
@@ -546,29 +551,36 @@ func (e *Election[TTx]) Depose(ctx context.Context) (Leader, error) {
 // Elections lists up to limit elections by name with their newest term
 // (Live when it is current), for operators; limit ≤ 0 means 100.
 func (c *Client[TTx]) Elections(ctx context.Context, limit int) ([]Leader, error) {
+	return ListElections(ctx, c.drv, limit)
+}
+
+// ListElections is Client.Elections for any driver (the console's).
+func ListElections(ctx context.Context, db sqlcoord.Base, limit int) ([]Leader, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := c.pool().Query(ctx, c.q.ElectionList, limit)
+	fail := func(err error) ([]Leader, error) {
+		return nil, errs.Errorf("coord: list elections: %w", db.Dialect().Classify(err))
+	}
+	rows, err := db.Executor().Query(ctx, db.Dialect().Q.ElectionList, limit)
 	if err != nil {
-		return nil, c.wrap("list elections", "", err)
+		return fail(err)
 	}
 	var out []Leader
 	for rows.Next() {
 		var l Leader
 		if err := rows.Scan(&l.Election, &l.Term, &l.ID, &l.Value, &l.Since); err != nil {
 			rows.Close()
-			return nil, c.wrap("list elections", "", err)
+			return fail(err)
 		}
 		out = append(out, l)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, c.wrap("list elections", "", err)
+		return fail(err)
 	}
 	for i, l := range out {
-		e := &Election[TTx]{c: c, name: l.Election, lease: electionPrefix + l.Election}
-		if cur, err := e.Leader(ctx); err == nil && cur.Term == l.Term {
+		if cur, err := readLeader(ctx, db, l.Election); err == nil && cur.Term == l.Term {
 			out[i] = cur
 		} else if err != nil && !errors.Is(err, ErrNoLeader) {
 			return nil, err

@@ -105,7 +105,10 @@ type PermitHolder struct {
 	ExpiresAt  time.Time
 }
 
-func (s *Semaphore[TTx]) slotName(i int) string { return fmt.Sprintf("%s%04d", s.prefix, i) }
+func (s *Semaphore[TTx]) slotName(i int) string { return slotName(s.prefix, i) }
+
+// slotName is the lease name of a semaphore's slot i.
+func slotName(prefix string, i int) string { return fmt.Sprintf("%s%04d", prefix, i) }
 
 // Permits reads the semaphore's permit count (recording the default when
 // none is).
@@ -168,9 +171,19 @@ func (s *Semaphore[TTx]) Holders(ctx context.Context) ([]PermitHolder, error) {
 
 // holders reads the live permits and the time to the first expiry.
 func (s *Semaphore[TTx]) holders(ctx context.Context) ([]PermitHolder, time.Duration, error) {
-	rows, err := s.c.pool().Query(ctx, s.c.q.SemaphoreHolders, s.slotName(0), s.slotName(9999), s.prefix)
+	return readHolders(ctx, s.c.drv, s.name)
+}
+
+// readHolders reads semaphore name's live permits through db's pool, and
+// the time to the first expiry.
+func readHolders(ctx context.Context, db sqlcoord.Base, name string) ([]PermitHolder, time.Duration, error) {
+	prefix := semaphorePrefix + name + "#"
+	fail := func(err error) ([]PermitHolder, time.Duration, error) {
+		return nil, 0, errs.Errorf("coord: read holders of semaphore %s: %w", valid.Quote(name), db.Dialect().Classify(err))
+	}
+	rows, err := db.Executor().Query(ctx, db.Dialect().Q.SemaphoreHolders, slotName(prefix, 0), slotName(prefix, 9999), prefix)
 	if err != nil {
-		return nil, 0, s.c.wrap("read holders of semaphore", s.name, err)
+		return fail(err)
 	}
 	defer rows.Close()
 	var (
@@ -179,17 +192,17 @@ func (s *Semaphore[TTx]) holders(ctx context.Context) ([]PermitHolder, time.Dura
 	)
 	for rows.Next() {
 		var (
-			name string
-			h    PermitHolder
-			now  time.Time
+			lease string
+			h     PermitHolder
+			now   time.Time
 		)
-		if err := rows.Scan(&name, &h.Owner, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &now); err != nil {
-			return nil, 0, s.c.wrap("read holders of semaphore", s.name, err)
+		if err := rows.Scan(&lease, &h.Owner, &h.Token, &h.AcquiredAt, &h.ExpiresAt, &now); err != nil {
+			return fail(err)
 		}
-		if len(name) != len(s.prefix)+4 || name[:len(s.prefix)] != s.prefix {
+		if len(lease) != len(prefix)+4 || lease[:len(prefix)] != prefix {
 			continue
 		}
-		slot, err := strconv.Atoi(name[len(s.prefix):])
+		slot, err := strconv.Atoi(lease[len(prefix):])
 		if err != nil || slot < 0 {
 			continue
 		}
@@ -200,7 +213,7 @@ func (s *Semaphore[TTx]) holders(ctx context.Context) ([]PermitHolder, time.Dura
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, s.c.wrap("read holders of semaphore", s.name, err)
+		return fail(err)
 	}
 	return out, max(next, 0), nil
 }
@@ -410,29 +423,36 @@ type SemaphoreInfo struct {
 // Semaphores lists up to limit semaphores by name with their permit count
 // and how many are held, for operators; limit ≤ 0 means 100.
 func (c *Client[TTx]) Semaphores(ctx context.Context, limit int) ([]SemaphoreInfo, error) {
+	return ListSemaphores(ctx, c.drv, limit)
+}
+
+// ListSemaphores is Client.Semaphores for any driver (the console's).
+func ListSemaphores(ctx context.Context, db sqlcoord.Base, limit int) ([]SemaphoreInfo, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := c.pool().Query(ctx, c.q.SemaphoreList, limit)
+	fail := func(err error) ([]SemaphoreInfo, error) {
+		return nil, errs.Errorf("coord: list semaphores: %w", db.Dialect().Classify(err))
+	}
+	rows, err := db.Executor().Query(ctx, db.Dialect().Q.SemaphoreList, limit)
 	if err != nil {
-		return nil, c.wrap("list semaphores", "", err)
+		return fail(err)
 	}
 	var out []SemaphoreInfo
 	for rows.Next() {
 		var s SemaphoreInfo
 		if err := rows.Scan(&s.Name, &s.Permits, &s.UpdatedAt); err != nil {
 			rows.Close()
-			return nil, c.wrap("list semaphores", "", err)
+			return fail(err)
 		}
 		out = append(out, s)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, c.wrap("list semaphores", "", err)
+		return fail(err)
 	}
 	for i := range out {
-		s := &Semaphore[TTx]{c: c, name: out[i].Name, prefix: semaphorePrefix + out[i].Name + "#", permits: out[i].Permits}
-		hs, _, err := s.holders(ctx)
+		hs, _, err := readHolders(ctx, db, out[i].Name)
 		if err != nil {
 			return nil, err
 		}

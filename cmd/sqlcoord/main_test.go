@@ -149,7 +149,7 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("demo: %v\n%s", err, out)
 		}
 		s := string(out)
-		for _, want := range []string{"errors.Is ErrLocked: true", "lock wait timeout", "killed with SIGKILL", `final row: body="written by B" fence=8`, "ErrStaleToken: true", "1. no lock:                                   200 messages", "(unique claim per slot):     100 messages", "delivered twice 0", "1000 point grants for 1000 orders", "0 pending, 1000 published, 0 dead", "round 3: 1 order created, 9 submissions replayed", "orders: user 1001 1, user 1002 1", "0 duplicates, increasing per goroutine: true", "0 issued twice", "the shard total of each slot is the live members", "shards per process", "total 2000 (was 2000): every transfer moved its amount on both sides or on neither"} {
+		for _, want := range []string{"errors.Is ErrLocked: true", "lock wait timeout", "killed with SIGKILL", `final row: body="written by B" fence=8`, "ErrStaleToken: true", "1. no lock:                                   200 messages", "(unique claim per slot):     100 messages", "delivered twice 0", "1000 point grants for 1000 orders", "0 pending, 1000 published, 0 dead", "round 3: 1 order created, 9 submissions replayed", "orders: user 1001 1, user 1002 1", "0 duplicates, increasing per goroutine: true", "0 issued twice", "the shard total of each slot is the live members", "shards per process", "total 2000 (was 2000): every transfer moved its amount on both sides or on neither", "refused by the row (ErrStaleToken) ✓", "at most 2 at once ✓"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("demo output lacks %q:\n%s", want, s)
 			}

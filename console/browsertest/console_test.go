@@ -361,6 +361,30 @@ func TestConsoleInBrowser(t *testing.T) {
 			wantText(t, "keys", text, "payments", "charge-42", "in progress")
 			shot(t, ctx, fam+"-keys")
 		})
+		t.Run("leaders and semaphores", func(t *testing.T) {
+			db := env.DB
+			cc := coord.New(db)
+			el, err := cc.Election("scheduler", coord.ElectionOptions{ID: "node-a", TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lead, err := el.Campaign(ctx, "10.0.0.7:8080")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { lead.Resign(context.Background()) })
+			sem, err := cc.Semaphore("exports", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sem.TryAcquire(ctx, "worker-1", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			text := visit(t, ctx, srv.URL+"/elections")
+			wantText(t, "elections", text, "scheduler", "node-a", "10.0.0.7:8080", "exports")
+			noClumsyPlurals(t, "elections", text)
+			shot(t, ctx, fam+"-elections")
+		})
 		t.Run("members and sessions", func(t *testing.T) {
 			text := visit(t, ctx, srv.URL+"/members")
 			wantText(t, "members", text, "workers", "1 live session", "sqlcoord.outbox.listeners", "sqlcoord's own: outbox relays listening for NOTIFY")
