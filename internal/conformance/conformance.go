@@ -64,6 +64,8 @@ func Test[TTx any](t *testing.T, tg Target[TTx]) {
 	t.Run("Lock/read-modify-write under contention loses no update", s.readModifyWrite)
 	t.Run("Lease/second owner refused, token grows on takeover", s.leaseTokens)
 	t.Run("Fence/stale token refused", s.fenceStale)
+	t.Run("Election/resign hands over with a larger term, observed", s.election)
+	t.Run("Semaphore/at most N, released permit reusable", s.semaphore)
 	t.Run("FencedUpdate/equal values accepted, stale refused", s.fencedUpdate)
 	t.Run("Keys/replay returns the stored response", s.keysReplay)
 	t.Run("Barrier/cancel before try skips the try", s.barrier)
@@ -206,6 +208,95 @@ func (s *suite[TTx]) leaseTokens(t *testing.T) {
 		t.Fatalf("old owner renews: %v, want ErrLeaseLost", err)
 	}
 	s.c.Release(ctx, b)
+}
+
+func (s *suite[TTx]) election(t *testing.T) {
+	ctx := s.ctx(t)
+	name := s.name("election")
+	a, err := s.c.Election(name, coord.ElectionOptions{ID: "a", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the waiting candidate and the observer use the independent pool: a
+	// campaign waits holding a connection (a one-connection stack would
+	// have none left for the leader's resign)
+	b, err := s.oc.Election(name, coord.ElectionOptions{ID: "b", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	seen, err := b.Observe(octx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := a.Campaign(ctx, "va")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Leader(ctx); err != nil || got.ID != "a" || got.Value != "va" {
+		t.Fatalf("leader %+v %v", got, err)
+	}
+	won := make(chan *coord.Leadership, 1)
+	go func() {
+		l, err := b.Campaign(ctx, "vb")
+		if err != nil {
+			t.Error(err)
+		}
+		won <- l
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := la.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := <-won
+	if lb == nil {
+		return
+	}
+	defer lb.Resign(ctx)
+	if lb.Term() <= la.Term() {
+		t.Fatalf("term %d after %d", lb.Term(), la.Term())
+	}
+	if err := s.do(ctx, func(ctx context.Context, tx TTx) error { return s.c.Fence(ctx, tx, name, lb.Term()) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.do(ctx, func(ctx context.Context, tx TTx) error { return s.c.Fence(ctx, tx, name, la.Term()) }); !errors.Is(err, coord.ErrStaleToken) {
+		t.Fatalf("the old leader's fenced write: %v, want ErrStaleToken", err)
+	}
+	for l := range seen {
+		if l.Term == lb.Term() && l.Live {
+			return
+		}
+	}
+	t.Fatal("the observer never saw the second term")
+}
+
+func (s *suite[TTx]) semaphore(t *testing.T) {
+	ctx := s.ctx(t)
+	sem, err := s.c.Semaphore(s.name("semaphore"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := sem.TryAcquire(ctx, "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := sem.Acquire(ctx, "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sem.TryAcquire(ctx, "", time.Minute); !errors.Is(err, coord.ErrSemaphoreFull) {
+		t.Fatalf("third permit: %v, want ErrSemaphoreFull", err)
+	}
+	if err := sem.Release(ctx, p1); err != nil {
+		t.Fatal(err)
+	}
+	p3, err := sem.Acquire(ctx, "", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sem.Release(ctx, p2)
+	sem.Release(ctx, p3)
 }
 
 func (s *suite[TTx]) fenceStale(t *testing.T) {
