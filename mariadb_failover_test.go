@@ -11,6 +11,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/migrate"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 )
@@ -80,6 +81,18 @@ func mariaDBFailover(t *testing.T, semi bool) {
 		t.Fatal(err)
 	}
 	zombie := maxOf(tail.tokens) // the paused holder of the old primary's last token
+	// a leader elected on the old primary's last commits (issue 40)
+	tailElection, err := f.c.Election("mfo", coord.ElectionOptions{ID: "tail-leader", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tailLeader, err := tailElection.Campaign(ctx, "tail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.fenceOn(ctx, "mfo-work", tailLeader.Term()); err != nil {
+		t.Fatal(err)
+	}
 	p.Crash()
 	link.SetStalled(false)
 	link.CutAll()
@@ -117,6 +130,31 @@ func mariaDBFailover(t *testing.T, semi bool) {
 	t.Logf("tokens: before %v, tail %v, promoted %v", before.tokens, tail.tokens, promoted.tokens)
 	t.Run("nothing reissued or backwards", func(t *testing.T) { above(t, promoted, tail, before) })
 	t.Run("the old primary's paused holder refused", func(t *testing.T) { zombieRefused(t, ctx, f, zombie) })
+	t.Run("an election's next term is above the old primary's and its leader is refused", func(t *testing.T) {
+		e, err := f.c.Election("mfo", coord.ElectionOptions{ID: "new-leader", TTL: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l *coord.Leadership
+		if err := retry(ctx, func() error {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			l, err = e.Campaign(cctx, "new")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		defer l.Resign(context.Background())
+		if l.Term() <= tailLeader.Term() {
+			t.Fatalf("term %d after the promotion, not above the old primary's %d", l.Term(), tailLeader.Term())
+		}
+		if err := f.fenceOn(ctx, "mfo-work", l.Term()); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.fenceOn(ctx, "mfo-work", tailLeader.Term()); !errors.Is(err, coord.ErrStaleToken) {
+			t.Errorf("the old primary's leader writes with term %d after term %d: %v, want ErrStaleToken", tailLeader.Term(), l.Term(), err)
+		}
+	})
 }
 
 func splitHostPort(t *testing.T, addr string) (string, int) {
