@@ -226,6 +226,7 @@ func (e *Election[TTx]) Campaign(ctx context.Context, value string) (_ *Leadersh
 		}
 		ok, err := e.writeTerm(ctx, l, value)
 		if err != nil {
+			_ = e.release(context.WithoutCancel(ctx), l) // the next candidate need not wait out the TTL
 			return nil, err
 		}
 		if !ok {
@@ -328,7 +329,7 @@ func readLeader(ctx context.Context, db sqlcoord.Base, name string) (Leader, err
 // Client), and a term running out by its expiry time; elsewhere the
 // election is read every PollInterval, and every 5 ms for a TTL after a
 // term ended (while its successor is elected). An observer that falls more than
-// 1,000 terms behind misses the pruned ones. Read errors are retried
+// 1,000 terms and an hour behind misses the pruned ones. Read errors are retried
 // with backoff; the channel is not buffered.
 func (e *Election[TTx]) Observe(ctx context.Context) (<-chan Leader, error) {
 	first, err := e.Leader(ctx)

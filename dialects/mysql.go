@@ -237,7 +237,7 @@ ON DUPLICATE KEY UPDATE value = IF(leader = VALUES(leader), VALUES(value), value
 FROM coord_leases l LEFT JOIN coord_election_terms t ON t.name = ? AND t.term = l.token WHERE l.name = ?`,
 		ElectionTerms: `SELECT term, leader, value, elected_at, updated_at FROM coord_election_terms
 WHERE name = ? AND term >= ? ORDER BY term LIMIT ?`,
-		ElectionPrune: `DELETE FROM coord_election_terms WHERE name = ? AND term < ?`,
+		ElectionPrune: `DELETE FROM coord_election_terms WHERE name = ? AND term < ? AND elected_at < UTC_TIMESTAMP(6) - INTERVAL 1 HOUR`,
 		ElectionList: `SELECT t.name, t.term, t.leader, t.value, t.elected_at FROM coord_election_terms t
 JOIN (SELECT name, MAX(term) AS term FROM coord_election_terms GROUP BY name) m ON m.name = t.name AND m.term = t.term
 ORDER BY t.name LIMIT ?`,

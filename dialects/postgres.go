@@ -438,7 +438,7 @@ SELECT pg_notify('coord_election_' || left(md5($1), 16), '') FROM t`,
 FROM coord_leases l LEFT JOIN coord_election_terms t ON t.name = $1 AND t.term = l.token WHERE l.name = $2`,
 			ElectionTerms: `SELECT term, leader, value, elected_at, updated_at FROM coord_election_terms
 WHERE name = $1 AND term >= $2 ORDER BY term LIMIT $3`,
-			ElectionPrune: `DELETE FROM coord_election_terms WHERE name = $1 AND term < $2`,
+			ElectionPrune: `DELETE FROM coord_election_terms WHERE name = $1 AND term < $2 AND elected_at < clock_timestamp() - interval '1 hour'`,
 			ElectionList: `SELECT DISTINCT ON (name) name, term, leader, value, elected_at FROM coord_election_terms
 ORDER BY name, term DESC LIMIT $1`,
 			LeaseReleaseNotify: `WITH r AS (UPDATE coord_leases SET expires_at = clock_timestamp()

@@ -99,7 +99,9 @@ type Queries struct {
 	// election, first term, limit. Columns: term, leader, value,
 	// elected_at, updated_at.
 	ElectionTerms string
-	// ElectionPrune deletes an election's terms below a term. Args:
+	// ElectionPrune deletes an election's terms below a term that began
+	// over an hour ago (a failover's jump in terms prunes nothing recent).
+	// Args:
 	// election, term.
 	ElectionPrune string
 	// ElectionList lists elections with their newest term. Args: limit.
