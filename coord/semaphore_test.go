@@ -92,7 +92,7 @@ func TestSemaphore(t *testing.T) {
 				t.Fatal(err)
 			}
 			order := make(chan string, 3)
-			for _, w := range []string{"w1", "w2", "w3"} {
+			for i, w := range []string{"w1", "w2", "w3"} {
 				go func() {
 					p, err := s.Acquire(ctx, w, 10*time.Second)
 					if err != nil {
@@ -104,7 +104,13 @@ func TestSemaphore(t *testing.T) {
 					time.Sleep(50 * time.Millisecond)
 					s.Release(ctx, p)
 				}()
-				time.Sleep(150 * time.Millisecond) // queue in this order
+				// the next waiter comes once this one waits in the queue (w1
+				// heads it, watching; w2 and w3 wait for its lock)
+				if i > 0 {
+					waitQueued(t, env, i)
+				} else {
+					time.Sleep(300 * time.Millisecond)
+				}
 			}
 			start := time.Now()
 			if err := s.Release(ctx, held); err != nil {
@@ -203,4 +209,30 @@ func TestSemaphore(t *testing.T) {
 			a.Release(ctx, pa)
 		})
 	})
+}
+
+// waitQueued waits (up to 10 s) until n transactions of this test's
+// database wait for a lock: the queue's waiters.
+func waitQueued(t *testing.T, env *dbtest.Env, n int) {
+	t.Helper()
+	q := `SELECT count(*) FROM pg_locks WHERE NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+	if env.Family != "postgres" {
+		// the head's lock statement returned; the waiters' are running
+		q = `SELECT count(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%INTO coord_locks%'`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got int
+		if err := env.DB.QueryRowContext(context.Background(), q).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("only %d of %d waiters queued after 10 s", got, n)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
