@@ -158,6 +158,13 @@ func (c *Client[TTx]) ensureQueue(ctx context.Context, queue string) {
 	if _, done := c.queues.Load(queue); done {
 		return
 	}
+	// a row already there (the usual case: a head holds it) is seen
+	// without a lock; MariaDB's NOWAIT would wait a second for its holder
+	var one int
+	if err := c.pool().QueryRow(ctx, `SELECT 1 FROM coord_locks WHERE name = `+c.d.Placeholder(1), queue).Scan(&one); err == nil {
+		c.queues.Store(queue, true)
+		return
+	}
 	tx, err := c.drv.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return
