@@ -274,17 +274,11 @@ func (e *Election[TTx]) writeTerm(ctx context.Context, l Lease, value string) (b
 
 // release ends the term and wakes the next candidate and the observers.
 func (e *Election[TTx]) release(ctx context.Context, l Lease) error {
-	var n int64
-	var err error
-	if q := e.c.q.LeaseReleaseNotify; q != "" {
-		n, err = e.c.pool().Exec(ctx, q, l.Name, l.Owner, l.Token, notifyChannel("coord_election_", e.name))
-	} else {
-		n, err = e.c.pool().Exec(ctx, e.c.q.LeaseRelease, l.Name, l.Owner, l.Token)
-	}
+	released, err := e.c.releaseWaking(ctx, l, notifyChannel("coord_election_", e.name))
 	if err != nil {
 		return e.c.wrap("resign from election", e.name, err)
 	}
-	if n == 0 {
+	if !released {
 		return &notLeaderError{"resign from", e.name}
 	}
 	return nil

@@ -55,12 +55,8 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 	if err := validName("lease", name); err != nil {
 		return Lease{}, err
 	}
-	if err := validDuration("lease TTL", ttl, MinTTL); err != nil {
-		return Lease{}, err
-	}
-	if owner == "" {
-		owner = NewOwnerID()
-	} else if err := validName("owner", owner); err != nil {
+	owner, err := leaseOwner("lease TTL", ttl, owner)
+	if err != nil {
 		return Lease{}, err
 	}
 	l := Lease{Name: name, Owner: owner, TTL: ttl, sentAt: time.Now()}
@@ -139,6 +135,35 @@ func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 		return errs.Errorf("coord: release lease %q: %w", truncate(l.Name), ErrLeaseLost)
 	}
 	return nil
+}
+
+// releaseWaking releases l and wakes channel's listeners with it
+// (PostgreSQL: in the same statement; elsewhere waiters poll): an
+// election's observers, a semaphore's queue. false: l was no longer held.
+func (c *Client[TTx]) releaseWaking(ctx context.Context, l Lease, channel string) (bool, error) {
+	var n int64
+	var err error
+	if q := c.q.LeaseReleaseNotify; q != "" {
+		n, err = c.pool().Exec(ctx, q, l.Name, l.Owner, l.Token, channel)
+	} else {
+		n, err = c.pool().Exec(ctx, c.q.LeaseRelease, l.Name, l.Owner, l.Token)
+	}
+	return n > 0, err
+}
+
+// leaseOwner checks a lease's TTL and returns its owner: owner, or a
+// fresh NewOwnerID() for "".
+func leaseOwner(what string, ttl time.Duration, owner string) (string, error) {
+	if err := validDuration(what, ttl, MinTTL); err != nil {
+		return "", err
+	}
+	if owner == "" {
+		return NewOwnerID(), nil
+	}
+	if err := validName("owner", owner); err != nil {
+		return "", err
+	}
+	return owner, nil
 }
 
 // LeaseInfo reads a lease's row; sql.ErrNoRows (wrapped) when it never

@@ -226,12 +226,8 @@ func readHolders(ctx context.Context, db sqlcoord.Base, name string) ([]PermitHo
 func (s *Semaphore[TTx]) TryAcquire(ctx context.Context, owner string, ttl time.Duration) (_ Permit, retErr error) {
 	ctx, end := tracing.Start(ctx, s.c.drv, "semaphore.try_acquire", s.c.d, attribute.String("sqlcoord.name", s.name))
 	defer func() { end(retErr) }()
-	if err := validDuration("permit TTL", ttl, MinTTL); err != nil {
-		return Permit{}, err
-	}
-	if owner == "" {
-		owner = NewOwnerID()
-	} else if err := validName("owner", owner); err != nil {
+	owner, err := leaseOwner("permit TTL", ttl, owner)
+	if err != nil {
 		return Permit{}, err
 	}
 	return s.tryAcquire(ctx, owner, ttl)
@@ -293,12 +289,8 @@ func (s *Semaphore[TTx]) tryAcquire(ctx context.Context, owner string, ttl time.
 func (s *Semaphore[TTx]) Acquire(ctx context.Context, owner string, ttl time.Duration) (_ Permit, retErr error) {
 	ctx, end := tracing.Start(ctx, s.c.drv, "semaphore.acquire", s.c.d, attribute.String("sqlcoord.name", s.name))
 	defer func() { end(retErr) }()
-	if err := validDuration("permit TTL", ttl, MinTTL); err != nil {
-		return Permit{}, err
-	}
-	if owner == "" {
-		owner = NewOwnerID()
-	} else if err := validName("owner", owner); err != nil {
+	owner, err := leaseOwner("permit TTL", ttl, owner)
+	if err != nil {
 		return Permit{}, err
 	}
 	p, err := s.tryAcquire(ctx, owner, ttl)
@@ -374,17 +366,11 @@ func (s *Semaphore[TTx]) Release(ctx context.Context, p Permit) (retErr error) {
 }
 
 func (s *Semaphore[TTx]) releaseLease(ctx context.Context, l Lease) error {
-	var n int64
-	var err error
-	if q := s.c.q.LeaseReleaseNotify; q != "" {
-		n, err = s.c.pool().Exec(ctx, q, l.Name, l.Owner, l.Token, s.channel())
-	} else {
-		n, err = s.c.pool().Exec(ctx, s.c.q.LeaseRelease, l.Name, l.Owner, l.Token)
-	}
+	released, err := s.c.releaseWaking(ctx, l, s.channel())
 	if err != nil {
 		return s.c.wrap("release permit of semaphore", s.name, err)
 	}
-	if n == 0 {
+	if !released {
 		return errs.Errorf("coord: release permit of semaphore %s: %w", valid.Quote(s.name), ErrLeaseLost)
 	}
 	return nil

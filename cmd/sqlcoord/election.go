@@ -12,6 +12,21 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 )
 
+// openElection opens the database and the election name (a bad name is a
+// usage error); done closes the database.
+func openElection(cmd *cobra.Command, name string, a access) (*coord.Election[*sql.Tx], func(), error) {
+	db, err := openDB(cmd, a)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := coord.New(db).Election(name, coord.ElectionOptions{ID: "sqlcoord-cli"})
+	if err != nil {
+		db.Close()
+		return nil, nil, usageError{err}
+	}
+	return e, func() { db.Close() }, nil
+}
+
 func newLeaderCmd() *cobra.Command {
 	cmd := groupCmd("leader", "Inspect leader elections (coord.Election) and depose a leader")
 	var limit int
@@ -42,15 +57,11 @@ func newLeaderCmd() *cobra.Command {
 	show := &cobra.Command{
 		Use: "show NAME", Short: "Show an election's current leader", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := openDB(cmd, reads)
+			e, done, err := openElection(cmd, args[0], reads)
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			e, err := coord.New(db).Election(args[0], coord.ElectionOptions{ID: "sqlcoord-cli"})
-			if err != nil {
-				return usageError{err}
-			}
+			defer done()
 			l, err := e.Leader(cmd.Context())
 			if err != nil {
 				return err
@@ -66,15 +77,11 @@ func newLeaderCmd() *cobra.Command {
 	resign := &cobra.Command{
 		Use: "resign NAME", Short: "End the current leader's term (the next candidate is elected with a larger term)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := openDB(cmd, writes)
+			e, done, err := openElection(cmd, args[0], writes)
 			if err != nil {
 				return err
 			}
-			defer db.Close()
-			e, err := coord.New(db).Election(args[0], coord.ElectionOptions{ID: "sqlcoord-cli"})
-			if err != nil {
-				return usageError{err}
-			}
+			defer done()
 			l, err := e.Depose(cmd.Context())
 			if err != nil {
 				return err
