@@ -136,11 +136,17 @@ func TestElectionFaultsAcrossProcesses(t *testing.T) {
 		// by `make bench-peers ARGS="-only election"` beside etcd.
 		bound := 3*faultTTL + 2*time.Second
 		for i := 0; i < rounds; i++ {
-			time.Sleep(300 * time.Millisecond) // let it write
-			// the leader now (on a loaded machine a leader that could not
-			// renew in time is replaced between rounds: that is no fault
-			// of the test's)
+			// the leader now, once it has written (on a loaded machine a
+			// leader that could not renew in time is replaced between
+			// rounds, and a new one may not have written yet)
 			cur := leader(0, "")
+			for wrote := time.Now().Add(10 * time.Second); time.Now().Before(wrote); {
+				if dbtest.Count(t, env.DB, env.DB.Rebind(`SELECT count(*) FROM elect_log WHERE token = ?`), cur.Term) > 0 {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+				cur = leader(0, "")
+			}
 			p := procs[cur.ID]
 			sig := syscall.SIGKILL
 			if i%2 == 1 {
