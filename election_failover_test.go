@@ -55,15 +55,19 @@ func TestElectionThroughFailover(t *testing.T) {
 	t.Logf("acknowledged on the old primary only: term %d (A had %d)", lb.Term(), la.Term())
 	cl.Failover(t)
 
+	// Each try is bounded (the first ones may meet the old primary), but
+	// the won leadership lives on ctx: Campaign's context ending resigns
+	// it.
 	var lc *coord.Leadership
 	for lc == nil {
-		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, ccancel := context.WithCancel(ctx)
+		bound := time.AfterFunc(5*time.Second, ccancel)
 		l, err := elect("C", time.Minute).Campaign(cctx, "c")
-		ccancel()
-		if err == nil {
+		if err == nil && bound.Stop() {
 			lc = l
 			break
 		}
+		ccancel()
 		if ctx.Err() != nil {
 			t.Fatalf("C never elected on the promoted server: %v", err)
 		}

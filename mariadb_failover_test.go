@@ -137,9 +137,17 @@ func mariaDBFailover(t *testing.T, semi bool) {
 		}
 		var l *coord.Leadership
 		if err := retry(ctx, func() error {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
+			// each try bounded; the won leadership lives on ctx (the end
+			// of Campaign's context resigns it)
+			cctx, cancel := context.WithCancel(ctx)
+			bound := time.AfterFunc(5*time.Second, cancel)
 			l, err = e.Campaign(cctx, "new")
+			if err == nil && !bound.Stop() {
+				err = context.DeadlineExceeded
+			}
+			if err != nil {
+				cancel()
+			}
 			return err
 		}); err != nil {
 			t.Fatal(err)

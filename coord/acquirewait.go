@@ -54,7 +54,13 @@ func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl t
 		}
 		l, err, retry := c.waitAsHead(ctx, queue, name, owner, ttl)
 		if !retry {
-			if errors.As(err, &held) && ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil {
+				// ctx ended while waiting (perhaps inside a statement):
+				// say who held it when last seen
+				var last *LeaseHeldError
+				if errors.As(err, &last) && last.Holder != "" {
+					held = last
+				}
 				return Lease{}, errors.Join(held, context.Cause(ctx))
 			}
 			return l, err

@@ -78,7 +78,9 @@ func TestAcquireWait(t *testing.T) {
 			if _, err := c.Acquire(ctx, "kept", "a", time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			// long enough for the first attempt to finish under load (it
+			// is what says who holds the lease); the wait then times out
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			_, err := c.AcquireWait(wctx, "kept", "b", time.Minute)
 			if !errors.Is(err, coord.ErrLeaseHeld) || !errors.Is(err, context.DeadlineExceeded) {
