@@ -193,3 +193,38 @@ func TestKeepAliveNetworkDown(t *testing.T) {
 		}
 	})
 }
+
+// An Acquire reports the epoch it was granted in, so the client's
+// high-water mark follows the server: after another client starts a new
+// epoch, the next Acquire on the same connection (MariaDB keeps the base
+// in a session variable between the statement's select and RETURNING)
+// raises the mark to the new base and its token is above it.
+func TestAcquireObservesEpoch(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		a := env.Open(t, sqlcoord.Options{MaxOpenConns: 1})
+		ca := coord.New(a)
+		l, err := ca.Acquire(ctx, "epoch-follow", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ca.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		base, err := sqlcoord.AdvanceEpoch(ctx, env.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if base <= a.Epochs().Seen() {
+			t.Fatalf("advanced to %d, not above the mark %d", base, a.Epochs().Seen())
+		}
+		l, err = ca.Acquire(ctx, "epoch-follow", "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.Epochs().Seen(); got != base || l.Token <= base {
+			t.Fatalf("after the advance to %d: mark %d, token %d", base, got, l.Token)
+		}
+	})
+}

@@ -297,7 +297,7 @@ var MariaDB = newMySQL("mariadb", mariaDBPatch, mysqlEpoch)
 func mariaDBPatch(q *Queries) {
 	// INSERT … ON DUPLICATE KEY UPDATE … RETURNING returns the row as the
 	// statement left it (inserted, updated or unchanged).
-	q.LeaseAcquireReturning = q.LeaseAcquire + "\nRETURNING owner, token, expires_at, " + q.EpochRead[len("SELECT "):]
+	q.LeaseAcquireReturning = mariaDBLeaseAcquire(q)
 	q.JobClaimReturning = q.JobClaim + "\nRETURNING attempt"
 	q.FenceAdvanceReturning = q.FenceAdvanceChecked + "\nRETURNING fence"
 	if q.EpochRun != "" {
@@ -312,6 +312,26 @@ func mariaDBPatch(q *Queries) {
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 	q.IdleTxTimeoutReset = `SET SESSION idle_transaction_timeout = DEFAULT`
 	q.OutboxWaitCommit = `SET STATEMENT max_statement_time = %s FOR SELECT id FROM coord_outbox ORDER BY id DESC LIMIT 1 LOCK IN SHARE MODE`
+}
+
+// mariaDBLeaseAcquire is LeaseAcquire in one round trip (RETURNING) that
+// reads the failover epoch once: the upsert selects the epoch's row of
+// coord_forks itself (no derived table) and keeps its base in a session
+// variable for RETURNING, which is evaluated after the row's select list.
+// A statement that selects no row (no epoch for this run yet, or one older
+// than the client's high-water mark) writes and returns nothing, as
+// before. With another epoch expression (Galera) it reads the epoch again
+// in RETURNING.
+func mariaDBLeaseAcquire(q *Queries) string {
+	from := "FROM (SELECT " + mysqlEpoch + " AS b) e WHERE e.b >= ?"
+	if !strings.Contains(q.LeaseAcquire, from) || strings.Count(q.LeaseAcquire, "e.b + 1") != 1 {
+		return q.LeaseAcquire + "\nRETURNING owner, token, expires_at, " + q.EpochRead[len("SELECT "):]
+	}
+	direct := `FROM coord_forks f WHERE f.server_id = @@server_id AND f.run = (SELECT r.id FROM coord_run r WHERE r.k = 1)
+  AND f.base = (SELECT MAX(m.base) FROM coord_forks m) AND f.base >= ?`
+	a := strings.Replace(q.LeaseAcquire, from, direct, 1)
+	a = strings.Replace(a, "e.b + 1", "(@sqlcoord_epoch := f.base) + 1", 1)
+	return a + "\nRETURNING owner, token, expires_at, @sqlcoord_epoch"
 }
 
 func classifyMySQL(err error) error {

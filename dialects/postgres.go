@@ -40,6 +40,14 @@ const pgEpochBase = `(CASE WHEN pg_is_in_recovery() THEN 0 ELSE COALESCE((SELECT
       AND f.base = (SELECT max(base) FROM coord_forks)),
   coord_epoch_advance('a history this database had not recorded: promotion, recovery or restore')) END)`
 
+// pgAsyncCommit, in the select list of an autocommit statement that
+// changed a row, lets its transaction commit without waiting for the WAL
+// flush (nor a synchronous standby): for writes whose loss in a crash
+// only delays, never breaks, a guarantee — a lease's release (the next
+// holder waits out the TTL). WAL is flushed in order, so any later
+// durable commit (the next Acquire) makes the release durable too.
+const pgAsyncCommit = `set_config('synchronous_commit', 'off', true)`
+
 // pgEpochCTE is a WITH clause naming the epoch base e.b, checked against
 // the client's high-water mark hwm (a parameter, e.g. "$4"): a client that
 // has seen a newer epoch elsewhere gets SQLSTATE SC001 (ErrStalePrimary)
@@ -185,11 +193,15 @@ RETURNING expires_at, e.b`,
 			// the head meanwhile queues behind the release and then finds
 			// the lease free. During a rolling upgrade from row locks
 			// (legacy protocol) the queue is a row: always notify.
+			//
+			// A release commits without waiting for its WAL flush
+			// (pgAsyncCommit): losing it in a crash only makes the next
+			// holder wait out the TTL.
 			LeaseRelease: `WITH r AS (UPDATE coord_leases SET expires_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() RETURNING name)
 SELECT CASE WHEN p.row_locks OR p.id_locks OR NOT pg_try_advisory_xact_lock_shared(hashtextextended(
     'sqlcoord.lease-queue:' || encode(substring(sha256(convert_to(r.name, 'UTF8')) FROM 1 FOR 16), 'hex'), ` + pgLockSpace + `))
-  THEN pg_notify('coord_lease_' || left(md5(r.name), 16), '') END
+  THEN pg_notify('coord_lease_' || left(md5(r.name), 16), '') END, ` + pgAsyncCommit + `
 FROM r CROSS JOIN coord_lock_protocol p`,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
@@ -443,7 +455,7 @@ WHERE name = $1 AND term >= $2 ORDER BY term LIMIT $3`,
 ORDER BY name, term DESC LIMIT $1`,
 			LeaseReleaseNotify: `WITH r AS (UPDATE coord_leases SET expires_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() RETURNING name)
-SELECT pg_notify('coord_lease_' || left(md5(r.name), 16), ''), pg_notify($4, '') FROM r`,
+SELECT pg_notify('coord_lease_' || left(md5(r.name), 16), ''), pg_notify($4, ''), ` + pgAsyncCommit + ` FROM r`,
 			SemaphoreGet:  `SELECT permits FROM coord_semaphores WHERE name = $1`,
 			SemaphoreInit: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES ($1, $2, clock_timestamp()) ON CONFLICT (name) DO NOTHING`,
 			SemaphoreSet: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES ($1, $2, clock_timestamp())
