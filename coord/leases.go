@@ -124,6 +124,14 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 // Release ends a lease the caller holds, keeping its row so the next
 // owner's token is larger. Releasing a lease that is no longer ours
 // (expired or taken over) returns ErrLeaseLost and changes nothing.
+//
+// Durability: on PostgreSQL a release commits without waiting for its WAL
+// to reach disk (synchronous_commit off for that one transaction). A crash
+// of the server right after it can lose the release; then the lease is
+// held until its TTL runs out, as if the holder had died — never held by
+// two. Any later durable commit (the next Acquire) flushes it. Acquire
+// and Renew always wait for the flush: losing one could hand a token out
+// twice or shorten a lease its holder believes in.
 func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.release", c.d, attribute.String("sqlcoord.name", l.Name))
 	defer func() { end(retErr) }()
