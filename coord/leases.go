@@ -131,7 +131,8 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 // held until its TTL runs out, as if the holder had died — never held by
 // two. Any later durable commit (the next Acquire) flushes it. Acquire
 // and Renew always wait for the flush: losing one could hand a token out
-// twice or shorten a lease its holder believes in.
+// twice or shorten a lease its holder believes in; so do an election's
+// Resign and a semaphore permit's Release, whose end observers see.
 func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.release", c.d, attribute.String("sqlcoord.name", l.Name))
 	defer func() { end(retErr) }()

@@ -455,7 +455,7 @@ WHERE name = $1 AND term >= $2 ORDER BY term LIMIT $3`,
 ORDER BY name, term DESC LIMIT $1`,
 			LeaseReleaseNotify: `WITH r AS (UPDATE coord_leases SET expires_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() RETURNING name)
-SELECT pg_notify('coord_lease_' || left(md5(r.name), 16), ''), pg_notify($4, ''), ` + pgAsyncCommit + ` FROM r`,
+SELECT pg_notify('coord_lease_' || left(md5(r.name), 16), ''), pg_notify($4, '') FROM r`,
 			SemaphoreGet:  `SELECT permits FROM coord_semaphores WHERE name = $1`,
 			SemaphoreInit: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES ($1, $2, clock_timestamp()) ON CONFLICT (name) DO NOTHING`,
 			SemaphoreSet: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES ($1, $2, clock_timestamp())

@@ -110,7 +110,9 @@ type Queries struct {
 	// LeaseReleaseNotify (PostgreSQL; empty elsewhere, where LeaseRelease
 	// serves) is LeaseRelease that always wakes the listeners of a second
 	// channel: an election's observers, a semaphore's waiters. Args: lease
-	// name, owner, token, channel.
+	// name, owner, token, channel. Unlike LeaseRelease it waits for the
+	// flush: an observer that saw a term end must not see it live again
+	// after a crash.
 	LeaseReleaseNotify string
 	// SemaphoreGet reads a semaphore's permit count. Args: name.
 	SemaphoreGet string
