@@ -382,6 +382,7 @@ func TestFrozenStreamerTakeover(t *testing.T) {
 			break
 		}
 		if time.Since(frozeAt) > 20*time.Second {
+			logActivity(t, db)
 			t.Fatalf("the group stalled: the other relay published %d messages in 20 s after the streamer froze (%d msgs/s offered)", n, rate)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -389,5 +390,26 @@ func TestFrozenStreamerTakeover(t *testing.T) {
 	t.Logf("%d msgs/s offered; the streamer froze; the other relay published 100 messages %v later", rate, took.Round(10*time.Millisecond))
 	if took > bound {
 		t.Errorf("takeover took %v: more than %v (lease TTL plus the frozen batch's bound)", took, bound)
+	}
+}
+
+// logActivity logs what every session of the test database is doing (a
+// stall's diagnosis: who waits for what, who is idle in a transaction).
+func logActivity(t *testing.T, db *sqlcoord.DB) {
+	t.Helper()
+	rows, err := db.Executor().Query(context.Background(), `SELECT pid, backend_type, COALESCE(state, ''), COALESCE(wait_event_type || ':' || wait_event, ''),
+  COALESCE(extract(epoch FROM clock_timestamp() - xact_start)::text, ''), pg_blocking_pids(pid)::text, left(COALESCE(query, ''), 160)
+FROM pg_stat_activity WHERE datname = current_database() OR backend_type = 'walsender'`)
+	if err != nil {
+		t.Logf("pg_stat_activity: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int
+		var typ, state, wait, xact, blockers, q string
+		if rows.Scan(&pid, &typ, &state, &wait, &xact, &blockers, &q) == nil {
+			t.Logf("pid %d %s %s wait=%s xact=%ss blocked-by=%s: %s", pid, typ, state, wait, xact, blockers, q)
+		}
 	}
 }
