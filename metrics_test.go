@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/migrate"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -18,7 +16,6 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/metrics/prom"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -242,25 +239,9 @@ func TestCommitToPublishFromCommit(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv, err := localdb.StartPostgres(ctx, "-c", "track_commit_timestamp=on", "-c", "shared_buffers=32MB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop() })
-	dsn, err := srv.CreateDatabase(ctx, "commit_ts")
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
 	rec, _ := prom.New(reg)
-	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{Metrics: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
-		t.Fatal(err)
-	}
+	db := dbtest.PrivatePostgres(t, "commit_ts", sqlcoord.Options{Metrics: rec}, "-c", "track_commit_timestamp=on", "-c", "shared_buffers=32MB")
 	ob := outbox.New(db)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {

@@ -8,8 +8,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
-	"github.com/sqlcoord/sqlcoord/migrate"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
 // Issue 39: on PostgreSQL an Acquire waits for its WAL flush and a
@@ -21,23 +20,8 @@ func TestAcquireFlushedReleaseNot(t *testing.T) {
 		t.Skip("starts a server")
 	}
 	ctx := context.Background()
-	srv, err := localdb.StartPostgres(ctx, "-c", "fsync=on", "-c", "synchronous_commit=on")
-	if err != nil {
-		t.Skip(err)
-	}
-	t.Cleanup(func() { srv.Stop() })
-	dsn, err := srv.CreateDatabase(ctx, "flushes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
-		t.Fatal(err)
-	}
+	var err error
+	db := dbtest.PrivatePostgres(t, "flushes", sqlcoord.Options{MaxOpenConns: 1}, "-c", "fsync=on", "-c", "synchronous_commit=on")
 	syncs := func() int64 {
 		t.Helper()
 		// this backend's counts reach pg_stat_wal at its next flush

@@ -263,3 +263,29 @@ func (e *Env) PgBouncer(t testing.TB, poolSize int) string {
 	t.Cleanup(func() { b.Stop() })
 	return b.DSN(e.Name)
 }
+
+// PrivatePostgres starts a PostgreSQL server of the test's own with extra
+// server arguments (e.g. "-c", "fsync=on"), creates database name on it,
+// opens it with opt and migrates it up; server and pool end with the test.
+func PrivatePostgres(t testing.TB, name string, opt sqlcoord.Options, args ...string) *sqlcoord.DB {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := localdb.StartPostgres(ctx, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	dsn, err := srv.CreateDatabase(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlcoord.Open(ctx, dsn, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}

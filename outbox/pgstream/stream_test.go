@@ -16,8 +16,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
-	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -280,24 +278,7 @@ func TestStreamCatchesUpAndWakes(t *testing.T) {
 func TestStreamServerChecks(t *testing.T) {
 	ctx := context.Background()
 	private := func(t *testing.T, args ...string) *sqlcoord.DB {
-		srv, err := localdb.StartPostgres(ctx, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { srv.Stop() })
-		dsn, err := srv.CreateDatabase(ctx, "streamcheck")
-		if err != nil {
-			t.Fatal(err)
-		}
-		db, err := sqlcoord.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
-			t.Fatal(err)
-		}
-		return db
+		return dbtest.PrivatePostgres(t, "streamcheck", sqlcoord.Options{}, args...)
 	}
 	pub := &collector{}
 	t.Run("unbounded slot", func(t *testing.T) {
