@@ -362,10 +362,15 @@ WHERE state = 'pending' AND available_at <= clock_timestamp()
   AND (msg_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM coord_outbox p WHERE p.msg_key = o.msg_key AND p.state = 'pending' AND p.id < o.id))
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+			// The marks are not flushed (synchronous_commit off for the
+			// batch's transaction, set once in an InitPlan): one lost in a
+			// crash or a failover republishes its messages, which
+			// at-least-once allows; WAL order keeps the marks that survive a
+			// prefix of those committed.
 			OutboxPublishedBatch: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1
-WHERE id = ANY($1::bigint[])`,
+WHERE id = ANY($1::bigint[]) AND (SELECT ` + pgAsyncCommit + `) IS NOT NULL`,
 			OutboxCommitTSOn:  `SELECT current_setting('track_commit_timestamp') = 'on'`,
-			OutboxDeleteBatch: `DELETE FROM coord_outbox WHERE id = ANY($1::bigint[])`,
+			OutboxDeleteBatch: `DELETE FROM coord_outbox WHERE id = ANY($1::bigint[]) AND (SELECT ` + pgAsyncCommit + `) IS NOT NULL`,
 			OutboxFailed: `UPDATE coord_outbox SET attempts = attempts + 1, last_error = $1,
   available_at = clock_timestamp() + $2 * interval '1 microsecond',
   state = CASE WHEN attempts + 1 >= $3 THEN 'dead' ELSE 'pending' END

@@ -153,3 +153,108 @@ func TestSleepingRelayMissesNoWakeUp(t *testing.T) {
 		t.Fatalf("delivered %d of %d, worst commit → delivery %v: a wake-up was lost", len(delivered), 8*per, worst)
 	}
 }
+
+// Issue 38: while messages trickle in (slower than SleepBelow) the relay
+// sleeps right after each batch, so the next message is delivered on its
+// commit's NOTIFY, not at the next poll: with PollBusy and PollMin at 5 s,
+// a relay that waited for its next poll after a batch would deliver every
+// message but the first seconds late.
+func TestTrickleDeliveredOnCommit(t *testing.T) {
+	t.Parallel()
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	got := make(chan time.Time, 100)
+	r, err := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(context.Context, outbox.Message) error {
+		got <- time.Now()
+		return nil
+	}), outbox.RelayOptions{Listen: outbox.ListenOn, PollBusy: 5 * time.Second, PollMin: 5 * time.Second, PollMax: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	ob := outbox.New(env.DB)
+	// the first message may find the relay awake (LISTEN not yet proven)
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		committed := time.Now()
+		at := <-got
+		if at.Sub(committed) < time.Second || time.Now().After(deadline) {
+			break
+		}
+	}
+	var worst time.Duration
+	for i := 0; i < 10; i++ {
+		time.Sleep(100 * time.Millisecond)
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		committed := time.Now()
+		select {
+		case at := <-got:
+			worst = max(worst, at.Sub(committed))
+		case <-time.After(20 * time.Second):
+			t.Fatal("never published")
+		}
+	}
+	t.Logf("10 messages 100 ms apart: worst commit → delivery %v (PollBusy 5 s)", worst)
+	if worst > time.Second {
+		t.Fatalf("worst commit → delivery %v: the relay waited for its next poll instead of sleeping after its batch", worst)
+	}
+}
+
+// Issue 38: above SleepBelow the relay stays awake and producers send no
+// NOTIFY (a NOTIFY serialises notifying commits): 8 producers enqueue as
+// fast as they can for 2 s beside a listening relay; the notifications
+// sent (a watcher listens too) stay a small fraction of the messages —
+// a relay that slept after every batch drew one for most of them.
+func TestBusyRelayDrawsFewNotifications(t *testing.T) {
+	t.Parallel()
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	var notes atomic.Int64
+	lctx, lstop := context.WithCancel(ctx)
+	defer lstop()
+	go env.Open(t).Listen(lctx, "coord_outbox", sqlcoord.ListenOptions{}, func() { notes.Add(1) })
+	r, err := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil }),
+		outbox.RelayOptions{Listen: outbox.ListenOn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	time.Sleep(time.Second) // listening, asleep
+	ob := outbox.New(env.DB)
+	var sent atomic.Int64
+	pctx, pstop := context.WithTimeout(ctx, 2*time.Second)
+	defer pstop()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pctx.Err() == nil {
+				if err := ob.EnqueueNow(pctx, outbox.Msg{Topic: "t", Payload: []byte("x")}); err == nil {
+					sent.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(300 * time.Millisecond) // the last notifications arrive
+	n, s := notes.Load(), sent.Load()
+	t.Logf("%d messages, %d notifications", s, n)
+	if s < 500 {
+		t.Skipf("only %d messages in 2 s: too slow a machine to be above SleepBelow", s)
+	}
+	if n*10 > s {
+		t.Fatalf("%d notifications for %d messages: producers paid for a NOTIFY while the relay was busy", n, s)
+	}
+}

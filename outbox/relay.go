@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -58,11 +59,21 @@ type RelayOptions struct {
 	// PollMin, PollMax bound the adaptive polling interval (it doubles on
 	// each empty poll, resets after a busy one); defaults 50ms, 2s.
 	PollMin, PollMax time.Duration
-	// PollBusy is the pause after a batch that found messages when no
-	// notification wakes the relay (MySQL/MariaDB, or LISTEN off or lost):
-	// messages are probably still arriving; default 5ms. Empty polls then
-	// back off from it, doubling up to PollMax.
+	// PollBusy is the pause after a batch that found messages while the
+	// relay stays awake — no NOTIFY will wake it: MySQL/MariaDB, LISTEN off
+	// or lost, or messages arriving faster than SleepBelow; messages are
+	// probably still arriving. Default 2ms (on MariaDB the pause ends
+	// early when the newest producer commits). Empty polls then back off
+	// from it, doubling up to PollMax.
 	PollBusy time.Duration
+	// SleepBelow (PostgreSQL, while the relay listens): the rate of new
+	// messages, per second, below which the relay sleeps right after a
+	// batch — producers then send a NOTIFY and the next message is
+	// delivered on its commit. At higher rates it polls every PollBusy and
+	// producers send none (a NOTIFY serialises the commits of notifying
+	// transactions). Default 250; negative: sleep only after empty polls
+	// backed off to PollMin.
+	SleepBelow int
 	// PublishConcurrency bounds how many topics of a batch are published
 	// at once (default 8; 1: one topic after the other). Messages of one
 	// topic go one after the other, in id order; after a failed publish
@@ -131,11 +142,15 @@ type Relay struct {
 	// beforeSleep, in tests, runs between the relay's last empty poll and
 	// its taking the sleep lock.
 	beforeSleep func()
+	// sleepLife: a sleep transaction is ended (and taken anew) once it is
+	// older than this, so that none looks stuck to monitoring; 1 minute.
+	sleepLife time.Duration
 	// claimQ/claimOrderedQ: the claims, reading commit times when the
 	// server records them (decided on the first batch).
 	claimOnce             sync.Once
 	claimQ, claimOrderedQ string
 	claimArgs             func(n int) []any // the claim's arguments (the topic filter's)
+	idleFolded            bool              // the claims set FrozenTimeout themselves
 
 	health HealthLog
 }
@@ -238,12 +253,15 @@ func NewRelay(db sqlcoord.Base, pub Publisher, opt RelayOptions) (*Relay, error)
 		relayutil.D("PollMin", &opt.PollMin, 50*time.Millisecond),
 		relayutil.D("PollMax", &opt.PollMax, 2*time.Second),
 		relayutil.D("FrozenTimeout", &opt.FrozenTimeout, 2*time.Minute),
-		relayutil.D("PollBusy", &opt.PollBusy, 5*time.Millisecond),
+		relayutil.D("PollBusy", &opt.PollBusy, 2*time.Millisecond),
 		relayutil.D("PublishTimeout", &opt.PublishTimeout, 30*time.Second),
 		relayutil.D("ShutdownTimeout", &opt.ShutdownTimeout, 10*time.Second)); err != nil {
 		return nil, err
 	}
-	r := &Relay{db: db, pub: pub, opt: opt, log: relayutil.Logger(opt.Logger)}
+	if opt.SleepBelow == 0 {
+		opt.SleepBelow = 250
+	}
+	r := &Relay{db: db, pub: pub, opt: opt, log: relayutil.Logger(opt.Logger), sleepLife: time.Minute}
 	r.rec = metrics.Of(db)
 	return r, nil
 }
@@ -264,11 +282,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		defer stopListen() // however Run ends (a fatal error too)
 	}
 	// The relay is awake (polling; producers do not notify) or, on
-	// PostgreSQL while it listens, asleep: after empty polls have backed
-	// the interval off to PollMin, it takes the sleep lock (producers then
-	// notify), polls once more and waits for a NOTIFY or the interval.
-	// Under load it never sleeps, so producers never pay for a NOTIFY.
+	// PostgreSQL while it listens, asleep: it holds the sleep lock in a
+	// transaction it keeps open (producers then notify), and polls in that
+	// transaction when a NOTIFY (or the interval) wakes it — the claim is
+	// the woken relay's next statement, and the batch's commit ends the
+	// sleep. It falls asleep after empty polls backed the interval off to
+	// PollMin, or right after a batch while messages arrive slower than
+	// SleepBelow. Under load it never sleeps, so producers never pay for a
+	// NOTIFY.
 	var sleep dialects.OwnedTx
+	var sleepSince, otherSleeps time.Time
 	wakeUp := func() {
 		if sleep != nil {
 			releaseSleep(ctx, sleep)
@@ -278,14 +301,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer wakeUp()
 	busy := min(r.opt.PollBusy, r.opt.PollMin) // the pause after a batch that found messages
 	var interval time.Duration                 // the first empty poll waits busy, then it doubles
+	var arrivals arrivalRate
 	for {
-		n, err := r.Once(ctx)
+		n, open, err := r.poll(ctx, sleep)
+		if !open {
+			sleep = nil // the batch ended it (or it failed)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if n > 0 || err != nil {
-			wakeUp()
-		}
+		rate := arrivals.observe(time.Now(), r.newest.Load(), n)
 		switch {
 		case err != nil && sqlcoord.Fatal(err):
 			r.log.Error("relay stopping", "err", redact.Text(err.Error()))
@@ -303,25 +328,41 @@ func (r *Relay) Run(ctx context.Context) error {
 		if interval == 0 {
 			continue
 		}
-		if sleep == nil && n == 0 && err == nil && interval >= r.opt.PollMin && r.listening.Load() {
+		// Sleep after polls found nothing for PollMin, or right after a
+		// batch while messages arrive slower than SleepBelow: a NOTIFY
+		// then costs producers little, and the next message is delivered
+		// on its commit instead of at the next poll (not while another
+		// relay sleeps: producers notify already).
+		idle := n == 0 && interval >= r.opt.PollMin
+		slow := n > 0 && r.opt.SleepBelow > 0 && rate < float64(r.opt.SleepBelow) && time.Since(otherSleeps) > r.opt.PollMin
+		if sleep == nil && err == nil && (idle || slow) && r.listening.Load() {
 			if r.beforeSleep != nil {
 				r.beforeSleep()
 			}
 			var other bool
 			if sleep, other = r.fallAsleep(ctx); sleep != nil {
-				continue // poll once more: messages committed by producers that did not notify
+				sleepSince = time.Now()
+				continue // poll once more, in it: messages committed by producers that did not notify
 			}
-			if !other {
+			if other {
+				otherSleeps = time.Now()
+			} else {
 				// producers in the middle of a transaction kept the lock:
 				// they will not notify; try again soon
 				interval = min(interval, r.opt.PollMin)
 			}
+		}
+		if sleep != nil && !r.listening.Load() {
+			wakeUp() // LISTEN lost: producers' NOTIFYs would not reach it
 		}
 		if !r.listening.Load() && r.db.Dialect().Q.OutboxWaitCommit != "" {
 			if r.waitCommit(ctx, interval) {
 				interval = busy
 			}
 			continue
+		}
+		if sleep != nil {
+			interval = max(interval, r.opt.PollMin) // a NOTIFY wakes it; this is the safety net
 		}
 		t := time.NewTimer(interval)
 		select {
@@ -331,10 +372,42 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-wake:
 			interval = busy
 		case <-t.C:
+			if sleep != nil && time.Since(sleepSince) > r.sleepLife {
+				wakeUp() // a sleep transaction lasts a minute at most: none looks stuck
+			}
 		}
 		t.Stop()
-		wakeUp()
 	}
+}
+
+// arrivalRate estimates how fast messages arrive in the outbox (all
+// relays' batches together): from the growth of the newest outbox id the
+// relay has claimed, smoothed over about 100 ms.
+type arrivalRate struct {
+	at     time.Time
+	newest int64
+	rate   float64 // messages per second
+}
+
+// observe records a poll at now that found n messages, the newest id
+// claimed so far being newest, and returns the estimate.
+func (a *arrivalRate) observe(now time.Time, newest int64, n int) float64 {
+	if a.at.IsZero() {
+		a.at, a.newest = now, newest
+		return 0
+	}
+	dt := now.Sub(a.at).Seconds()
+	if dt <= 0 {
+		return a.rate
+	}
+	grew := float64(n)
+	if a.newest > 0 && newest > a.newest {
+		grew = max(grew, float64(newest-a.newest)) // other relays' messages too
+	}
+	w := 1 - math.Exp(-dt/0.1)
+	a.rate += w * (grew/dt - a.rate)
+	a.at, a.newest = now, newest
+	return a.rate
 }
 
 // waitCommit (MariaDB) is the relay's pause between polls: it waits up to
@@ -379,12 +452,13 @@ func (r *Relay) fallAsleep(ctx context.Context) (tx dialects.OwnedTx, other bool
 	if q.OutboxSleep == "" {
 		return nil, false
 	}
-	tx, err := r.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	// not ended by ctx: it may become a batch's transaction, which a
+	// graceful shutdown finishes (Run ends it on return)
+	tx, err := r.db.BeginOwned(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, false
 	}
-	idle := fmt.Sprintf("%dms", (3*r.opt.PollMax + 10*time.Second).Milliseconds())
-	if _, err = tx.Exec(ctx, q.OutboxSleepSettings, "50ms", idle); err == nil {
+	if err = r.sleepSettings(ctx, tx); err == nil {
 		_, err = tx.Exec(ctx, q.OutboxSleep)
 	}
 	if err != nil {
@@ -393,6 +467,15 @@ func (r *Relay) fallAsleep(ctx context.Context) (tx dialects.OwnedTx, other bool
 		return nil, other
 	}
 	return tx, false
+}
+
+// sleepSettings sets a sleep transaction's lock_timeout (how long taking
+// the sleep lock waits for producers) and idle timeout (a relay frozen
+// while asleep releases it).
+func (r *Relay) sleepSettings(ctx context.Context, tx dialects.OwnedTx) error {
+	idle := fmt.Sprintf("%dms", (3*r.opt.PollMax + 10*time.Second).Milliseconds())
+	_, err := tx.Exec(ctx, r.db.Dialect().Q.OutboxSleepSettings, "50ms", idle)
+	return err
 }
 
 // releaseSleep ends a sleep transaction (releasing the sleep lock), even
@@ -457,18 +540,30 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 // Once claims one batch, publishes it and marks the outcome, in one
 // transaction. It returns how many messages it claimed.
 func (r *Relay) Once(ctx context.Context) (int, error) {
-	if ctx.Err() != nil {
-		return 0, nil
-	}
-	n, err := r.once(ctx)
-	if err != nil && ctx.Err() != nil {
-		return n, err // stopped, not failed
-	}
-	r.recordBatch(err)
+	n, _, err := r.poll(ctx, nil)
 	return n, err
 }
 
-func (r *Relay) once(ctx context.Context) (int, error) {
+// poll is Once in sleep, the relay's sleep transaction, when not nil (see
+// batch); open reports whether sleep is still open.
+func (r *Relay) poll(ctx context.Context, sleep dialects.OwnedTx) (n int, open bool, err error) {
+	if ctx.Err() != nil {
+		return 0, sleep != nil, nil
+	}
+	n, open, err = r.batch(ctx, sleep)
+	if err != nil && ctx.Err() != nil {
+		return n, open, err // stopped, not failed
+	}
+	r.recordBatch(err)
+	return n, open, err
+}
+
+// batch claims one batch, publishes it and marks the outcome, in one
+// transaction: a new one, or sleep — the relay's sleep transaction
+// (PostgreSQL), in which a woken relay's claim is the next statement. A
+// batch that claims messages, or fails, ends sleep; an empty claim leaves
+// it open (open true) with its sleep settings restored.
+func (r *Relay) batch(ctx context.Context, sleep dialects.OwnedTx) (int, bool, error) {
 	// The batch is finished even if ctx ends meanwhile (graceful
 	// shutdown), within ShutdownTimeout; after that it is abandoned and
 	// rolled back, and other relays take it.
@@ -482,6 +577,8 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 		r.claimQ, r.claimOrderedQ = claimQueries(dctx, r.db)
 		r.claimQ, r.claimArgs = d.WithTopics(r.claimQ, r.opt.Topics)
 		r.claimOrderedQ, _ = d.WithTopics(r.claimOrderedQ, r.opt.Topics)
+		r.claimQ, r.idleFolded = d.WithIdleTimeout(r.claimQ, r.opt.FrozenTimeout.Milliseconds())
+		r.claimOrderedQ, _ = d.WithIdleTimeout(r.claimOrderedQ, r.opt.FrozenTimeout.Milliseconds())
 	})
 	q := r.claimQ
 	if r.opt.Ordered {
@@ -493,21 +590,36 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 	// rolling back a batch that was already published. Read committed takes
 	// record locks only, and the ordered claim's subquery sees the latest
 	// committed state. (PostgreSQL's default already.)
-	tx, err := r.db.BeginOwned(dctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return 0, errs.Errorf("outbox: begin: %w", d.Classify(err))
+	tx := sleep
+	if tx == nil {
+		var err error
+		if tx, err = r.db.BeginOwned(dctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
+			return 0, false, errs.Errorf("outbox: begin: %w", d.Classify(err))
+		}
 	}
-	defer tx.Rollback(context.WithoutCancel(dctx))
-	guard, err := guardFrozen(dctx, d, tx, r.opt.FrozenTimeout)
+	keep := false // sleep stays open: nothing claimed
+	defer func() {
+		if !keep {
+			tx.Rollback(context.WithoutCancel(dctx))
+		}
+	}()
+	guard, err := guardFrozen(dctx, d, tx, r.opt.FrozenTimeout, r.idleFolded)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	msgs, err := claim(dctx, tx, q, r.claimArgs(r.opt.BatchSize)...)
 	if err != nil {
-		return 0, errs.Errorf("outbox: claim: %w", d.Classify(err))
+		return 0, false, errs.Errorf("outbox: claim: %w", d.Classify(err))
 	}
 	if len(msgs) == 0 {
-		return 0, tx.Commit(dctx)
+		if sleep == nil {
+			return 0, false, tx.Commit(dctx)
+		}
+		if err := r.sleepSettings(dctx, tx); err != nil {
+			return 0, false, errs.Errorf("outbox: sleep: %w", d.Classify(err))
+		}
+		keep = true
+		return 0, true, nil
 	}
 	if last := msgs[len(msgs)-1].ID; last > r.newest.Load() {
 		r.newest.Store(last) // waitCommit waits for newer rows than these
@@ -534,7 +646,7 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 		}
 		if r.isLast(m, perr) {
 			if err := r.deadLetter(dctx, tx, m, perr); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 			continue
 		}
@@ -543,7 +655,7 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 		r.rec.OutboxPublish(m.Topic, "retry", 0)
 		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
 		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, r.retryDelay(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
-			return 0, errs.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
+			return 0, false, errs.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
 	}
 	if skipped > 0 {
@@ -551,17 +663,17 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 	}
 	if err := d.OutboxMark(dctx, tx, published, r.opt.DeleteOnPublish); err != nil {
 		batchErr = errs.Errorf("outbox: mark %d published: %w", len(published), d.Classify(err))
-		return 0, batchErr
+		return 0, false, batchErr
 	}
 	if err := tx.Commit(dctx); err != nil {
 		// the messages were published; they will be published again
 		batchErr = errs.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
-		return 0, batchErr
+		return 0, false, batchErr
 	}
 	for _, m := range ok {
 		r.rec.OutboxPublish(m.Topic, "ok", time.Since(m.CreatedAt))
 	}
-	return len(msgs) - skipped, nil
+	return len(msgs) - skipped, false, nil
 }
 
 // isLast: the failed publish perr of m ends it — a permanent error, or
@@ -596,11 +708,13 @@ func (r *Relay) retryDelay(n int) time.Duration {
 // tx from counting as idle while it publishes (call it before
 // publishing, and the stop it returns after); only a frozen one goes
 // silent. Where the server has no such setting (MySQL/MariaDB), beat does
-// nothing.
-func guardFrozen(ctx context.Context, d *dialects.Dialect, tx dialects.OwnedTx, timeout time.Duration) (beat func() (stop func()), err error) {
-	bounded, err := d.TxIdleTimeout(ctx, tx, timeout.Milliseconds())
-	if err != nil {
-		return nil, errs.Errorf("outbox: idle timeout: %w", d.Classify(err))
+// nothing. inClaim: the claim sets the timeout (no statement here).
+func guardFrozen(ctx context.Context, d *dialects.Dialect, tx dialects.OwnedTx, timeout time.Duration, inClaim bool) (beat func() (stop func()), err error) {
+	bounded := inClaim // set by the claim (dialects.WithIdleTimeout)
+	if !inClaim {
+		if bounded, err = d.TxIdleTimeout(ctx, tx, timeout.Milliseconds()); err != nil {
+			return nil, errs.Errorf("outbox: idle timeout: %w", d.Classify(err))
+		}
 	}
 	return func() func() {
 		if !bounded {

@@ -60,6 +60,7 @@ func sleepyRelay(t *testing.T) (env *dbtest.Env, got <-chan time.Time, resume ch
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.sleepLife = time.Second // it sleeps anew every few seconds
 	var armed atomic.Bool
 	window, res := make(chan struct{}), make(chan struct{})
 	r.beforeSleep = func() {

@@ -41,5 +41,5 @@ func (s StreamSteps) BatchSize() int { return s.r.opt.BatchSize }
 // GuardFrozen bounds how long tx outlives a frozen relay (see the polling
 // relay's FrozenTimeout): call beat before publishing and its stop after.
 func (s StreamSteps) GuardFrozen(ctx context.Context, tx dialects.OwnedTx, timeout time.Duration) (beat func() (stop func()), err error) {
-	return guardFrozen(ctx, s.r.db.Dialect(), tx, timeout)
+	return guardFrozen(ctx, s.r.db.Dialect(), tx, timeout, false)
 }

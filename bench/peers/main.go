@@ -40,11 +40,16 @@ import (
 )
 
 var (
-	rounds  = flag.Int("rounds", 3, "interleaved rounds per comparison")
-	msgs    = flag.Int("msgs", 200000, "messages per drain (≥ 200,000 so that start-up does not dominate)")
-	dur     = flag.Duration("duration", 2*time.Second, "measuring time of a throughput case")
-	outPath = flag.String("out", "", "also write the markdown table here")
-	only    = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, stream-idle, latency-mariadb, snowflake, election, election-mariadb); default all")
+	rounds     = flag.Int("rounds", 3, "interleaved rounds per comparison")
+	msgs       = flag.Int("msgs", 200000, "messages per drain (≥ 200,000 so that start-up does not dominate)")
+	dur        = flag.Duration("duration", 2*time.Second, "measuring time of a throughput case")
+	outPath    = flag.String("out", "", "also write the markdown table here")
+	only       = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, stream-idle, latency, latency-mariadb, snowflake, election, election-mariadb); default all")
+	rates      = flag.String("rates", "100,1000,10000", "offered rates (msgs/s) of the latency comparisons")
+	casesFlag  = flag.String("cases", "", "latency comparisons: run only the systems whose name contains one of these comma-separated words")
+	wmPoll     = flag.Duration("watermill-poll", time.Millisecond, "watermill-sql's PollInterval in the latency comparison")
+	sleepBelow = flag.Int("sleep-below", 0, "the polling relays' RelayOptions.SleepBelow (0: its default)")
+	pollBusy   = flag.Duration("poll-busy", 0, "the polling relays' RelayOptions.PollBusy (0: its default)")
 )
 
 // row is one comparison's result.
@@ -191,7 +196,8 @@ func main() {
 	}
 	want := func(name string) bool { return *only == "" || strings.Contains(","+*only+",", ","+name+",") }
 	var rows []row
-	if want("drain-pg") || want("enqueue") || want("stream") || want("stream-idle") {
+	var extra string // the latency tables (distributions, not ratios)
+	if want("drain-pg") || want("enqueue") || want("stream") || want("stream-idle") || want("latency") {
 		pg, err := localdb.Start(ctx, "postgres")
 		if err != nil {
 			fail(err)
@@ -220,8 +226,12 @@ func main() {
 		if want("stream-idle") {
 			rows = append(rows, idleRows(ctx, db, dsn, 30*time.Second)...)
 		}
+		if want("latency") {
+			riverMigrate(ctx, pool)
+			extra += pgLatency(ctx, db, dsn, pool)
+		}
 	}
-	if want("drain-mariadb") || want("enqueue") || want("stream") || want("latency-mariadb") {
+	if want("drain-mariadb") || want("enqueue") || want("latency-mariadb") {
 		my, err := localdb.Start(ctx, "mysql")
 		if err != nil {
 			fail(err)
@@ -238,8 +248,8 @@ func main() {
 		if want("enqueue") {
 			rows = append(rows, enqueue(ctx, db, wsql.DefaultMySQLSchema{})...)
 		}
-		if want("stream") || want("latency-mariadb") {
-			rows = append(rows, mariaDBLatencyRows(ctx, db, dsn)...)
+		if want("latency-mariadb") {
+			extra += mariaDBLatency(ctx, db, dsn)
 		}
 	}
 	if want("snowflake") {
@@ -248,7 +258,7 @@ func main() {
 	if want("election") || want("election-mariadb") {
 		rows = append(rows, elections(ctx, *only != "")...)
 	}
-	md := table(rows)
+	md := table(rows) + extra
 	fmt.Print("\n" + md)
 	if *outPath != "" {
 		if err := os.WriteFile(*outPath, []byte(md), 0o644); err != nil {
@@ -271,7 +281,7 @@ func fail(err error) {
 }
 
 func open(ctx context.Context, dsn string) *sqlcoord.DB {
-	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 80})
+	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 80, MaxIdleConns: 80}) // no connection churn under bursts (pgxpool keeps its connections too)
 	if err != nil {
 		fail(err)
 	}

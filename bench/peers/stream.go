@@ -34,9 +34,9 @@ const (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// startRelay runs one relay of kind until the returned stop; it returns
-// once the relay publishes (a probe message went through).
-func startRelay(ctx context.Context, db *sqlcoord.DB, kind relayKind, pub outbox.Publisher, del bool) (stop func(), err error) {
+// startRelay runs one relay of kind until the returned stop; with wait,
+// it returns once the relay publishes (a probe message went through).
+func startRelay(ctx context.Context, db *sqlcoord.DB, kind relayKind, pub outbox.Publisher, del, wait bool) (stop func(), err error) {
 	probe := uuid.NewString()
 	up := make(chan struct{})
 	var once sync.Once
@@ -56,7 +56,7 @@ func startRelay(ctx context.Context, db *sqlcoord.DB, kind relayKind, pub outbox
 		}
 		run = r.Run
 	default:
-		r, err := outbox.NewRelay(db, wrapped, outbox.RelayOptions{BatchSize: 1000, DeleteOnPublish: del, Logger: quiet})
+		r, err := outbox.NewRelay(db, wrapped, outbox.RelayOptions{BatchSize: 1000, DeleteOnPublish: del, Logger: quiet, SleepBelow: *sleepBelow, PollBusy: *pollBusy})
 		if err != nil {
 			return nil, err
 		}
@@ -66,6 +66,9 @@ func startRelay(ctx context.Context, db *sqlcoord.DB, kind relayKind, pub outbox
 	done := make(chan struct{})
 	go func() { defer close(done); run(rctx) }()
 	stop = func() { cancel(); <-done }
+	if !wait {
+		return stop, nil // a relay joining others that publish already
+	}
 	if err := outbox.New(db).EnqueueNow(ctx, outbox.Msg{ID: probe, Topic: "probe", Payload: []byte("{}")}); err != nil {
 		stop()
 		return nil, err
@@ -84,7 +87,7 @@ func startRelay(ctx context.Context, db *sqlcoord.DB, kind relayKind, pub outbox
 // WAL, not the first polling pass); rows are marked published (kept).
 func streamDrain(ctx context.Context, db *sqlcoord.DB) (float64, error) {
 	none := outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil })
-	stop, err := startRelay(ctx, db, streaming, none, false)
+	stop, err := startRelay(ctx, db, streaming, none, false, true)
 	if err != nil {
 		return 0, err
 	}
@@ -114,12 +117,15 @@ func streamDrain(ctx context.Context, db *sqlcoord.DB) (float64, error) {
 	return float64(*msgs) / el.Seconds(), werr
 }
 
-// latencyRun is one relay kind at one offered rate: commit→delivery
-// percentiles (from the producer's Commit returning to the publisher
+// latencyRun is one system at one offered rate: commit→delivery
+// percentiles (from the producer's Commit returning to the consumer
 // seeing the message), the rate achieved, and the database's CPU per
 // 1,000 messages.
 type latencyRun struct {
 	p50, p99      time.Duration
+	p90, p999     time.Duration
+	max           time.Duration
+	n             int // messages measured
 	rate          float64
 	cpuPerK       float64       // ms of server CPU per 1,000 messages
 	idleCPUPerMin float64       // ms of server CPU per minute while idle (relay running, no producers)
@@ -127,42 +133,97 @@ type latencyRun struct {
 	txP50         time.Duration // the producers' transaction (BEGIN, Enqueue, COMMIT), median
 }
 
+// latencySystem is what a commit→delivery run measures: start begins
+// consuming (deliver is called with each message's id as its consumer
+// sees it) and returns once it consumes; produce commits one message in a
+// transaction of its own; cpu (optional) is the consumer's server CPU so
+// far, in ms; clear empties the queue after the run.
+type latencySystem struct {
+	start   func(ctx context.Context, deliver func(id string)) (stop func(), err error)
+	produce func(ctx context.Context, id string) error
+	cpu     func() int64
+	clear   func()
+}
+
+// relaySystem: n relays of kind on relayDB, producers Enqueue on db.
+func relaySystem(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKind, n int) latencySystem {
+	ob := outbox.New(db)
+	return latencySystem{
+		start: func(ctx context.Context, deliver func(string)) (func(), error) {
+			pub := outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error { deliver(m.UUID); return nil })
+			var stops []func()
+			stopAll := func() {
+				for _, s := range stops {
+					s()
+				}
+			}
+			for i := range n {
+				stop, err := startRelay(ctx, relayDB, kind, pub, true, i == 0)
+				if err != nil {
+					stopAll()
+					return nil, err
+				}
+				stops = append(stops, stop)
+			}
+			return stopAll, nil
+		},
+		produce: func(ctx context.Context, id string) error {
+			return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+				return ob.Enqueue(ctx, tx, outbox.Msg{ID: id, Topic: "orders.created", Payload: []byte(`{"order":1}`)})
+			})
+		},
+		cpu: func() int64 { return relayCPU(ctx, db) },
+		clear: func() {
+			if kind == streaming {
+				outbox.DropStreamSlot(ctx, db, "outbox")
+			}
+			db.ExecContext(ctx, `DELETE FROM coord_outbox`)
+		},
+	}
+}
+
 func measureLatency(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKind, offered int, dur time.Duration) (latencyRun, error) {
+	r, _, err := runLatency(ctx, relaySystem(ctx, db, relayDB, kind, 1), string(kind), offered, dur)
+	return r, err
+}
+
+// runLatency offers sys messages at offered msgs/s from 32 producers for
+// dur and measures commit→delivery of each.
+func runLatency(ctx context.Context, sys latencySystem, kind string, offered int, dur time.Duration) (latencyRun, []time.Duration, error) {
 	var out latencyRun
 	var mu sync.Mutex
 	committed := map[string]time.Time{}
 	delivered := map[string]time.Time{}
 	var lat []time.Duration
 	record := func(id string, commit, del time.Time) { lat = append(lat, max(del.Sub(commit), 0)) }
-	pub := outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error {
+	deliver := func(id string) {
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
-		if c, ok := committed[m.UUID]; ok {
-			record(m.UUID, c, now)
-			delete(committed, m.UUID)
+		if c, ok := committed[id]; ok {
+			record(id, c, now)
+			delete(committed, id)
 		} else {
-			delivered[m.UUID] = now // before Commit returned to the producer
+			delivered[id] = now // before Commit returned to the producer
 		}
-		return nil
-	})
-	stop, err := startRelay(ctx, relayDB, kind, pub, true)
+	}
+	stop, err := sys.start(ctx, deliver)
 	if err != nil {
-		return out, err
+		return out, nil, err
 	}
 	defer func() {
 		stop()
-		if kind == streaming {
-			outbox.DropStreamSlot(ctx, db, "outbox")
-		}
-		db.ExecContext(ctx, `DELETE FROM coord_outbox`)
+		sys.clear()
 	}()
-	ob := outbox.New(db)
 	const producers = 32
 	per := time.Duration(float64(time.Second) * producers / float64(offered))
 	pctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
-	c0 := relayCPU(ctx, db)
+	cpu := sys.cpu
+	if cpu == nil {
+		cpu = func() int64 { return 0 }
+	}
+	c0 := cpu()
 	var wg sync.WaitGroup
 	var sent int64
 	var sm sync.Mutex
@@ -181,9 +242,7 @@ func measureLatency(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKin
 				}
 				id := uuid.NewString()
 				t0 := time.Now()
-				err := txn.Do(pctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
-					return ob.Enqueue(ctx, tx, outbox.Msg{ID: id, Topic: "orders.created", Payload: []byte(`{"order":1}`)})
-				})
+				err := sys.produce(pctx, id)
 				now := time.Now()
 				if err != nil {
 					continue
@@ -215,30 +274,21 @@ func measureLatency(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKin
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	c1 := relayCPU(ctx, db)
+	c1 := cpu()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(committed) > 0 {
-		var left int
-		db.QueryRowContext(ctx, `SELECT count(*) FROM coord_outbox`).Scan(&left)
-		for id := range committed {
-			var state string
-			var oid int64
-			db.QueryRowContext(ctx, `SELECT id, state FROM coord_outbox WHERE msg_id = $1`, id).Scan(&oid, &state)
-			fmt.Fprintf(os.Stderr, "undelivered %s: row %d %q\n", id, oid, state)
-		}
-		return out, fmt.Errorf("%s relay: %d messages undelivered (%d rows left)", kind, len(committed), left)
+		return out, nil, fmt.Errorf("%s: %d messages undelivered", kind, len(committed))
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	if len(lat) == 0 {
-		return out, fmt.Errorf("%s relay: no message", kind)
+		return out, nil, fmt.Errorf("%s: no message", kind)
 	}
-	out.p50, out.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	out = dist(lat)
 	sort.Slice(txLat, func(i, j int) bool { return txLat[i] < txLat[j] })
 	out.txP50 = txLat[len(txLat)/2]
 	out.rate = float64(sent) / el.Seconds()
 	out.cpuPerK = float64(c1-c0) / float64(sent) * 1000
-	return out, nil
+	return out, lat, nil
 }
 
 // xacts is the database's committed transactions so far.
@@ -336,37 +386,6 @@ func streamRows(ctx context.Context, db *sqlcoord.DB, dsn string, river func() (
 	return rows
 }
 
-// mariaDBLatencyRows: the polling relay on MariaDB (no stream: no binlog
-// client is available; it waits on the newest producer's commit between
-// polls), commit→delivery at 1,000 and 10,000 msgs/s — absolute figures.
-func mariaDBLatencyRows(ctx context.Context, db *sqlcoord.DB, dsn string) []row {
-	relayDB, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 8, MaxIdleConns: 8})
-	if err != nil {
-		fail(err)
-	}
-	defer relayDB.Close()
-	var rows []row
-	for _, offered := range []int{1000, 10000} {
-		var p50, p99, rate []float64
-		for i := 0; i < *rounds; i++ {
-			r, err := measureLatency(ctx, db, relayDB, polling, offered, *dur*3)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "peers: MariaDB latency at %d/s round %d: %v\n", offered, i+1, err)
-				continue
-			}
-			p50, p99 = append(p50, float64(r.p50.Microseconds())/1000), append(p99, float64(r.p99.Microseconds())/1000)
-			rate = append(rate, r.rate)
-			fmt.Printf("  mariadb poll at %5d/s offered: %6.0f/s achieved (producer tx p50 %v), commit→delivery p50 %6.2f ms p99 %6.2f ms\n",
-				offered, r.rate, r.txP50.Round(10*time.Microsecond), float64(r.p50.Microseconds())/1000, float64(r.p99.Microseconds())/1000)
-		}
-		rows = append(rows,
-			row{name: fmt.Sprintf("MariaDB commit→delivery p50 at %d msgs/s offered, polling relay (absolute; no peer measured)", offered), unit: "ms", peer: "—", ours: p50},
-			row{name: fmt.Sprintf("MariaDB commit→delivery p99 at %d msgs/s offered, polling relay (absolute)", offered), unit: "ms", peer: "—", ours: p99},
-			row{name: fmt.Sprintf("MariaDB rate achieved at %d msgs/s offered", offered), unit: "msgs/s", peer: "—", ours: rate})
-	}
-	return rows
-}
-
 func openRelayDB(ctx context.Context, dsn string) *sqlcoord.DB {
 	relayDB, err := sqlcoord.Open(ctx, dsn+"&application_name="+relayApp, sqlcoord.Options{MaxOpenConns: 8, MaxIdleConns: 8})
 	if err != nil {
@@ -391,7 +410,7 @@ func idleRows(ctx context.Context, db *sqlcoord.DB, dsn string, window time.Dura
 	none := outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil })
 	for i := 0; i < *rounds; i++ {
 		for j, k := range []relayKind{streaming, polling} {
-			stop, err := startRelay(ctx, relayDB, k, none, true)
+			stop, err := startRelay(ctx, relayDB, k, none, true, true)
 			if err != nil {
 				fail(err)
 			}
