@@ -524,18 +524,18 @@ type ConsoleQueries struct {
 }
 
 // WithIdleTimeout folds into an outbox claim (OutboxClaim and its
-// variants) the batch transaction's idle-in-transaction timeout, ms
+// variants, OutboxStreamClaim; after WithTopics) the batch transaction's idle-in-transaction timeout, ms
 // milliseconds: what TxIdleTimeout sets in a statement of its own, here
 // set once when the claim starts, before it returns a row — a round trip
 // less per batch. ok false where the dialect cannot (MySQL/MariaDB have no
 // such per-transaction setting): q unchanged.
 func (d *Dialect) WithIdleTimeout(q string, ms int64) (string, bool) {
-	const where = "WHERE state = 'pending'"
+	const where = "WHERE "
 	if d.Family() != "postgres" || !strings.Contains(q, where) {
 		return q, false
 	}
 	// an InitPlan: set once, when the claim starts, before it returns a row
-	set := " AND (SELECT set_config('idle_in_transaction_session_timeout', '" + strconv.FormatInt(ms, 10) + "', true)) IS NOT NULL"
+	set := "(SELECT set_config('idle_in_transaction_session_timeout', '" + strconv.FormatInt(ms, 10) + "', true)) IS NOT NULL AND "
 	return strings.Replace(q, where, where+set, 1), true
 }
 

@@ -40,6 +40,8 @@ func (s StreamSteps) BatchSize() int { return s.r.opt.BatchSize }
 
 // GuardFrozen bounds how long tx outlives a frozen relay (see the polling
 // relay's FrozenTimeout): call beat before publishing and its stop after.
-func (s StreamSteps) GuardFrozen(ctx context.Context, tx dialects.OwnedTx, timeout time.Duration) (beat func() (stop func()), err error) {
-	return guardFrozen(ctx, s.r.db.Dialect(), tx, timeout, false)
+// inClaim: the claim sets the timeout (dialects.WithIdleTimeout), so no
+// statement is sent here.
+func (s StreamSteps) GuardFrozen(ctx context.Context, tx dialects.OwnedTx, timeout time.Duration, inClaim bool) (beat func() (stop func()), err error) {
+	return guardFrozen(ctx, s.r.db.Dialect(), tx, timeout, inClaim)
 }

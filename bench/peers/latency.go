@@ -183,12 +183,13 @@ func latencyTable(ctx context.Context, title string, all []latencyCase, rates []
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%s\n\n| offered (msgs/s) | system | messages | p50 | p90 | p99 | p99.9 | max | p50 per round | achieved (msgs/s) | producer tx p50 |\n|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|\n", title)
+	fmt.Fprintf(&b, "\n%s\n\n| offered (msgs/s) | system | messages | lost | p50 | p90 | p99 | p99.9 | max | p50 per round | achieved (msgs/s) | producer tx p50 |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n", title)
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
 	for _, rate := range rates {
 		lats := make([][]time.Duration, len(cases))
 		p50s := make([][]string, len(cases))
 		ach := make([]float64, len(cases))
+		lost := make([]int, len(cases))
 		tx := make([]time.Duration, len(cases))
 		for i := 0; i < *rounds; i++ {
 			for k := range cases {
@@ -200,16 +201,17 @@ func latencyTable(ctx context.Context, title string, all []latencyCase, rates []
 					continue
 				}
 				lats[j] = append(lats[j], lat...)
+				lost[j] += r.lost
 				p50s[j] = append(p50s[j], ms(r.p50))
 				ach[j] += r.rate / float64(*rounds)
 				tx[j] = r.txP50
-				fmt.Printf("  %-34s at %5d/s: p50 %6.2f p90 %6.2f p99 %6.2f ms (%d msgs, %.0f/s, producer tx p50 %v)\n",
-					c.name, rate, float64(r.p50.Microseconds())/1000, float64(r.p90.Microseconds())/1000, float64(r.p99.Microseconds())/1000, r.n, r.rate, r.txP50.Round(10*time.Microsecond))
+				fmt.Printf("  %-34s at %5d/s: p50 %6.2f p90 %6.2f p99 %6.2f ms (%d msgs, %d lost, %.0f/s, producer tx p50 %v)\n",
+					c.name, rate, float64(r.p50.Microseconds())/1000, float64(r.p90.Microseconds())/1000, float64(r.p99.Microseconds())/1000, r.n, r.lost, r.rate, r.txP50.Round(10*time.Microsecond))
 			}
 		}
 		for j, c := range cases {
 			d := dist(lats[j])
-			fmt.Fprintf(&b, "| %d | %s | %d | %s | %s | %s | %s | %s | %s | %.0f | %s |\n", rate, c.name, d.n,
+			fmt.Fprintf(&b, "| %d | %s | %d | %d | %s | %s | %s | %s | %s | %s | %.0f | %s |\n", rate, c.name, d.n, lost[j],
 				ms(d.p50), ms(d.p90), ms(d.p99), ms(d.p999), ms(d.max), strings.Join(p50s[j], " / "), ach[j], ms(tx[j]))
 		}
 	}

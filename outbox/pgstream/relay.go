@@ -302,6 +302,10 @@ type stream struct {
 	sweepAt time.Time
 	// attempts of the first unpublished message, by id (retries in place).
 	attempts map[int64]int
+	// flushed: when the last batch ended. A commit arriving after a quiet
+	// spell is published at once; one arriving right after a batch waits
+	// a moment for others (a batch of several).
+	flushed time.Time
 }
 
 type commitBatch struct {
@@ -404,7 +408,7 @@ func (st *stream) run(ctx context.Context) error {
 		if err := st.handle(ctx, raw); err != nil {
 			return err
 		}
-		if st.queued >= s.opt.BatchSize && !st.inTx {
+		if st.queued > 0 && !st.inTx && (st.queued >= s.opt.BatchSize || time.Since(st.flushed) > time.Millisecond) {
 			if err := st.flush(ctx); err != nil {
 				return err
 			}
@@ -566,6 +570,7 @@ func decodeOutboxRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (ou
 // publish (not permanent) stops the batch there: what came before is
 // marked and acknowledged, the rest waits for the retry.
 func (st *stream) flush(lctx context.Context) error {
+	defer func() { st.flushed = time.Now() }()
 	s := st.s
 	d := s.db.Dialect()
 	// A relay stopping (its context cancelled: SIGTERM) finishes the batch
@@ -603,11 +608,12 @@ func (st *stream) flush(lctx context.Context) error {
 	// claims: the server ends the session after LeaseTTL idle, so a
 	// takeover waits at most about that long, never for the frozen
 	// process to wake.
-	guard, err := s.steps.GuardFrozen(ctx, tx, s.opt.LeaseTTL)
+	claimQ, inClaim := d.WithIdleTimeout(d.Q.OutboxStreamClaim, s.opt.LeaseTTL.Milliseconds())
+	guard, err := s.steps.GuardFrozen(ctx, tx, s.opt.LeaseTTL, inClaim)
 	if err != nil {
 		return err
 	}
-	pending, err := claimIDs(ctx, tx, d.Q.OutboxStreamClaim, ids)
+	pending, err := claimIDs(ctx, tx, claimQ, ids)
 	if err != nil {
 		return errs.Errorf("outbox: stream claim: %w", d.Classify(err))
 	}
