@@ -100,12 +100,17 @@ func riverSystem(ctx context.Context, pool *pgxpool.Pool, n int) latencySystem {
 	}
 }
 
-// watermillSystem (MariaDB): n watermill-sql subscribers of one consumer
-// group on a fresh topic, PollInterval poll; producers Publish in a
-// transaction of their own.
+// watermillSystem: n watermill-sql subscribers of one consumer group on a
+// fresh topic, PollInterval poll; producers Publish in a transaction of
+// their own.
 func watermillSystem(ctx context.Context, db *sqlcoord.DB, n int, poll time.Duration) latencySystem {
 	topic := fmt.Sprintf("lat_%d", wmTopic.Add(1))
-	if err := initTopic(db, wsql.DefaultMySQLSchema{}, topic); err != nil {
+	var schema wsql.SchemaAdapter = wsql.DefaultMySQLSchema{}
+	var offsets wsql.OffsetsAdapter = wsql.DefaultMySQLOffsetsAdapter{}
+	if db.Dialect().Family() == "postgres" {
+		schema, offsets = wsql.DefaultPostgreSQLSchema{}, wsql.DefaultPostgreSQLOffsetsAdapter{}
+	}
+	if err := initTopic(db, schema, topic); err != nil {
 		fail(err)
 	}
 	logger := watermill.NopLogger{}
@@ -121,7 +126,7 @@ func watermillSystem(ctx context.Context, db *sqlcoord.DB, n int, poll time.Dura
 			}
 			for range n {
 				s, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db.DB), wsql.SubscriberConfig{ConsumerGroup: "lat",
-					SchemaAdapter: wsql.DefaultMySQLSchema{}, OffsetsAdapter: wsql.DefaultMySQLOffsetsAdapter{}, InitializeSchema: true,
+					SchemaAdapter: schema, OffsetsAdapter: offsets, InitializeSchema: true,
 					PollInterval: poll}, logger)
 				if err != nil {
 					stop()
@@ -149,7 +154,7 @@ func watermillSystem(ctx context.Context, db *sqlcoord.DB, n int, poll time.Dura
 				return err
 			}
 			defer tx.Rollback()
-			p, err := wsql.NewPublisher(wsql.TxFromStdSQL(tx), wsql.PublisherConfig{SchemaAdapter: wsql.DefaultMySQLSchema{}}, logger)
+			p, err := wsql.NewPublisher(wsql.TxFromStdSQL(tx), wsql.PublisherConfig{SchemaAdapter: schema}, logger)
 			if err != nil {
 				return err
 			}
@@ -244,7 +249,7 @@ func offeredRates() []int {
 }
 
 // pgLatency: sqlcoord's polling relay (LISTEN on, the default) and its
-// streaming relay beside River, 1 and 3 consumers.
+// streaming relay beside River and watermill-sql, 1 and 3 consumers.
 func pgLatency(ctx context.Context, db *sqlcoord.DB, dsn string, pool *pgxpool.Pool) string {
 	relayDB := openRelayDB(ctx, dsn)
 	defer relayDB.Close()
@@ -254,6 +259,8 @@ func pgLatency(ctx context.Context, db *sqlcoord.DB, dsn string, pool *pgxpool.P
 		{"sqlcoord, 1 streaming relay", func() latencySystem { return relaySystem(ctx, db, relayDB, streaming, 1) }},
 		{"River, 1 client", func() latencySystem { return riverSystem(ctx, pool, 1) }},
 		{"River, 3 clients", func() latencySystem { return riverSystem(ctx, pool, 3) }},
+		{fmt.Sprintf("watermill-sql, 1 subscriber (poll %v)", *wmPoll), func() latencySystem { return watermillSystem(ctx, db, 1, *wmPoll) }},
+		{fmt.Sprintf("watermill-sql, 3 subscribers (poll %v)", *wmPoll), func() latencySystem { return watermillSystem(ctx, db, 3, *wmPoll) }},
 	}
 	return latencyTable(ctx, "PostgreSQL commit→delivery (ms; 32 producers, one message per transaction)", cases, offeredRates())
 }

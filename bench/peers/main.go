@@ -313,6 +313,9 @@ func pgxDSN(dsn string) string {
 func table(rows []row) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Durability: %s. Drains count unique deliveries (by message id); duplicates are listed apart.\n\n", strings.Join(settings, "; "))
+	if len(rows) == 0 {
+		return b.String()
+	}
 	b.WriteString("| comparison | sqlcoord (median) | peer | peer (median) | ratio per round | median ratio | duplicates (sqlcoord / peer) |\n|---|---:|---|---:|---|---:|---:|\n")
 	for _, r := range rows {
 		var rs []string
