@@ -103,7 +103,7 @@ func TestSleepingRelayMissesNoWakeUp(t *testing.T) {
 	var mu sync.Mutex
 	var worst time.Duration
 	delivered := map[string]bool{}
-	r, err := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error {
+	startRelay(t, env.DB, outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if d := time.Since(m.CreatedAt); d > worst {
@@ -112,13 +112,6 @@ func TestSleepingRelayMissesNoWakeUp(t *testing.T) {
 		delivered[m.UUID] = true
 		return nil
 	}), outbox.RelayOptions{Listen: outbox.ListenOn, PollMin: 20 * time.Millisecond, PollMax: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(rctx) }()
-	defer func() { stop(); <-done }()
 	time.Sleep(300 * time.Millisecond)
 	var wg sync.WaitGroup
 	const per = 40
@@ -164,17 +157,10 @@ func TestTrickleDeliveredOnCommit(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
 	got := make(chan time.Time, 100)
-	r, err := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(context.Context, outbox.Message) error {
+	startRelay(t, env.DB, outbox.PublisherFunc(func(context.Context, outbox.Message) error {
 		got <- time.Now()
 		return nil
 	}), outbox.RelayOptions{Listen: outbox.ListenOn, PollBusy: 5 * time.Second, PollMin: 5 * time.Second, PollMax: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(rctx) }()
-	defer func() { stop(); <-done }()
 	ob := outbox.New(env.DB)
 	// the first message may find the relay awake (LISTEN not yet proven)
 	deadline := time.Now().Add(30 * time.Second)
@@ -221,15 +207,8 @@ func TestBusyRelayDrawsFewNotifications(t *testing.T) {
 	lctx, lstop := context.WithCancel(ctx)
 	defer lstop()
 	go env.Open(t).Listen(lctx, "coord_outbox", sqlcoord.ListenOptions{}, func() { notes.Add(1) })
-	r, err := outbox.NewRelay(env.DB, outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil }),
+	startRelay(t, env.DB, outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil }),
 		outbox.RelayOptions{Listen: outbox.ListenOn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(rctx) }()
-	defer func() { stop(); <-done }()
 	time.Sleep(time.Second) // listening, asleep
 	ob := outbox.New(env.DB)
 	var sent atomic.Int64
