@@ -524,11 +524,12 @@ type ConsoleQueries struct {
 }
 
 // WithIdleTimeout folds into an outbox claim (OutboxClaim and its
-// variants, OutboxStreamClaim; after WithTopics) the batch transaction's idle-in-transaction timeout, ms
-// milliseconds: what TxIdleTimeout sets in a statement of its own, here
-// set once when the claim starts, before it returns a row — a round trip
-// less per batch. ok false where the dialect cannot (MySQL/MariaDB have no
-// such per-transaction setting): q unchanged.
+// variants, after WithTopics; OutboxStreamClaim) the batch transaction's
+// idle-in-transaction timeout, ms milliseconds: what TxIdleTimeout sets in
+// a statement of its own, here set once when the claim starts, before it
+// returns a row — a round trip less per batch. ok false where the dialect
+// cannot (MySQL/MariaDB have no such per-transaction setting): q
+// unchanged.
 func (d *Dialect) WithIdleTimeout(q string, ms int64) (string, bool) {
 	const where = "WHERE "
 	if d.Family() != "postgres" || !strings.Contains(q, where) {
