@@ -240,3 +240,48 @@ func TestBusyRelayDrawsFewNotifications(t *testing.T) {
 		t.Fatalf("%d notifications for %d messages: producers paid for a NOTIFY while the relay was busy", n, s)
 	}
 }
+
+// Issue 38: a woken relay lets go of its sleep lock as soon as its claim
+// returns messages, not when the batch commits, so a slow publish does not
+// make producers notify: while the relay publishes one message for 3 s,
+// 20 producers' commits send no NOTIFY (a relay that kept the lock
+// through the batch drew one for each).
+func TestSlowPublishDrawsNoNotifications(t *testing.T) {
+	t.Parallel()
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	var notes atomic.Int64
+	lctx, lstop := context.WithCancel(ctx)
+	defer lstop()
+	go env.Open(t).Listen(lctx, "coord_outbox", sqlcoord.ListenOptions{}, func() { notes.Add(1) })
+	publishing := make(chan struct{}, 1)
+	startRelay(t, env.DB, outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error {
+		if m.Topic == "slow" {
+			publishing <- struct{}{}
+			time.Sleep(3 * time.Second)
+		}
+		return nil
+	}), outbox.RelayOptions{Listen: outbox.ListenOn, PublishTimeout: 10 * time.Second})
+	ob := outbox.New(env.DB)
+	// asleep: a trickle of messages, each delivered on its NOTIFY
+	time.Sleep(time.Second)
+	if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "slow", Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-publishing:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slow message was never published")
+	}
+	time.Sleep(200 * time.Millisecond) // its NOTIFY has arrived
+	before := notes.Load()
+	for i := 0; i < 20; i++ {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := notes.Load() - before; n > 1 {
+		t.Fatalf("%d notifications for 20 messages committed while the relay published: it held the sleep lock through its batch", n)
+	}
+}

@@ -283,29 +283,44 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	// The relay is awake (polling; producers do not notify) or, on
 	// PostgreSQL while it listens, asleep: it holds the sleep lock in a
-	// transaction it keeps open (producers then notify), and polls in that
-	// transaction when a NOTIFY (or the interval) wakes it — the claim is
-	// the woken relay's next statement, and the batch's commit ends the
-	// sleep. It falls asleep after empty polls backed the interval off to
-	// PollMin, or right after a batch while messages arrive slower than
-	// SleepBelow. Under load it never sleeps, so producers never pay for a
-	// NOTIFY.
-	var sleep dialects.OwnedTx
+	// transaction it keeps open (producers then notify) and has the next
+	// batch's transaction begun, so that when a NOTIFY (or the interval)
+	// wakes it the claim is its next statement; as soon as the claim
+	// returns messages the sleep lock is released (beside the publish), so
+	// a slow publish never makes producers notify. It falls asleep after
+	// empty polls backed the interval off to PollMin, or right after a
+	// batch while messages arrive slower than SleepBelow. Under load it
+	// never sleeps, so producers never pay for a NOTIFY.
+	var sleep dialects.OwnedTx // holds the sleep lock
+	var pre dialects.OwnedTx   // the next batch's transaction, begun while asleep
 	var sleepSince, otherSleeps time.Time
+	var releasing sync.WaitGroup // sleep transactions being ended
 	wakeUp := func() {
-		if sleep != nil {
-			releaseSleep(ctx, sleep)
+		// ended beside the batch (not before its claim): the woken relay
+		// claims at once, and producers stop notifying a moment later
+		if tx := sleep; tx != nil {
 			sleep = nil
+			releasing.Add(1)
+			go func() { defer releasing.Done(); releaseSleep(ctx, tx) }()
 		}
 	}
-	defer wakeUp()
+	defer func() {
+		wakeUp()
+		releasing.Wait()
+		if pre != nil {
+			releaseSleep(ctx, pre)
+		}
+	}()
 	busy := min(r.opt.PollBusy, r.opt.PollMin) // the pause after a batch that found messages
 	var interval time.Duration                 // the first empty poll waits busy, then it doubles
 	var arrivals arrivalRate
 	for {
-		n, open, err := r.poll(ctx, sleep)
+		n, open, err := r.poll(ctx, pre, wakeUp)
 		if !open {
-			sleep = nil // the batch ended it (or it failed)
+			pre = nil // the batch ended it (or it failed)
+		}
+		if err != nil {
+			wakeUp()
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -339,10 +354,16 @@ func (r *Relay) Run(ctx context.Context) error {
 			if r.beforeSleep != nil {
 				r.beforeSleep()
 			}
+			releasing.Wait() // one sleep transaction at a time
 			var other bool
 			if sleep, other = r.fallAsleep(ctx); sleep != nil {
 				sleepSince = time.Now()
-				continue // poll once more, in it: messages committed by producers that did not notify
+				if pre == nil {
+					// not ended by ctx: it becomes a batch's transaction,
+					// which a graceful shutdown finishes
+					pre, _ = r.db.BeginOwned(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+				}
+				continue // poll once more: messages committed by producers that did not notify
 			}
 			if other {
 				otherSleeps = time.Now()
@@ -374,6 +395,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-t.C:
 			if sleep != nil && time.Since(sleepSince) > r.sleepLife {
 				wakeUp() // a sleep transaction lasts a minute at most: none looks stuck
+				if pre != nil {
+					releaseSleep(ctx, pre)
+					pre = nil
+				}
 			}
 		}
 		t.Stop()
@@ -452,9 +477,7 @@ func (r *Relay) fallAsleep(ctx context.Context) (tx dialects.OwnedTx, other bool
 	if q.OutboxSleep == "" {
 		return nil, false
 	}
-	// not ended by ctx: it may become a batch's transaction, which a
-	// graceful shutdown finishes (Run ends it on return)
-	tx, err := r.db.BeginOwned(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := r.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, false
 	}
@@ -473,10 +496,15 @@ func (r *Relay) fallAsleep(ctx context.Context) (tx dialects.OwnedTx, other bool
 // the sleep lock waits for producers) and idle timeout (a relay frozen
 // while asleep releases it).
 func (r *Relay) sleepSettings(ctx context.Context, tx dialects.OwnedTx) error {
-	idle := fmt.Sprintf("%dms", (3*r.opt.PollMax + 10*time.Second).Milliseconds())
+	idle := fmt.Sprintf("%dms", r.sleepIdle().Milliseconds())
 	_, err := tx.Exec(ctx, r.db.Dialect().Q.OutboxSleepSettings, "50ms", idle)
 	return err
 }
+
+// sleepIdle bounds how long the server keeps a sleeping relay's idle
+// transactions (the sleep lock's, the next batch's) when the relay is
+// frozen: a live one uses them well within it.
+func (r *Relay) sleepIdle() time.Duration { return 3*r.opt.PollMax + 10*time.Second }
 
 // releaseSleep ends a sleep transaction (releasing the sleep lock), even
 // after ctx ended.
@@ -540,17 +568,17 @@ func (r *Relay) listen(ctx context.Context, l sqlcoord.Listener, wake chan<- str
 // Once claims one batch, publishes it and marks the outcome, in one
 // transaction. It returns how many messages it claimed.
 func (r *Relay) Once(ctx context.Context) (int, error) {
-	n, _, err := r.poll(ctx, nil)
+	n, _, err := r.poll(ctx, nil, nil)
 	return n, err
 }
 
-// poll is Once in sleep, the relay's sleep transaction, when not nil (see
-// batch); open reports whether sleep is still open.
-func (r *Relay) poll(ctx context.Context, sleep dialects.OwnedTx) (n int, open bool, err error) {
+// poll is Once in pre, a transaction begun ahead, when not nil (see
+// batch); open reports whether pre is still open.
+func (r *Relay) poll(ctx context.Context, pre dialects.OwnedTx, claimed func()) (n int, open bool, err error) {
 	if ctx.Err() != nil {
-		return 0, sleep != nil, nil
+		return 0, pre != nil, nil
 	}
-	n, open, err = r.batch(ctx, sleep)
+	n, open, err = r.batch(ctx, pre, claimed)
 	if err != nil && ctx.Err() != nil {
 		return n, open, err // stopped, not failed
 	}
@@ -559,11 +587,12 @@ func (r *Relay) poll(ctx context.Context, sleep dialects.OwnedTx) (n int, open b
 }
 
 // batch claims one batch, publishes it and marks the outcome, in one
-// transaction: a new one, or sleep — the relay's sleep transaction
-// (PostgreSQL), in which a woken relay's claim is the next statement. A
-// batch that claims messages, or fails, ends sleep; an empty claim leaves
-// it open (open true) with its sleep settings restored.
-func (r *Relay) batch(ctx context.Context, sleep dialects.OwnedTx) (int, bool, error) {
+// transaction: a new one, or pre — begun ahead while the relay sleeps
+// (PostgreSQL), so that a woken relay's claim is its next statement. A
+// batch that claims messages, or fails, ends pre; an empty claim leaves it
+// open (open true), its idle timeout back to a sleeper's. claimed, if set,
+// runs as soon as the claim returned messages, before they are published.
+func (r *Relay) batch(ctx context.Context, pre dialects.OwnedTx, claimed func()) (int, bool, error) {
 	// The batch is finished even if ctx ends meanwhile (graceful
 	// shutdown), within ShutdownTimeout; after that it is abandoned and
 	// rolled back, and other relays take it.
@@ -590,14 +619,14 @@ func (r *Relay) batch(ctx context.Context, sleep dialects.OwnedTx) (int, bool, e
 	// rolling back a batch that was already published. Read committed takes
 	// record locks only, and the ordered claim's subquery sees the latest
 	// committed state. (PostgreSQL's default already.)
-	tx := sleep
+	tx := pre
 	if tx == nil {
 		var err error
 		if tx, err = r.db.BeginOwned(dctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
 			return 0, false, errs.Errorf("outbox: begin: %w", d.Classify(err))
 		}
 	}
-	keep := false // sleep stays open: nothing claimed
+	keep := false // pre stays open: nothing claimed
 	defer func() {
 		if !keep {
 			tx.Rollback(context.WithoutCancel(dctx))
@@ -612,14 +641,17 @@ func (r *Relay) batch(ctx context.Context, sleep dialects.OwnedTx) (int, bool, e
 		return 0, false, errs.Errorf("outbox: claim: %w", d.Classify(err))
 	}
 	if len(msgs) == 0 {
-		if sleep == nil {
+		if pre == nil {
 			return 0, false, tx.Commit(dctx)
 		}
-		if err := r.sleepSettings(dctx, tx); err != nil {
-			return 0, false, errs.Errorf("outbox: sleep: %w", d.Classify(err))
+		if _, err := d.TxIdleTimeout(dctx, tx, r.sleepIdle().Milliseconds()); err != nil {
+			return 0, false, errs.Errorf("outbox: idle timeout: %w", d.Classify(err))
 		}
 		keep = true
 		return 0, true, nil
+	}
+	if claimed != nil {
+		claimed()
 	}
 	if last := msgs[len(msgs)-1].ID; last > r.newest.Load() {
 		r.newest.Store(last) // waitCommit waits for newer rows than these
