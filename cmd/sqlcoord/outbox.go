@@ -70,7 +70,8 @@ func loopbackDefault(addr string) (string, error) {
 
 func newRelayCmd() *cobra.Command {
 	var pubSpec, listen, listenNotify, listenDSN, mode, group, streamDSN, topicsS string
-	var batch, maxAttempts int
+	var batch, maxAttempts, sleepBelow int
+	var pollBusy time.Duration
 	var ordered, del, unbounded bool
 	cmd := &cobra.Command{
 		Use:   "relay",
@@ -113,6 +114,9 @@ func newRelayCmd() *cobra.Command {
 			if batch < 1 || maxAttempts < 1 {
 				return usageError{fmt.Errorf("--batch %d, --max-attempts %d: want at least 1", batch, maxAttempts)}
 			}
+			if pollBusy < 0 {
+				return usageError{fmt.Errorf("--poll-busy %v: want a duration ≥ 0", pollBusy)}
+			}
 			switch mode {
 			case "poll", "stream", "auto":
 			default:
@@ -135,7 +139,8 @@ func newRelayCmd() *cobra.Command {
 			reg.relayCollectors(db)
 			logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 			opt := outbox.RelayOptions{BatchSize: batch, Ordered: ordered, DeleteOnPublish: del, Topics: topics,
-				MaxAttempts: maxAttempts, Listen: outbox.ListenMode(listenNotify), Logger: logger}
+				MaxAttempts: maxAttempts, Listen: outbox.ListenMode(listenNotify), Logger: logger,
+				PollBusy: pollBusy, SleepBelow: sleepBelow}
 			opt.Listener = listener
 			poll, err := outbox.NewRelay(db, pub, opt)
 			if err != nil {
@@ -204,6 +209,8 @@ func newRelayCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listenDSN, "listen-dsn", "", "PostgreSQL DSN to LISTEN on instead of --dsn (a direct connection when --dsn goes through PgBouncer); also SQLCOORD_LISTEN_DSN")
 	cmd.Flags().IntVar(&batch, "batch", 100, "messages per claim")
 	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 10, "attempts before dead-lettering")
+	cmd.Flags().DurationVar(&pollBusy, "poll-busy", 0, "pause after a batch while the relay stays awake (default 2ms; longer: less server CPU, later delivery)")
+	cmd.Flags().IntVar(&sleepBelow, "sleep-below", 0, "PostgreSQL: messages per second below which the relay sleeps after each batch and producers NOTIFY it (default 250; -1: only after idle polls)")
 	cmd.Flags().BoolVar(&ordered, "ordered", false, "publish messages of one key in order")
 	cmd.Flags().BoolVar(&del, "delete", false, "delete published rows instead of marking them")
 	cmd.Flags().StringVar(&mode, "mode", "poll", "poll (claim batches), stream (PostgreSQL logical replication: commit order, no polling while idle; needs wal_level=logical and a user with REPLICATION) or auto (stream where the server allows it, else poll, saying why)")
