@@ -304,12 +304,16 @@ func (r *Relay) Run(ctx context.Context) error {
 			go func() { defer releasing.Done(); releaseSleep(ctx, tx) }()
 		}
 	}
+	endPre := func() {
+		if pre != nil {
+			releaseSleep(ctx, pre)
+			pre = nil
+		}
+	}
 	defer func() {
 		wakeUp()
 		releasing.Wait()
-		if pre != nil {
-			releaseSleep(ctx, pre)
-		}
+		endPre()
 	}()
 	busy := min(r.opt.PollBusy, r.opt.PollMin) // the pause after a batch that found messages
 	var interval time.Duration                 // the first empty poll waits busy, then it doubles
@@ -375,6 +379,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if sleep != nil && !r.listening.Load() {
 			wakeUp() // LISTEN lost: producers' NOTIFYs would not reach it
+			endPre()
 		}
 		if !r.listening.Load() && r.db.Dialect().Q.OutboxWaitCommit != "" {
 			if r.waitCommit(ctx, interval) {
@@ -395,10 +400,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-t.C:
 			if sleep != nil && time.Since(sleepSince) > r.sleepLife {
 				wakeUp() // a sleep transaction lasts a minute at most: none looks stuck
-				if pre != nil {
-					releaseSleep(ctx, pre)
-					pre = nil
-				}
+				endPre()
 			}
 		}
 		t.Stop()
@@ -506,8 +508,8 @@ func (r *Relay) sleepSettings(ctx context.Context, tx dialects.OwnedTx) error {
 // frozen: a live one uses them well within it.
 func (r *Relay) sleepIdle() time.Duration { return 3*r.opt.PollMax + 10*time.Second }
 
-// releaseSleep ends a sleep transaction (releasing the sleep lock), even
-// after ctx ended.
+// releaseSleep rolls back a sleeping relay's transaction (the sleep
+// lock's, releasing it, or the next batch's), even after ctx ended.
 func releaseSleep(ctx context.Context, tx dialects.OwnedTx) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
