@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
@@ -30,4 +32,15 @@ func startRelay(t *testing.T, db sqlcoord.Base, pub outbox.Publisher, opt outbox
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
 	t.Cleanup(func() { stop(); <-done })
+}
+
+// countNotifications counts the NOTIFYs on coord_outbox, from a connection
+// of its own, until the test ends.
+func countNotifications(t *testing.T, env *dbtest.Env) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go env.Open(t).Listen(ctx, "coord_outbox", sqlcoord.ListenOptions{}, func() { n.Add(1) })
+	return &n
 }

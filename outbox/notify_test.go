@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/membership"
@@ -24,11 +23,7 @@ func TestEnqueueNotifiesOnlyWhileARelayListens(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
 	ob := outbox.New(env.DB)
-	var got atomic.Int64
-	lctx, stop := context.WithCancel(ctx)
-	defer stop()
-	watcher := env.Open(t)
-	go watcher.Listen(lctx, "coord_outbox", sqlcoord.ListenOptions{}, func() { got.Add(1) })
+	got := countNotifications(t, env)
 	time.Sleep(300 * time.Millisecond) // LISTEN in place
 	enqueueAndWait := func() int64 {
 		before := got.Load()
@@ -203,10 +198,7 @@ func TestBusyRelayDrawsFewNotifications(t *testing.T) {
 	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
-	var notes atomic.Int64
-	lctx, lstop := context.WithCancel(ctx)
-	defer lstop()
-	go env.Open(t).Listen(lctx, "coord_outbox", sqlcoord.ListenOptions{}, func() { notes.Add(1) })
+	notes := countNotifications(t, env)
 	// SleepBelow 100/s: the producers run at several times that even on a
 	// loaded machine (else the test skips), so the rate estimate stays far
 	// above it
@@ -250,10 +242,7 @@ func TestSlowPublishDrawsNoNotifications(t *testing.T) {
 	t.Parallel()
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
-	var notes atomic.Int64
-	lctx, lstop := context.WithCancel(ctx)
-	defer lstop()
-	go env.Open(t).Listen(lctx, "coord_outbox", sqlcoord.ListenOptions{}, func() { notes.Add(1) })
+	notes := countNotifications(t, env)
 	publishing := make(chan struct{}, 1)
 	startRelay(t, env.DB, outbox.PublisherFunc(func(_ context.Context, m outbox.Message) error {
 		if m.Topic == "slow" {
