@@ -293,3 +293,101 @@ func TestLockProtocolUpgradeFrom14(t *testing.T) {
 		}
 	})
 }
+
+// Issue 39: the lock statement no longer reads coord_lock_protocol; the
+// protocol is a constant the planner folds (coord_lock_legacy, rewritten
+// by a trigger). A switch back to an older protocol must reach a session
+// whose lock statement is prepared and planned with the old constant, and
+// SetLockProtocol returns only when the transactions open before the
+// switch have ended.
+func TestLockProtocolSwitchReachesCachedStatements(t *testing.T) {
+	t.Parallel()
+	env := dbtest.New(t, "postgres", dbtest.NoMigrate())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := env.DB
+	if err := migrate.Migrate(ctx, db, migrate.To(14)); err != nil {
+		t.Fatal(err)
+	}
+	dbtest.Exec(t, db, `UPDATE coord_lock_protocol SET row_locks = false`)
+	if err := migrate.Migrate(ctx, db, migrate.Up); err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlcoord.SetLockProtocol(ctx, db, sqlcoord.LocksAdvisory); err != nil {
+		t.Fatal(err)
+	}
+	one := env.Open(t) // one connection: every lock below runs on the same session
+	one.SetMaxOpenConns(1)
+	c := coord.New(one)
+	lockCommit := func(name string) {
+		t.Helper()
+		tx, err := one.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.TryLock(ctx, tx, name); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Enough locks that the session prepares both statement forms and
+	// PostgreSQL settles on a generic plan.
+	for range 12 {
+		lockCommit("cached")
+	}
+	t.Run("SetLockProtocol waits for a transaction open before the switch", func(t *testing.T) {
+		open, err := one.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer open.Rollback() // on failure too: it holds the pool's one connection
+		if _, err := open.ExecContext(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if err := sqlcoord.SetLockProtocol(short, db, sqlcoord.LocksAdvisoryID); !errors.Is(err, sqlcoord.ErrLockProtocol) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("SetLockProtocol with a transaction open before the switch: %v, want ErrLockProtocol and the deadline", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- sqlcoord.SetLockProtocol(ctx, db, sqlcoord.LocksAdvisoryID) }()
+		select {
+		case err := <-done:
+			t.Fatalf("SetLockProtocol returned (%v) while a transaction open before the switch was still open", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		open.Rollback()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("SetLockProtocol still waiting after the transaction ended")
+		}
+	})
+	t.Run("the cached session takes the older protocol's lock after the switch", func(t *testing.T) {
+		tx, err := one.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if err := c.TryLock(ctx, tx, "cached"); err != nil {
+			t.Fatal(err)
+		}
+		v14, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v14.Rollback()
+		var ok bool
+		if err := v14.QueryRowContext(ctx, `SELECT pg_try_advisory_xact_lock(1936813155, lock_id) FROM coord_locks WHERE name = 'cached'`).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			t.Fatal("after switching back to advisory+id, a schema 14 instance locked a name the cached session holds")
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/core"
@@ -141,8 +142,17 @@ func LockProtocol(ctx context.Context, db Base) (LockProtocolMode, error) {
 // (before 14) or the id lock (14) and would not see the hash lock.
 // LocksAdvisoryID and LocksDual go back (first giving every registered
 // name a permanent id, which schema 14 instances need): start older
-// instances only after this returns. Every instance reads the protocol
-// at each lock, so the switch takes effect at once.
+// instances only after this returns. Every session reads the protocol
+// when a transaction starts (migration 22 folds it into the lock
+// statement), so after switching back to an older protocol
+// SetLockProtocol waits until the transactions open in other sessions of
+// this database at that moment have ended: when it returns, every lock
+// taken from then on follows the new protocol. (Switching to
+// LocksAdvisory needs no wait: a transaction still on the older protocol
+// only takes more locks.) A
+// session idle in a transaction delays it; cancel ctx to stop waiting
+// (the switch itself is done; an ErrLockProtocol-wrapped context error
+// says it was not confirmed).
 func SetLockProtocol(ctx context.Context, db Base, mode LockProtocolMode) error {
 	q := db.Dialect().Q.LockProtocolSet
 	if q == "" {
@@ -171,6 +181,36 @@ func SetLockProtocol(ctx context.Context, db Base, mode LockProtocolMode) error 
 	if idLocks {
 		if _, err := db.Executor().Exec(ctx, db.Dialect().Q.LockAssignIDs); err != nil {
 			return errs.Errorf("%w: give lock names their ids: %w", ErrLockProtocol, db.Dialect().Classify(err))
+		}
+	}
+	if !idLocks {
+		return nil // transactions still on the older protocol only take more locks
+	}
+	return waitOpenTransactions(ctx, db)
+}
+
+// waitOpenTransactions waits until the transactions open in other
+// sessions now have ended (see SetLockProtocol).
+func waitOpenTransactions(ctx context.Context, db Base) error {
+	q := db.Dialect().Q
+	var open string
+	if err := db.Executor().QueryRow(ctx, q.LockProtocolOpen).Scan(&open); err != nil {
+		return errs.Errorf("%w: list open transactions: %w", ErrLockProtocol, db.Dialect().Classify(err))
+	}
+	for open != "" {
+		var n int64
+		if err := db.Executor().QueryRow(ctx, q.LockProtocolStillOpen, open).Scan(&n); err != nil {
+			return errs.Errorf("%w: wait for open transactions: %w", ErrLockProtocol, db.Dialect().Classify(err))
+		}
+		if n == 0 {
+			return nil
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errs.Errorf("%w: switched, but %d transaction(s) open before the switch are still open: %w", ErrLockProtocol, n, ctx.Err())
+		case <-t.C:
 		}
 	}
 	return nil

@@ -73,6 +73,7 @@ type Client[TTx any] struct {
 	ll  *leaseListeners // AcquireWait's listening connections
 
 	queues sync.Map // queue lock names known committed (ensureQueue)
+	names  dialects.LockNames // lock names seen registered for the console (PostgreSQL)
 }
 
 // New returns a Client for the driver (e.g. a *sqlcoord.DB).

@@ -48,7 +48,11 @@ var ErrLockRowMissing = errors.New("coord: lock row missing (deleted concurrentl
 // without flushing WAL. Two names whose hashes collide (a chance of about
 // n²/2⁶⁵ among n names) exclude each other; two holders of one name are
 // impossible. A name's first use also records it in coord_locks, only so
-// that the console can name held locks (CleanupLocks deletes old rows).
+// that the console can name held locks (CleanupLocks deletes old rows);
+// the Client remembers for a minute which names it saw recorded, and
+// their locks skip that look (dialects.LockNames). Whether an older lock
+// protocol is on is folded into the statement as a constant (migration
+// 22), so a lock reads no table.
 // During a rolling upgrade from an older schema the older instances'
 // locks are taken too (see sqlcoord.SetLockProtocol).
 //
@@ -75,7 +79,7 @@ func (c *Client[TTx]) TryLock(ctx context.Context, tx TTx, name string) (retErr 
 	if err := validName("lock", name); err != nil {
 		return err
 	}
-	return c.lockResult(name, c.d.LockTry(ctx, c.drv.TxExecutor(tx), name))
+	return c.lockResult(name, c.d.LockTry(ctx, c.drv.TxExecutor(tx), name, &c.names))
 }
 
 // Lock is TryLock that waits up to wait for the holder to finish, then
@@ -101,7 +105,7 @@ func (c *Client[TTx]) Lock(ctx context.Context, tx TTx, name string, wait time.D
 	if err := validName("lock", name); err != nil {
 		return err
 	}
-	return c.lockResult(name, c.d.LockWait(ctx, c.drv.TxExecutor(tx), name, wait))
+	return c.lockResult(name, c.d.LockWait(ctx, c.drv.TxExecutor(tx), name, wait, &c.names))
 }
 
 func (c *Client[TTx]) lockResult(name string, err error) error {
@@ -166,6 +170,9 @@ func (c *Client[TTx]) CleanupLocks(ctx context.Context, age time.Duration, batch
 	n, err := sqlutil.InBatches(ctx, c.drv, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 		return c.d.LockCleanup(ctx, x, age, batch)
 	})
+	if n > 0 {
+		c.names.Forget() // the next lock of a deleted name registers it again
+	}
 	if err != nil {
 		return n, errs.Errorf("coord: cleanup locks: %w", err)
 	}

@@ -67,18 +67,18 @@ type galeraWriterOps struct {
 	writer func() error
 }
 
-func (o galeraWriterOps) lockTry(ctx context.Context, tx Executor, name string) error {
+func (o galeraWriterOps) lockTry(ctx context.Context, tx Executor, name string, names *LockNames) error {
 	if err := o.writer(); err != nil {
 		return err
 	}
-	return o.mysqlOps.lockTry(ctx, tx, name)
+	return o.mysqlOps.lockTry(ctx, tx, name, names)
 }
 
-func (o galeraWriterOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
+func (o galeraWriterOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
 	if err := o.writer(); err != nil {
 		return err
 	}
-	return o.mysqlOps.lockWait(ctx, tx, name, wait)
+	return o.mysqlOps.lockWait(ctx, tx, name, wait, names)
 }
 
 // GaleraNode names the node a connection reaches: wsrep_node_name, or
@@ -88,11 +88,11 @@ const GaleraNode = `SELECT COALESCE(NULLIF(@@wsrep_node_name, ''), CONCAT(@@host
 // galeraOps refuses row locks on a multi-writer Galera cluster.
 type galeraOps struct{ mysqlOps }
 
-func (galeraOps) lockTry(context.Context, Executor, string) error {
+func (galeraOps) lockTry(context.Context, Executor, string, *LockNames) error {
 	return &Error{Kind: ErrGaleraLocks}
 }
 
-func (galeraOps) lockWait(context.Context, Executor, string, time.Duration) error {
+func (galeraOps) lockWait(context.Context, Executor, string, time.Duration, *LockNames) error {
 	return &Error{Kind: ErrGaleraLocks}
 }
 

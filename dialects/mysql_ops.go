@@ -27,7 +27,7 @@ func (o mysqlOps) lockRow(ctx context.Context, tx Executor, q, name string) erro
 	return classifyMySQL(err)
 }
 
-func (o mysqlOps) lockTry(ctx context.Context, tx Executor, name string) error {
+func (o mysqlOps) lockTry(ctx context.Context, tx Executor, name string, _ *LockNames) error {
 	err := o.lockRow(ctx, tx, o.q.LockNowait, name)
 	if errors.Is(err, ErrLockTimeout) { // MariaDB reports NOWAIT as 1205, MySQL 8 waited its 1 s
 		var e *Error
@@ -37,7 +37,7 @@ func (o mysqlOps) lockTry(ctx context.Context, tx Executor, name string) error {
 	return err
 }
 
-func (o mysqlOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
+func (o mysqlOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration, _ *LockNames) error {
 	return o.lockRow(ctx, tx, fmt.Sprintf(o.q.LockWait, secs(wait)), name)
 }
 

@@ -12,8 +12,8 @@ import (
 // embeds MySQL and overrides what differs), so callers in coord, ids,
 // jobs, txn and outbox never branch on the database.
 type operations interface {
-	lockTry(ctx context.Context, tx Executor, name string) error
-	lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error
+	lockTry(ctx context.Context, tx Executor, name string, names *LockNames) error
+	lockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error
 	lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error)
 	outboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error)
 	setIdleTimeout(ctx context.Context, tx Executor, ms int64) error
@@ -80,14 +80,16 @@ type JobSlot struct {
 // it inside tx on first use — never through another connection, so it
 // works with a pool of one. It returns an *Error matching ErrLocked at
 // once when another transaction holds (or is creating) the lock, and tx
-// stays usable after that.
-func (d *Dialect) LockTry(ctx context.Context, tx Executor, name string) error {
-	return d.ops.lockTry(ctx, tx, name)
+// stays usable after that. names (may be nil) remembers which names are
+// registered for the console, so that PostgreSQL's lock statement need not
+// look (see LockNames).
+func (d *Dialect) LockTry(ctx context.Context, tx Executor, name string, names *LockNames) error {
+	return d.ops.lockTry(ctx, tx, name, names)
 }
 
 // LockWait is LockTry that waits up to wait (ErrLockTimeout after it).
-func (d *Dialect) LockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
-	return d.ops.lockWait(ctx, tx, name, wait)
+func (d *Dialect) LockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
+	return d.ops.lockWait(ctx, tx, name, wait, names)
 }
 
 // LockCleanup deletes the coord_locks rows of names created longer ago

@@ -110,20 +110,21 @@ FROM coord_forks ORDER BY base`,
 
 			// Locks (schema 15): a transaction-scoped advisory lock on the
 			// name's 64-bit hash (pgLockKey), one statement, nothing written.
-			// Columns: the result (NULL: nothing was locked, see the other
-			// columns; 'true'/'' locked; 'false' held elsewhere), read-only
-			// (a standby would grant an advisory lock its primary knows
-			// nothing of), snapshot-first (REPEATABLE READ / SERIALIZABLE:
-			// the statement fixes the snapshot before the lock is granted,
-			// so the lock could not protect later reads), legacy (an older
-			// protocol is still on during a rolling upgrade: see migrations
-			// 14 and 15), and whether the name is registered for display.
-			LockAdvTry: `SELECT CASE WHEN s.ro OR s.snap OR p.row_locks OR p.id_locks THEN NULL ELSE pg_try_advisory_xact_lock(` + pgLockKey + `)::text END,
-  s.ro, s.snap, p.row_locks OR p.id_locks, EXISTS (SELECT 1 FROM coord_locks WHERE name = $1)
-FROM coord_lock_protocol p CROSS JOIN (SELECT ` + pgLockChecks + `) s`,
-			LockAdvWait: `SELECT CASE WHEN s.ro OR s.snap OR p.row_locks OR p.id_locks THEN NULL ELSE pg_advisory_xact_lock(` + pgLockKey + `)::text END,
-  s.ro, s.snap, p.row_locks OR p.id_locks, EXISTS (SELECT 1 FROM coord_locks WHERE name = $1)
-FROM coord_lock_protocol p CROSS JOIN (SELECT ` + pgLockChecks + `) s`,
+			// One column, in the order checked: 'ro' (a standby, or a
+			// read-only transaction: a standby would grant an advisory lock
+			// its primary knows nothing of), 'snap' (REPEATABLE READ /
+			// SERIALIZABLE: the statement fixes the snapshot before the lock
+			// is granted, so the lock could not protect later reads),
+			// 'legacy' (an older protocol is on during a rolling upgrade:
+			// migrations 14, 15; nothing locked), 'held' (another transaction
+			// holds it), else locked: 'ok' (the name is registered for the
+			// console) or 'new' (not yet). coord_lock_legacy() is a constant
+			// the planner folds (migration 22). The …Known forms do not look
+			// for the name's row (the caller saw it recently).
+			LockAdvTry:       pgLockStatement(`NOT pg_try_advisory_xact_lock(`+pgLockKey+`)`, true),
+			LockAdvWait:      pgLockStatement(`pg_advisory_xact_lock(`+pgLockKey+`)::text IS NULL`, true),
+			LockAdvTryKnown:  pgLockStatement(`NOT pg_try_advisory_xact_lock(`+pgLockKey+`)`, false),
+			LockAdvWaitKnown: pgLockStatement(`pg_advisory_xact_lock(`+pgLockKey+`)::text IS NULL`, false),
 			// The name's row for the console, after the lock was granted
 			// (so no other transaction can be inserting it).
 			LockRegister: `INSERT INTO coord_locks (name, lock_id) VALUES ($1, NULL) ON CONFLICT (name) DO NOTHING`,
@@ -145,6 +146,14 @@ FROM coord_lock_protocol p CROSS JOIN (SELECT ` + pgLockChecks + `) s`,
 			LockAdvWaitID:   `SELECT pg_advisory_xact_lock(` + pgLockSpace + `, $1::int)::text`,
 			LockProtocolGet: `SELECT row_locks, id_locks FROM coord_lock_protocol`,
 			LockProtocolSet: `UPDATE coord_lock_protocol SET row_locks = $1, id_locks = $2`,
+			// The transactions of other client sessions open now (their
+			// virtual transaction ids: pg_locks is readable by every role),
+			// and how many of a list are still open. A session reads the lock
+			// protocol (coord_lock_legacy, migration 22) when a transaction
+			// starts, so a switch holds for everyone once these have ended.
+			LockProtocolOpen: `SELECT COALESCE(string_agg(l.virtualxid, ','), '') FROM pg_locks l
+  WHERE l.locktype = 'virtualxid' AND l.pid <> pg_backend_pid() AND l.pid IN (SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND datname = current_database())`,
+			LockProtocolStillOpen: `SELECT count(*) FROM pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY(string_to_array($1, ','))`,
 			// Giving ids back to rows registered without one, before the id
 			// protocol is switched on again.
 			LockAssignIDs: `UPDATE coord_locks SET lock_id = nextval('coord_locks_lock_id_seq') WHERE lock_id IS NULL`,
@@ -625,11 +634,20 @@ const pgStalePrimary = "SC001"
 // other, never lets two holders in.
 const pgLockKey = `hashtextextended($1, ` + pgLockSpace + `)`
 
-// pgLockChecks are the conditions under which a lock is refused rather
-// than granted: ro (a standby or a read-only transaction) and snap (the
-// transaction's snapshot is taken by the lock statement itself).
-const pgLockChecks = `pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' AS ro,
-  current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted') AS snap`
+// pgLockStatement is the lock statement (see Queries.LockAdvTry): held
+// is the condition that takes the lock and is true when another
+// transaction holds it; probe looks for the name's coord_locks row.
+func pgLockStatement(held string, probe bool) string {
+	registered := "true"
+	if probe {
+		registered = "EXISTS (SELECT 1 FROM coord_locks WHERE name = $1)"
+	}
+	return `SELECT CASE WHEN pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' THEN 'ro'
+  WHEN current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted') THEN 'snap'
+  WHEN coord_lock_legacy() THEN 'legacy'
+  WHEN ` + held + ` THEN 'held'
+  WHEN ` + registered + ` THEN 'ok' ELSE 'new' END`
+}
 
 func withCommitTS(q *Queries) *Queries {
 	const from, to = "created_at, attempts FROM coord_outbox", "COALESCE(CASE WHEN attempts = 0 THEN pg_xact_commit_timestamp(xmin) END, created_at), attempts FROM coord_outbox"

@@ -45,21 +45,25 @@ func (o pgOps) bounded(ctx context.Context, tx Executor, timeout time.Duration, 
 // lockTry takes the advisory lock of name's hash without waiting: one
 // statement, nothing written (a first use also registers the name for
 // the console).
-func (o pgOps) lockTry(ctx context.Context, tx Executor, name string) error {
-	return o.lock(ctx, tx, name, 0)
+func (o pgOps) lockTry(ctx context.Context, tx Executor, name string, names *LockNames) error {
+	return o.lock(ctx, tx, name, 0, names)
 }
 
 // lockWait is lockTry that waits up to wait (lock_timeout, restored
 // afterwards; a timeout aborts tx, as documented on coord.Lock).
-func (o pgOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration) error {
-	return o.lock(ctx, tx, name, wait)
+func (o pgOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
+	return o.lock(ctx, tx, name, wait, names)
 }
 
-func (o pgOps) lock(ctx context.Context, tx Executor, name string, wait time.Duration) error {
-	var got sql.NullString
-	var ro, snap, legacy, known bool
+func (o pgOps) lock(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
+	known := names.known(name)
+	var got string
 	if wait == 0 {
-		if err := tx.QueryRow(ctx, o.q.LockAdvTry, name).Scan(&got, &ro, &snap, &legacy, &known); err != nil {
+		q := o.q.LockAdvTry
+		if known {
+			q = o.q.LockAdvTryKnown
+		}
+		if err := tx.QueryRow(ctx, q, name).Scan(&got); err != nil {
 			return classifyPostgres(err)
 		}
 	} else {
@@ -67,29 +71,41 @@ func (o pgOps) lock(ctx context.Context, tx Executor, name string, wait time.Dur
 		if err := tx.QueryRow(ctx, o.q.LockWaitBegin, strconv.FormatInt(max(wait.Milliseconds(), 1), 10)).Scan(&old, &set); err != nil {
 			return classifyPostgres(err)
 		}
-		if err := tx.QueryRow(ctx, o.q.LockAdvWait, name).Scan(&got, &ro, &snap, &legacy, &known); err != nil {
+		q := o.q.LockAdvWait
+		if known {
+			q = o.q.LockAdvWaitKnown
+		}
+		if err := tx.QueryRow(ctx, q, name).Scan(&got); err != nil {
 			return classifyPostgres(err)
 		}
 		if err := tx.QueryRow(ctx, o.q.LockWaitEnd, old).Scan(&set); err != nil {
 			return classifyPostgres(err)
 		}
 	}
-	switch {
-	case ro:
+	switch got {
+	case "ro":
 		return errReadOnlyLock
-	case snap:
+	case "snap":
 		return errLockIsolation
-	case got.Valid && got.String == "false":
+	case "held":
 		return errLockHeld
-	case got.Valid:
+	case "ok":
 		if !known {
-			if _, err := tx.Exec(ctx, o.q.LockRegister, name); err != nil {
-				return classifyPostgres(err)
-			}
+			names.add(name)
 		}
 		return nil
+	case "new":
+		// Locked; the row is inserted in tx (after the lock was granted,
+		// so no other transaction can be inserting it) and only seen
+		// once committed: names learns it on a later lock.
+		if _, err := tx.Exec(ctx, o.q.LockRegister, name); err != nil {
+			return classifyPostgres(err)
+		}
+		return nil
+	case "legacy":
+		return o.lockLegacy(ctx, tx, name, wait)
 	}
-	return o.lockLegacy(ctx, tx, name, wait)
+	return fmt.Errorf("lock %q: unexpected lock statement result %q", name, got)
 }
 
 // errReadOnlyLock: a lock asked for in a read-only transaction. A

@@ -183,8 +183,15 @@ type Queries struct {
 	// and write coord_lock_protocol (row_locks, id_locks); LockAssignIDs
 	// gives every registered name an id. All empty on the MySQL family.
 	LockAdvTry, LockAdvWait, LockRegister, LockHashTry, LockHashWait, LockLegacyRead string
+	// LockAdvTryKnown / LockAdvWaitKnown: the same without looking for
+	// the name's row (see LockNames).
+	LockAdvTryKnown, LockAdvWaitKnown string
 	LockCreate, LockAssignID, LockAdvTryID, LockAdvWaitID                            string
 	LockProtocolGet, LockProtocolSet, LockAssignIDs                                  string
+	// LockProtocolOpen lists the transactions open in other sessions
+	// (PostgreSQL); LockProtocolStillOpen counts those of a list still
+	// open. SetLockProtocol waits for them after a switch.
+	LockProtocolOpen, LockProtocolStillOpen string
 	// LockCleanup deletes (PostgreSQL) or picks for deletion (MySQL
 	// family) the rows of names created longer ago than the given age
 	// (µs), at most N (args: age, N), skipping rows being locked. Run in
