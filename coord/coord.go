@@ -72,7 +72,7 @@ type Client[TTx any] struct {
 	q   *dialects.Queries
 	ll  *leaseListeners // AcquireWait's listening connections
 
-	queues sync.Map // queue lock names known committed (ensureQueue)
+	queues sync.Map           // queue lock names known committed (ensureQueue)
 	names  dialects.LockNames // lock names seen registered for the console (PostgreSQL)
 }
 

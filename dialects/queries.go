@@ -185,9 +185,9 @@ type Queries struct {
 	LockAdvTry, LockAdvWait, LockRegister, LockHashTry, LockHashWait, LockLegacyRead string
 	// LockAdvTryKnown / LockAdvWaitKnown: the same without looking for
 	// the name's row (see LockNames).
-	LockAdvTryKnown, LockAdvWaitKnown string
-	LockCreate, LockAssignID, LockAdvTryID, LockAdvWaitID                            string
-	LockProtocolGet, LockProtocolSet, LockAssignIDs                                  string
+	LockAdvTryKnown, LockAdvWaitKnown                     string
+	LockCreate, LockAssignID, LockAdvTryID, LockAdvWaitID string
+	LockProtocolGet, LockProtocolSet, LockAssignIDs       string
 	// LockProtocolOpen lists the transactions open in other sessions
 	// (PostgreSQL); LockProtocolStillOpen counts those of a list still
 	// open. SetLockProtocol waits for them after a switch.
