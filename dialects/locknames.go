@@ -2,6 +2,7 @@ package dialects
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,8 +18,8 @@ import (
 // remembered. The zero value is ready; a nil *LockNames remembers
 // nothing (every lock looks). Safe for concurrent use.
 type LockNames struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
+	seen sync.Map // name → time.Time it was seen registered
+	n    atomic.Int64
 }
 
 // LockNamesTTL is how long LockNames trusts that a name's row exists.
@@ -30,11 +31,11 @@ func (n *LockNames) known(name string) bool {
 	if n == nil {
 		return false
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	t, ok := n.seen[name]
-	if ok && time.Since(t) > LockNamesTTL {
-		delete(n.seen, name)
+	t, ok := n.seen.Load(name)
+	if ok && time.Since(t.(time.Time)) > LockNamesTTL {
+		if n.seen.CompareAndDelete(name, t) {
+			n.n.Add(-1)
+		}
 		return false
 	}
 	return ok
@@ -44,12 +45,12 @@ func (n *LockNames) add(name string) {
 	if n == nil {
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.seen == nil || len(n.seen) >= lockNamesMax {
-		n.seen = make(map[string]time.Time)
+	if n.n.Load() >= lockNamesMax {
+		n.Forget()
 	}
-	n.seen[name] = time.Now()
+	if _, loaded := n.seen.Swap(name, time.Now()); !loaded {
+		n.n.Add(1)
+	}
 }
 
 // Forget drops every remembered name.
@@ -57,7 +58,10 @@ func (n *LockNames) Forget() {
 	if n == nil {
 		return
 	}
-	n.mu.Lock()
-	n.seen = nil
-	n.mu.Unlock()
+	n.seen.Range(func(k, _ any) bool {
+		if _, ok := n.seen.LoadAndDelete(k); ok {
+			n.n.Add(-1)
+		}
+		return true
+	})
 }

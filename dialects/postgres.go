@@ -642,7 +642,9 @@ func pgLockStatement(held string, probe bool) string {
 	if probe {
 		registered = "EXISTS (SELECT 1 FROM coord_locks WHERE name = $1)"
 	}
-	return `SELECT CASE WHEN pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' THEN 'ro'
+	// A standby's transactions are all read-only (transaction_read_only
+	// is on there), so one setting covers both.
+	return `SELECT CASE WHEN current_setting('transaction_read_only') = 'on' THEN 'ro'
   WHEN current_setting('transaction_isolation') NOT IN ('read committed', 'read uncommitted') THEN 'snap'
   WHEN coord_lock_legacy() THEN 'legacy'
   WHEN ` + held + ` THEN 'held'
