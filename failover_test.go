@@ -345,6 +345,43 @@ func TestOpenRefusesHotStandby(t *testing.T) {
 			t.Fatalf("CheckSchema on the standby: %v", err)
 		}
 	})
+	// A standby grants advisory locks its primary never sees; the lock
+	// statement refuses them because every standby transaction is
+	// read-only (transaction_read_only is on there).
+	t.Run("a lock on the standby is refused", func(t *testing.T) {
+		p, err := sqlcoord.Open(ctx, cl.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if err := migrate.Migrate(ctx, p, migrate.Up); err != nil {
+			t.Fatal(err)
+		}
+		// The name is recorded (its first lock on the primary), so the
+		// standby's lock would write nothing: only the check refuses it.
+		if err := txn.Do(ctx, p, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+			return coord.New(p).TryLock(ctx, tx, "on-standby")
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cl.WaitCaughtUp(t)
+		db, err := sqlcoord.Open(ctx, cl.StandbyDSN(), sqlcoord.Options{AllowReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		c := coord.New(db)
+		for _, wait := range []time.Duration{0, time.Second} {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Lock(ctx, tx, "on-standby", wait); !errors.Is(err, sqlcoord.ErrReadOnly) {
+				t.Errorf("lock (wait %v) on a hot standby: %v, want ErrReadOnly", wait, err)
+			}
+			tx.Rollback()
+		}
+	})
 }
 
 // Issue 13: a MariaDB replica (read_only) is refused too.
