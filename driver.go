@@ -36,6 +36,8 @@ type Base interface {
 	Tracer() trace.Tracer
 	// Metrics is the driver's Recorder (nil: off).
 	Metrics() metrics.Recorder
+	// CleanupDuty is Options.CleanupDuty (0: cleanups do not pause).
+	CleanupDuty() float64
 	// String describes the database without credentials.
 	String() string
 	// Sealed marks sqlcoord's own drivers.
@@ -111,6 +113,16 @@ type Options struct {
 	// then also puts the W3C traceparent in each message's headers, and
 	// the relay publishes in that trace. nil: off.
 	TracerProvider trace.TracerProvider
+	// CleanupDuty bounds the share of time a cleanup of this driver
+	// spends deleting (every Cleanup — outbox, inbox, keys, barrier, job
+	// runs, sessions, membership, sagas — and coord's CleanupLocks): after
+	// each batch it pauses for as long as makes the batch CleanupDuty of
+	// the time since the last one (0.25: three times the batch's own
+	// duration). A busy server makes batches slower and so the pauses
+	// longer: producers keep the database. 0 (the default) or 1: no pause,
+	// as fast as the server deletes. Between 0 and 1, else
+	// ErrInvalidOptions. See docs/retention.md.
+	CleanupDuty float64
 }
 
 // Inspect asks db's server about itself: version, read-only, replication

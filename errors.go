@@ -66,6 +66,9 @@ var (
 	// ErrBadDSN: a DSN sqlcoord cannot use (the message never shows its
 	// password).
 	ErrBadDSN = dialects.ErrBadDSN
+	// ErrInvalidOptions: an Options field out of its range (Open and
+	// every Wrap check them before anything else).
+	ErrInvalidOptions = dialects.ErrInvalidOptions
 	// ErrUnreachable: the server cannot be reached or refuses the login.
 	ErrUnreachable = dialects.ErrUnreachable
 	// ErrDriverSetting: a wrapped pool's driver is configured in a way

@@ -36,6 +36,8 @@ var (
 	ErrStalePrimary = errors.New("sqlcoord: stale primary: this server's history is older than one this client has seen")
 	// ErrBadDSN: a DSN sqlcoord cannot use.
 	ErrBadDSN = errors.New("sqlcoord: bad DSN")
+	// ErrInvalidOptions: an Options field out of its range.
+	ErrInvalidOptions = errors.New("sqlcoord: invalid options")
 	// ErrUnreachable: the server cannot be reached or refuses the login.
 	ErrUnreachable = errors.New("sqlcoord: cannot connect")
 	// ErrDriverSetting: a wrapped pool's driver is configured in a way

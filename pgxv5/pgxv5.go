@@ -42,7 +42,8 @@ type Driver struct {
 	epochs  *sqlcoord.Epochs
 	tracer  trace.Tracer
 	metrics metrics.Recorder
-	owned   bool // Open made the pool: Close closes it
+	duty    float64 // Options.CleanupDuty
+	owned   bool    // Open made the pool: Close closes it
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB // database/sql on Pool (migrate), made when first asked
@@ -61,7 +62,10 @@ func Wrap(ctx context.Context, pool *pgxpool.Pool, opts ...sqlcoord.Options) (*D
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	d := &Driver{Pool: pool, tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics}
+	if err := core.ValidCleanupDuty(o.CleanupDuty); err != nil {
+		return nil, err
+	}
+	d := &Driver{Pool: pool, tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, duty: o.CleanupDuty}
 	if o.Pooler {
 		d.pre = execMode
 	}
@@ -136,6 +140,7 @@ func (d *Driver) Dialect() *dialects.Dialect                      { return diale
 func (d *Driver) Epochs() *sqlcoord.Epochs                        { return d.epochs }
 func (d *Driver) Tracer() trace.Tracer                            { return d.tracer }
 func (d *Driver) Metrics() metrics.Recorder                       { return d.metrics }
+func (d *Driver) CleanupDuty() float64                            { return d.duty }
 func (d *Driver) Sealed(core.Seal)                                {}
 func (d *Driver) Executor() dialects.Executor                     { return Executor{d.Pool, d.pre} }
 func (d *Driver) TxExecutor(tx pgx.Tx) dialects.Executor          { return Executor{tx, d.pre} }

@@ -38,6 +38,15 @@ type Options struct {
 	EpochFile              string
 	Metrics                metrics.Recorder
 	TracerProvider         trace.TracerProvider
+	CleanupDuty            float64
+}
+
+// ValidCleanupDuty checks Options.CleanupDuty: 0 (no pause) up to 1.
+func ValidCleanupDuty(d float64) error {
+	if !(d >= 0 && d <= 1) { // NaN too
+		return errs.Errorf("%w: CleanupDuty %v is not between 0 and 1", dialects.ErrInvalidOptions, d)
+	}
+	return nil
 }
 
 // TracerName is the instrumentation scope of sqlcoord's spans.

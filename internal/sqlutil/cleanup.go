@@ -43,7 +43,17 @@ func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.D
 // caller to name.
 func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(context.Context, dialects.Executor) (int64, error)) (int64, error) {
 	var total int64
-	for {
+	var last time.Duration // the previous batch's duration
+	duty := db.CleanupDuty()
+	for first := true; ; first = false {
+		if !first && duty > 0 && duty < 1 {
+			// Options.CleanupDuty: pause so that the batch just done is
+			// that share of the time since the one before it.
+			if err := pause(ctx, time.Duration(float64(last)*(1-duty)/duty)); err != nil {
+				return total, err
+			}
+		}
+		start := time.Now()
 		tx, err := db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
 			return total, db.Dialect().Classify(err)
@@ -61,5 +71,19 @@ func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(contex
 		if n < int64(batch) {
 			return total, nil
 		}
+		last = time.Since(start)
+	}
+}
+
+// pause waits d, or returns ctx's error (classified as the dialect would:
+// a cancelled cleanup reports the context's error) when ctx ends first.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
