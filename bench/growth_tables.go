@@ -35,8 +35,12 @@ type GrowthConfig struct {
 	Duration time.Duration // per case; default 2 s
 	// Cleanup: how long each cleanup case runs (time-boxed: at 10 M rows
 	// it would take minutes); default 10 s.
-	Cleanup  time.Duration
-	Progress func(string)
+	Cleanup time.Duration
+	// CleanupDuties: each cleanup case runs once per value, through a
+	// driver with that sqlcoord.Options.CleanupDuty (0: no pause);
+	// default {0}.
+	CleanupDuties []float64
+	Progress      func(string)
 }
 
 // TableSize is a table's size on disk at a row count.
@@ -196,7 +200,29 @@ func (g *growth) rows(ctx context.Context, table, where string) (int, error) {
 // 8 clients; it records the cleanup's rows deleted per second and the hot
 // path's throughput during it, against hotCase measured at the same size
 // without a cleanup.
-func (g *growth) cleanupCase(ctx context.Context, n int, what, hotCase string, clean func(context.Context) (int64, error), hot Op) error {
+func (g *growth) cleanupCase(ctx context.Context, n int, what, hotCase string, clean func(context.Context, *sqlcoord.DB) (int64, error), hot Op) error {
+	duties := g.cfg.CleanupDuties
+	if len(duties) == 0 {
+		duties = []float64{0}
+	}
+	for _, duty := range duties {
+		// the same pool, a driver whose cleanups pause as asked
+		db, err := sqlcoord.WrapDB(ctx, g.db.DB, sqlcoord.Options{CleanupDuty: duty})
+		if err != nil {
+			return err
+		}
+		label := what
+		if duty > 0 && duty < 1 {
+			label = fmt.Sprintf("%s at CleanupDuty %g", what, duty)
+		}
+		if err := g.cleanupOnce(ctx, n, label, hotCase, func(ctx context.Context) (int64, error) { return clean(ctx, db) }, hot); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *growth) cleanupOnce(ctx context.Context, n int, what, hotCase string, clean func(context.Context) (int64, error), hot Op) error {
 	before, logOK := logCounters(ctx, g.db)
 	cctx, cancel := context.WithTimeout(ctx, g.cfg.Cleanup)
 	defer cancel()
@@ -291,7 +317,9 @@ FROM seq_1_to_%d`, off, off, k)
 				return err
 			}
 			err := g.cleanupCase(ctx, size, "Keys.Cleanup", "insert+Record (8 clients)",
-				func(ctx context.Context) (int64, error) { return keys.Cleanup(ctx, 24*time.Hour, 1000) }, record)
+				func(ctx context.Context, db *sqlcoord.DB) (int64, error) {
+					return txn.NewKeys(db, txn.KeysOptions{}).Cleanup(ctx, 24*time.Hour, 1000)
+				}, record)
 			if err != nil {
 				return err
 			}
@@ -374,7 +402,9 @@ FROM seq_1_to_%d`, off, off, off, k)
 				return err
 			}
 			if err := g.cleanupCase(ctx, size, "session.Cleanup", "Load (8 clients)",
-				func(ctx context.Context) (int64, error) { return session.Cleanup(ctx, db, 24*time.Hour, 1000) }, load); err != nil {
+				func(ctx context.Context, db *sqlcoord.DB) (int64, error) {
+					return session.Cleanup(ctx, db, 24*time.Hour, 1000)
+				}, load); err != nil {
 				return err
 			}
 			// put the expired ones back for the next size
@@ -451,7 +481,9 @@ SELECT '%s', t, 0, 1, 'succeeded', 'fill', 1, t, t, t FROM (SELECT TIMESTAMP '20
 				return err
 			}
 			if err := g.cleanupCase(ctx, size, "Runs.Cleanup", "takeover scan (TakeOver, 8 instances)",
-				func(ctx context.Context) (int64, error) { return runs.Cleanup(ctx, job, 24*time.Hour, 1000) }, scan); err != nil {
+				func(ctx context.Context, db *sqlcoord.DB) (int64, error) {
+					return jobs.NewRuns(db).Cleanup(ctx, job, 24*time.Hour, 1000)
+				}, scan); err != nil {
 				return err
 			}
 		}
@@ -474,7 +506,7 @@ func (g *growth) outboxCleanup(ctx context.Context, ob *outbox.Outbox[*sql.Tx], 
 		return ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
 	}
 	return g.cleanupCase(ctx, size, "Outbox.Cleanup", "enqueue (8 clients)",
-		func(ctx context.Context) (int64, error) { return ob.Cleanup(ctx, 0, 1000) }, enqueue)
+		func(ctx context.Context, db *sqlcoord.DB) (int64, error) { return outbox.New(db).Cleanup(ctx, 0, 1000) }, enqueue)
 }
 
 // SizesMarkdown renders table and index sizes per million rows.

@@ -319,8 +319,9 @@ func (o Admin) Requeue(ctx context.Context, id int64) (int64, error) {
 // locks only the rows it deletes (PostgreSQL: picked with SKIP LOCKED;
 // MySQL family: picked by a non-locking read of the (state, id) index,
 // deleted by primary key at READ COMMITTED), so it never blocks producers
-// or relays; it does compete with them for the server's I/O (`sqlcoord
-// bench growth` measures producers while it runs).
+// or relays; it does compete with them for the server's CPU and I/O
+// (`sqlcoord bench growth` measures producers while it runs):
+// sqlcoord.Options.CleanupDuty paces it (docs/retention.md).
 func (o *Outbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000

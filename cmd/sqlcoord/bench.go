@@ -213,7 +213,7 @@ func newBenchCmd() *cobra.Command {
 	notify.Flags().IntVar(&rounds, "rounds", 3, "rounds per client count")
 	notify.Flags().BoolVar(&listen, "listen", true, "relays listen for NOTIFY (PostgreSQL); false: they only poll")
 	notify.Flags().Float64Var(&rate, "rate", 0, "messages per second offered to the producers in all (open loop); 0: as fast as they go")
-	var sizesS, growthGroups, mergeFrom string
+	var sizesS, growthGroups, mergeFrom, dutiesS string
 	var jobsMax int
 	var cleanupFor time.Duration
 	growth := &cobra.Command{
@@ -241,6 +241,14 @@ func newBenchCmd() *cobra.Command {
 			if jobsMax <= 0 || cleanupFor <= 0 {
 				return usageError{fmt.Errorf("--jobs-max and --cleanup must be positive")}
 			}
+			var duties []float64
+			for _, f := range strings.Split(dutiesS, ",") {
+				d, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+				if err != nil || !(d >= 0 && d <= 1) {
+					return usageError{fmt.Errorf("--cleanup-duty: %q is not a number from 0 to 1", f)}
+				}
+				duties = append(duties, d)
+			}
 			durableThrowaways()
 			var rep bench.GrowthReport
 			var settings []string
@@ -260,7 +268,7 @@ func newBenchCmd() *cobra.Command {
 			}
 			ran, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				r, err := bench.Growth(ctx, db, bench.GrowthConfig{Sizes: sizes, JobsMax: jobsMax, Groups: groups, Duration: dur, Cleanup: cleanupFor,
-					Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
+					CleanupDuties: duties, Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
 				rep.Results = append(rep.Results, r.Results...)
 				rep.Sizes = append(rep.Sizes, r.Sizes...)
 				return err
@@ -288,6 +296,7 @@ func newBenchCmd() *cobra.Command {
 	growth.Flags().StringVar(&growthGroups, "groups", "outbox,keys,jobs,sessions", "tables to grow")
 	growth.Flags().IntVar(&jobsMax, "jobs-max", 1_000_000, "job runs and sessions stop at this size")
 	growth.Flags().DurationVar(&cleanupFor, "cleanup", 10*time.Second, "how long each cleanup case runs (a time box)")
+	growth.Flags().StringVar(&dutiesS, "cleanup-duty", "0", "each cleanup case once per value, comma-separated: Options.CleanupDuty, the share of time it deletes (0: no pause)")
 	growth.Flags().StringVar(&mergeFrom, "merge", "", "growth.json of an earlier run whose results come first in this report")
 	all := &cobra.Command{
 		Use:   "all",
