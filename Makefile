@@ -18,6 +18,9 @@ MODULES := . bench cmd/sqlcoord outbox/natspub outbox/kafkapub console/browserte
 setup:
 	@bash scripts/setup.sh
 	@for m in $(MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
+	@# the library's own versions, which TestDocSnippetsCompile builds with
+	@# (GOWORK=off); the workspace may select newer ones (bench/peers)
+	GOWORK=off $(GO) mod download
 
 # The CLI with `sqlcoord bench` (build tag bench: plots, an embedded NATS
 # server); `go install …/cmd/sqlcoord@version` gives the lean one without.
