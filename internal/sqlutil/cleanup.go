@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
 )
 
 // ErrNegativeAge is returned for a negative retention age.
@@ -49,7 +50,7 @@ func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(contex
 		if !first && duty > 0 && duty < 1 {
 			// Options.CleanupDuty: pause so that the batch just done is
 			// that share of the time since the one before it.
-			if err := pause(ctx, time.Duration(float64(last)*(1-duty)/duty)); err != nil {
+			if err := backoff.Sleep(ctx, time.Duration(float64(last)*(1-duty)/duty)); err != nil {
 				return total, err
 			}
 		}
@@ -72,18 +73,5 @@ func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(contex
 			return total, nil
 		}
 		last = time.Since(start)
-	}
-}
-
-// pause waits d, or returns ctx's error (classified as the dialect would:
-// a cancelled cleanup reports the context's error) when ctx ends first.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
