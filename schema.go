@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
+	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
@@ -205,12 +206,8 @@ func waitOpenTransactions(ctx context.Context, db Base) error {
 		if n == 0 {
 			return nil
 		}
-		t := time.NewTimer(20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errs.Errorf("%w: switched, but %d transaction(s) open before the switch are still open: %w", ErrLockProtocol, n, ctx.Err())
-		case <-t.C:
+		if err := backoff.Sleep(ctx, 20*time.Millisecond); err != nil {
+			return errs.Errorf("%w: switched, but %d transaction(s) open before the switch are still open: %w", ErrLockProtocol, n, err)
 		}
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/bench"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/natspub"
@@ -244,8 +245,11 @@ func newBenchCmd() *cobra.Command {
 			var duties []float64
 			for _, f := range strings.Split(dutiesS, ",") {
 				d, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-				if err != nil || !(d >= 0 && d <= 1) {
-					return usageError{fmt.Errorf("--cleanup-duty: %q is not a number from 0 to 1", f)}
+				if err != nil {
+					return usageError{fmt.Errorf("--cleanup-duty: %q is not a number", f)}
+				}
+				if err := core.ValidCleanupDuty(d); err != nil { // the check Open and every Wrap run
+					return usageError{fmt.Errorf("--cleanup-duty: %w", err)}
 				}
 				duties = append(duties, d)
 			}

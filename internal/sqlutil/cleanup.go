@@ -46,8 +46,8 @@ func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(contex
 	var total int64
 	var last time.Duration // the previous batch's duration
 	duty := db.CleanupDuty()
-	for first := true; ; first = false {
-		if !first && duty > 0 && duty < 1 {
+	for {
+		if last > 0 && duty > 0 && duty < 1 {
 			// Options.CleanupDuty: pause so that the batch just done is
 			// that share of the time since the one before it.
 			if err := backoff.Sleep(ctx, time.Duration(float64(last)*(1-duty)/duty)); err != nil {
