@@ -365,7 +365,12 @@ func (r *Relay) Run(ctx context.Context) error {
 				if pre == nil {
 					// not ended by ctx: it becomes a batch's transaction,
 					// which a graceful shutdown finishes
-					pre, _ = r.db.BeginOwned(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+					// (on an error pre stays nil and the batch begins its
+					// own, reporting it: a failed BeginOwned's value holds
+					// no transaction, and rolling it back panicked)
+					if tx, err := r.db.BeginOwned(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err == nil {
+						pre = tx
+					}
 				}
 				continue // poll once more: messages committed by producers that did not notify
 			}
