@@ -78,6 +78,13 @@ func TestExitCodeMatrix(t *testing.T) {
 		{args: []string{"console", "--listen", "0.0.0.0:8080", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"doctor", "--require", "bogus", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"doctor", "--dsn", nowhere}, want: exitFailed},
+		{args: []string{"cleanup", "--dsn", nowhere}, want: exitUsage}, // --older-than is required
+		{args: []string{"cleanup", "--older-than", "-1h", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "1h", "--tables", "outbox,ledger", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "1h", "--tables", "keys,keys", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "1h", "--duty", "1.5", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "1h", "--batch", "0", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "1h", "--dsn", nowhere}, want: exitFailed},
 		{args: []string{"epoch", "sideways", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"locks", "protocol", "sideways", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"sessions", "revoke", "--dsn", nowhere}, want: exitUsage},
