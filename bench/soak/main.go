@@ -61,6 +61,7 @@ func main() {
 	stopEvery := flag.Duration("stop-every", 45*time.Second, "SIGSTOP a relay or scheduler process for 2–6 s this often (0: never)")
 	rate := flag.Int("rate", 100, "orders (outbox messages) per second per dialect")
 	sample := flag.Duration("sample", 10*time.Second, "how often the series are recorded")
+	cleanupDuty := flag.Float64("cleanup-duty", 0.25, "sqlcoord.Options.CleanupDuty of the cleanups the soak runs every 10 s (0: unpaced)")
 	out := flag.String("out", "bench/out", "folder for soak.md, soak.json and soak.png")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -72,7 +73,7 @@ func main() {
 		}
 		return
 	}
-	cfg := config{dur: *dur, restartEvery: *restartEvery, killEvery: *killEvery, stopEvery: *stopEvery, rate: *rate, sample: *sample}
+	cfg := config{dur: *dur, restartEvery: *restartEvery, killEvery: *killEvery, stopEvery: *stopEvery, rate: *rate, sample: *sample, cleanupDuty: *cleanupDuty}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var reports []*report
@@ -106,6 +107,7 @@ func main() {
 type config struct {
 	dur, restartEvery, killEvery, stopEvery, sample time.Duration
 	rate                                            int
+	cleanupDuty                                     float64 // sqlcoord.Options.CleanupDuty of the soak's own pool
 }
 
 // sample is one 10-second record of one dialect's run.
@@ -166,7 +168,7 @@ func soak(ctx context.Context, family string, cfg config) *report {
 	if err != nil {
 		return fail(err)
 	}
-	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 40, MaxIdleConns: 40})
+	db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 40, MaxIdleConns: 40, CleanupDuty: cfg.cleanupDuty})
 	if err != nil {
 		return fail(err)
 	}
