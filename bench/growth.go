@@ -99,6 +99,9 @@ func (g *growth) outbox(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := g.settle(ctx); err != nil {
+			return err
+		}
 		start := time.Now()
 		if err := drainAll(ctx, db, nop, false); err != nil {
 			return err
@@ -110,6 +113,9 @@ func (g *growth) outbox(ctx context.Context) error {
 		}
 		relay, err := outbox.NewRelay(db, nop, outbox.RelayOptions{BatchSize: 1000})
 		if err != nil {
+			return err
+		}
+		if err := g.settle(ctx); err != nil {
 			return err
 		}
 		reads0, readsOK := g.diskReads(ctx)

@@ -101,6 +101,7 @@ func (g *growth) measure(ctx context.Context, c string, op Op) Result {
 	if g.warmed == nil {
 		g.warmed = map[string]bool{}
 	}
+	g.settle(ctx) // an error shows in the case's own statements
 	if !g.warmed[g.group+c] {
 		g.warmed[g.group+c] = true
 		Measure(ctx, 8, time.Second, op)
@@ -168,15 +169,16 @@ func (g *growth) fillRows(ctx context.Context, table string, from, n int, stmt f
 	return nil
 }
 
-// settle waits, before a cleanup case, for the server to finish the work
-// the steps before it left behind, so that the case measures its own
-// cleanup: on MariaDB, InnoDB's purge of deleted rows (the outbox case
+// settle waits, before every measured case, for the server to finish the
+// work the steps before it left behind, so that each case measures its own:
+// on MariaDB, InnoDB's purge of deleted and updated rows (the outbox group
 // deletes its backlog of up to max(size, 20 k) pending rows in one
 // transaction right before its cleanup cases — 300 k rows took purge 5 s,
 // and a cleanup case measured meanwhile read 0.52× where a settled one read
-// 0.86× — and a cleanup case's deletions are purged during the next case);
-// on PostgreSQL, a VACUUM of the database (the dead rows, which autovacuum
-// would otherwise clean during the case).
+// 0.86× — and a cleanup case's deletions were purged during the next case);
+// on PostgreSQL, a VACUUM of the database (dead rows and hint bits, which
+// autovacuum and the first readers would otherwise deal with during the
+// case).
 func (g *growth) settle(ctx context.Context) error {
 	if g.pg() {
 		_, err := g.db.ExecContext(ctx, `VACUUM`)
