@@ -101,6 +101,7 @@ func parseCleanupTables(s string) ([]cleanupTable, error) {
 	}
 	var out []cleanupTable
 	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n) // "outbox, keys" as relay --topics reads it
 		i := slices.Index(names, n)
 		if i < 0 {
 			return nil, usageError{fmt.Errorf("--tables: %q is not a table sqlcoord cleans (want all, or some of %s)", redact.Text(n), strings.Join(names, ","))}

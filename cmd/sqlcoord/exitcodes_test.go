@@ -82,6 +82,8 @@ func TestExitCodeMatrix(t *testing.T) {
 		{args: []string{"cleanup", "--older-than", "-1h", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "1h", "--tables", "outbox,ledger", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "1h", "--tables", "keys,keys", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "1h", "--tables", "", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "1h", "--tables", "outbox, keys", "--dsn", nowhere}, want: exitFailed}, // spaces as relay --topics reads them
 		{args: []string{"cleanup", "--older-than", "1h", "--duty", "1.5", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "1h", "--batch", "0", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "1h", "--dsn", nowhere}, want: exitFailed},
