@@ -72,6 +72,28 @@ func TestCleanupDuty(t *testing.T) {
 					t.Fatalf("cleanup with CleanupDuty 0.01 took %v, unpaced %v: it did not pause", took, unpaced)
 				}
 			})
+			t.Run("CleanupRate caps the rows per second", func(t *testing.T) {
+				// 50-row batches at 100 rows/s: each full batch spans at
+				// least 0.5 s, and three full batches come before the
+				// last, short one — 1.5 s at least, whatever the machine
+				// (unpaced, the same rows take tens of milliseconds).
+				fill(batch*batches - batch/2)
+				paced, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{CleanupRate: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer paced.Close()
+				start := time.Now()
+				n, err := txn.NewKeys(paced, txn.KeysOptions{}).Cleanup(ctx, 0, batch)
+				took := time.Since(start)
+				if err != nil || n != batch*batches-batch/2 {
+					t.Fatalf("rate-capped cleanup: %d rows, %v", n, err)
+				}
+				t.Logf("175 rows at CleanupRate 100: %v", took)
+				if took < 1400*time.Millisecond {
+					t.Fatalf("175 rows at CleanupRate 100 rows/s took %v: faster than the cap", took)
+				}
+			})
 			t.Run("ctx ends a paused cleanup, keeping what it deleted", func(t *testing.T) {
 				fill(batch * batches)
 				paced, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{CleanupDuty: 0.0001})
@@ -116,6 +138,17 @@ func TestCleanupDuty(t *testing.T) {
 				t.Errorf("pgxv5.Wrap with CleanupDuty %v: %v, want ErrInvalidOptions", d, err)
 			}
 			pool.Close()
+		}
+		for _, r := range []float64{-1, math.NaN(), math.Inf(1)} {
+			if db, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{CleanupRate: r}); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
+				if db != nil {
+					db.Close()
+				}
+				t.Errorf("Open with CleanupRate %v: %v, want ErrInvalidOptions", r, err)
+			}
+			if _, err := sqlcoord.WrapDB(ctx, env.DB.DB, sqlcoord.Options{CleanupRate: r}); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
+				t.Errorf("WrapDB with CleanupRate %v: %v, want ErrInvalidOptions", r, err)
+			}
 		}
 	})
 }

@@ -32,7 +32,7 @@ type DB struct {
 	pre     []any              // statement-mode arguments (Pooler on pgx's stdlib driver)
 	tracer  trace.Tracer       // nil: tracing off
 	metrics metrics.Recorder   // nil: off
-	duty    float64            // Options.CleanupDuty
+	pace    CleanupPace        // Options.CleanupDuty, Options.CleanupRate
 	dsn     string             // driver DSN with every option sqlcoord needs ("" when wrapped)
 	shown   string             // DSN with the password replaced, for messages
 }
@@ -58,7 +58,7 @@ func first(opts []Options) Options {
 // Errors and String() never contain the password, in any DSN form.
 func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	o := first(opts)
-	if err := core.ValidCleanupDuty(o.CleanupDuty); err != nil {
+	if err := core.ValidCleanupPace(o.CleanupDuty, o.CleanupRate); err != nil {
 		return nil, err
 	}
 	family, driverDSN, shown, err := ParseDSN(dsn)
@@ -131,7 +131,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 		return nil, redact.Error{Msg: redactErr(err, dsn), Err: err}
 	}
 	db := &DB{DB: sdb, dialect: checked.Dialect, writer: checked.Writer, dsn: driverDSN, shown: shown,
-		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, duty: o.CleanupDuty}
+		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: CleanupPace{o.CleanupDuty, o.CleanupRate}}
 	if db.epochs, err = openEpochs(pctx, db, o.EpochFile, o.AllowReadOnly); err != nil {
 		db.Close()
 		return nil, errs.Errorf("%s: %w", shown, err)
@@ -195,7 +195,7 @@ func setPool(db *sql.DB, o Options) {
 // closes the pool (unless you call Close on the result).
 func WrapDB(ctx context.Context, db *sql.DB, opts ...Options) (*DB, error) {
 	o := first(opts)
-	if err := core.ValidCleanupDuty(o.CleanupDuty); err != nil {
+	if err := core.ValidCleanupPace(o.CleanupDuty, o.CleanupRate); err != nil {
 		return nil, err
 	}
 	var pre []any
@@ -210,7 +210,7 @@ func WrapDB(ctx context.Context, db *sql.DB, opts ...Options) (*DB, error) {
 		return nil, err
 	}
 	out := &DB{DB: db, dialect: checked.Dialect, writer: checked.Writer, pre: pre,
-		shown: "database/sql pool (" + checked.Dialect.Name() + ")", tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, duty: o.CleanupDuty}
+		shown: "database/sql pool (" + checked.Dialect.Name() + ")", tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: CleanupPace{o.CleanupDuty, o.CleanupRate}}
 	if out.epochs, err = openEpochs(ctx, out, o.EpochFile, o.AllowReadOnly); err != nil {
 		return nil, err
 	}
@@ -245,8 +245,8 @@ func (db *DB) Tracer() trace.Tracer { return db.tracer }
 // Metrics is the pool's Recorder (nil: off).
 func (db *DB) Metrics() metrics.Recorder { return db.metrics }
 
-// CleanupDuty is Options.CleanupDuty.
-func (db *DB) CleanupDuty() float64 { return db.duty }
+// CleanupPace is Options.CleanupDuty and Options.CleanupRate.
+func (db *DB) CleanupPace() CleanupPace { return db.pace }
 
 // Sealed marks sqlcoord's drivers.
 func (db *DB) Sealed(core.Seal) {}

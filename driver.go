@@ -36,8 +36,9 @@ type Base interface {
 	Tracer() trace.Tracer
 	// Metrics is the driver's Recorder (nil: off).
 	Metrics() metrics.Recorder
-	// CleanupDuty is Options.CleanupDuty (0: cleanups do not pause).
-	CleanupDuty() float64
+	// CleanupPace is Options.CleanupDuty and Options.CleanupRate: how
+	// the driver's cleanups pause between batches.
+	CleanupPace() CleanupPace
 	// String describes the database without credentials.
 	String() string
 	// Sealed marks sqlcoord's own drivers.
@@ -123,6 +124,21 @@ type Options struct {
 	// as fast as the server deletes. Between 0 and 1, else
 	// ErrInvalidOptions. See docs/retention.md.
 	CleanupDuty float64
+	// CleanupRate caps the rows per second a cleanup of this driver
+	// deletes: after each batch it pauses until the batch's rows took at
+	// least rows/CleanupRate seconds since the batch began. With
+	// CleanupDuty too, the longer pause wins. A duty bounds time, not rows
+	// (a server that deletes fast deletes more rows at the same duty); a
+	// rate is the bound to size against your producers. 0 (the default):
+	// no cap. Negative, NaN or infinite: ErrInvalidOptions.
+	CleanupRate float64
+}
+
+// CleanupPace is how a driver's cleanups pause between batches
+// (Options.CleanupDuty, Options.CleanupRate); the zero value: no pause.
+type CleanupPace struct {
+	Duty float64 // share of the time spent deleting; 0 or 1: no pause for it
+	Rate float64 // rows per second at most; 0: no cap
 }
 
 // Inspect asks db's server about itself: version, read-only, replication

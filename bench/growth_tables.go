@@ -43,7 +43,10 @@ type GrowthConfig struct {
 	// driver with that sqlcoord.Options.CleanupDuty (0: no pause);
 	// default {0}.
 	CleanupDuties []float64
-	Progress      func(string)
+	// CleanupRates: each cleanup case also runs once per value, through a
+	// driver with that sqlcoord.Options.CleanupRate (rows per second).
+	CleanupRates []float64
+	Progress     func(string)
 }
 
 // TableSize is a table's size on disk at a row count.
@@ -259,30 +262,47 @@ func (g *growth) rows(ctx context.Context, table, where string) (int, error) {
 // path's throughput during it, against hotCase measured at the same size
 // without a cleanup.
 func (g *growth) cleanupCase(ctx context.Context, n int, what, hotCase string, clean func(context.Context, *sqlcoord.DB) (int64, error), hot Op) error {
-	duties := slices.Clone(g.cfg.CleanupDuties)
-	if len(duties) == 0 {
-		duties = []float64{0}
+	var paces []sqlcoord.CleanupPace
+	for _, d := range g.cfg.CleanupDuties {
+		paces = append(paces, sqlcoord.CleanupPace{Duty: d})
+	}
+	for _, r := range g.cfg.CleanupRates {
+		paces = append(paces, sqlcoord.CleanupPace{Rate: r})
+	}
+	if len(paces) == 0 {
+		paces = []sqlcoord.CleanupPace{{}}
 	}
 	// Gentlest first, unpaced last: a case leaves work behind (autovacuum,
 	// InnoDB purge of the rows it deleted) that taxes the next one — the
 	// PostgreSQL outbox read 0.39× at duty 0.25 right after an unpaced
-	// case, 0.93× on its own.
-	intensity := func(d float64) float64 {
-		if d == 0 {
-			return 1
+	// case, 0.93× on its own (settle now waits that work out as well).
+	// Duties before rates, each in increasing order.
+	rank := func(p sqlcoord.CleanupPace) (int, float64) {
+		switch {
+		case p.Rate > 0:
+			return 1, p.Rate
+		case p.Duty > 0 && p.Duty < 1:
+			return 0, p.Duty
 		}
-		return d
+		return 2, 0
 	}
-	slices.SortStableFunc(duties, func(a, b float64) int { return cmp.Compare(intensity(a), intensity(b)) })
-	for _, duty := range duties {
+	slices.SortStableFunc(paces, func(a, b sqlcoord.CleanupPace) int {
+		ka, va := rank(a)
+		kb, vb := rank(b)
+		return cmp.Or(cmp.Compare(ka, kb), cmp.Compare(va, vb))
+	})
+	for _, p := range paces {
 		// the same pool, a driver whose cleanups pause as asked
-		db, err := sqlcoord.WrapDB(ctx, g.db.DB, sqlcoord.Options{CleanupDuty: duty})
+		db, err := sqlcoord.WrapDB(ctx, g.db.DB, sqlcoord.Options{CleanupDuty: p.Duty, CleanupRate: p.Rate})
 		if err != nil {
 			return err
 		}
 		label := what
-		if duty > 0 && duty < 1 {
-			label = fmt.Sprintf("%s at CleanupDuty %g", what, duty)
+		switch k, v := rank(p); k {
+		case 0:
+			label = fmt.Sprintf("%s at CleanupDuty %g", what, v)
+		case 1:
+			label = fmt.Sprintf("%s at CleanupRate %g", what, v)
 		}
 		if err := g.cleanupOnce(ctx, n, label, hotCase, func(ctx context.Context) (int64, error) { return clean(ctx, db) }, hot); err != nil {
 			return err

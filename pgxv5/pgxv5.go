@@ -42,7 +42,7 @@ type Driver struct {
 	epochs  *sqlcoord.Epochs
 	tracer  trace.Tracer
 	metrics metrics.Recorder
-	duty    float64 // Options.CleanupDuty
+	pace    sqlcoord.CleanupPace // Options.CleanupDuty, Options.CleanupRate
 	owned   bool    // Open made the pool: Close closes it
 
 	sqlOnce sync.Once
@@ -62,10 +62,10 @@ func Wrap(ctx context.Context, pool *pgxpool.Pool, opts ...sqlcoord.Options) (*D
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	if err := core.ValidCleanupDuty(o.CleanupDuty); err != nil {
+	if err := core.ValidCleanupPace(o.CleanupDuty, o.CleanupRate); err != nil {
 		return nil, err
 	}
-	d := &Driver{Pool: pool, tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, duty: o.CleanupDuty}
+	d := &Driver{Pool: pool, tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: sqlcoord.CleanupPace{Duty: o.CleanupDuty, Rate: o.CleanupRate}}
 	if o.Pooler {
 		d.pre = execMode
 	}
@@ -140,7 +140,7 @@ func (d *Driver) Dialect() *dialects.Dialect                      { return diale
 func (d *Driver) Epochs() *sqlcoord.Epochs                        { return d.epochs }
 func (d *Driver) Tracer() trace.Tracer                            { return d.tracer }
 func (d *Driver) Metrics() metrics.Recorder                       { return d.metrics }
-func (d *Driver) CleanupDuty() float64                            { return d.duty }
+func (d *Driver) CleanupPace() sqlcoord.CleanupPace                { return d.pace }
 func (d *Driver) Sealed(core.Seal)                                {}
 func (d *Driver) Executor() dialects.Executor                     { return Executor{d.Pool, d.pre} }
 func (d *Driver) TxExecutor(tx pgx.Tx) dialects.Executor          { return Executor{tx, d.pre} }

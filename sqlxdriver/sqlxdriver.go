@@ -25,7 +25,7 @@ type Driver struct {
 	epochs  *sqlcoord.Epochs
 	tracer  trace.Tracer
 	metrics metrics.Recorder
-	duty    float64      // Options.CleanupDuty
+	pace    sqlcoord.CleanupPace // Options.CleanupDuty, Options.CleanupRate
 	db      *sqlcoord.DB // the same pool as the database/sql stack, for LISTEN
 }
 
@@ -47,7 +47,7 @@ func Wrap(ctx context.Context, x *sqlx.DB, opts ...sqlcoord.Options) (*Driver, e
 		o = opts[0]
 	}
 	return &Driver{X: x, dialect: db.Dialect(), pre: preOf(db), epochs: db.Epochs(),
-		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, duty: o.CleanupDuty, db: db}, nil
+		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: sqlcoord.CleanupPace{Duty: o.CleanupDuty, Rate: o.CleanupRate}, db: db}, nil
 }
 
 // preOf is the statement-mode arguments the database/sql stack chose.
@@ -62,7 +62,7 @@ func (s *Driver) Dialect() *dialects.Dialect                      { return s.dia
 func (s *Driver) Epochs() *sqlcoord.Epochs                        { return s.epochs }
 func (s *Driver) Tracer() trace.Tracer                            { return s.tracer }
 func (s *Driver) Metrics() metrics.Recorder                       { return s.metrics }
-func (s *Driver) CleanupDuty() float64                            { return s.duty }
+func (s *Driver) CleanupPace() sqlcoord.CleanupPace                { return s.pace }
 func (s *Driver) Sealed(core.Seal)                                {}
 func (s *Driver) Executor() dialects.Executor                     { return core.PoolExecutor(s.X, s.pre, s.dialect) }
 func (s *Driver) TxExecutor(tx *sqlx.Tx) dialects.Executor        { return core.SQLExec{Q: tx, Pre: s.pre} }

@@ -214,7 +214,7 @@ func newBenchCmd() *cobra.Command {
 	notify.Flags().IntVar(&rounds, "rounds", 3, "rounds per client count")
 	notify.Flags().BoolVar(&listen, "listen", true, "relays listen for NOTIFY (PostgreSQL); false: they only poll")
 	notify.Flags().Float64Var(&rate, "rate", 0, "messages per second offered to the producers in all (open loop); 0: as fast as they go")
-	var sizesS, growthGroups, mergeFrom, dutiesS string
+	var sizesS, growthGroups, mergeFrom, dutiesS, ratesS string
 	var jobsMax int
 	var cleanupFor time.Duration
 	growth := &cobra.Command{
@@ -248,10 +248,23 @@ func newBenchCmd() *cobra.Command {
 				if err != nil {
 					return usageError{fmt.Errorf("--cleanup-duty: %q is not a number", f)}
 				}
-				if err := core.ValidCleanupDuty(d); err != nil { // the check Open and every Wrap run
+				if err := core.ValidCleanupPace(d, 0); err != nil { // the check Open and every Wrap run
 					return usageError{fmt.Errorf("--cleanup-duty: %w", err)}
 				}
 				duties = append(duties, d)
+			}
+			var rates []float64
+			if strings.TrimSpace(ratesS) != "" {
+				for _, f := range strings.Split(ratesS, ",") {
+					r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+					if err != nil {
+						return usageError{fmt.Errorf("--cleanup-rate: %q is not a number", f)}
+					}
+					if err := core.ValidCleanupPace(0, r); err != nil || r == 0 {
+						return usageError{fmt.Errorf("--cleanup-rate %q: want rows per second > 0", f)}
+					}
+					rates = append(rates, r)
+				}
 			}
 			durableThrowaways()
 			var rep bench.GrowthReport
@@ -272,7 +285,7 @@ func newBenchCmd() *cobra.Command {
 			}
 			ran, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				r, err := bench.Growth(ctx, db, bench.GrowthConfig{Sizes: sizes, JobsMax: jobsMax, Groups: groups, Duration: dur, Cleanup: cleanupFor,
-					CleanupDuties: duties, Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
+					CleanupDuties: duties, CleanupRates: rates, Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
 				rep.Results = append(rep.Results, r.Results...)
 				rep.Sizes = append(rep.Sizes, r.Sizes...)
 				return err
@@ -301,6 +314,7 @@ func newBenchCmd() *cobra.Command {
 	growth.Flags().IntVar(&jobsMax, "jobs-max", 1_000_000, "job runs and sessions stop at this size")
 	growth.Flags().DurationVar(&cleanupFor, "cleanup", 10*time.Second, "how long each cleanup case runs (a time box)")
 	growth.Flags().StringVar(&dutiesS, "cleanup-duty", "0", "each cleanup case once per value, comma-separated: Options.CleanupDuty, the share of time it deletes (0: no pause)")
+	growth.Flags().StringVar(&ratesS, "cleanup-rate", "", "each cleanup case also once per value, comma-separated: Options.CleanupRate, rows per second at most")
 	growth.Flags().StringVar(&mergeFrom, "merge", "", "growth.json of an earlier run whose results come first in this report")
 	all := &cobra.Command{
 		Use:   "all",

@@ -118,14 +118,15 @@ func newCleanupCmd() *cobra.Command {
 	var olderThan time.Duration
 	var tablesS string
 	var batch int
-	var duty float64
+	var duty, rate float64
 	cmd := &cobra.Command{
 		Use:   "cleanup --older-than DURATION",
 		Short: "Delete what nobody needs any more (published messages, done keys, ended runs…) older than --older-than, paced",
 		Long: `Runs the library's cleanups (docs/retention.md) once, table by table, and reports the rows each deleted.
 Each batch is its own short transaction: an interrupted cleanup keeps what it deleted; run it again at any time,
 from cron or a job, from any number of processes. --duty paces it (sqlcoord.Options.CleanupDuty): after each
-batch it pauses so that deleting takes that share of its time, leaving the server to producers.
+batch it pauses so that deleting takes that share of its time, leaving the server to producers; --rate caps
+the rows per second (sqlcoord.Options.CleanupRate), the bound to size against your producers' rate.
 
 --older-than has no default: deleting an idempotency key lets a retried request run again, deleting an inbox id
 lets a redelivered message through, deleting a barrier row lets a late Try run — choose it above your clients'
@@ -142,14 +143,14 @@ retry horizon and your relays' redelivery window.`,
 			if batch < 1 || batch > 100000 {
 				return usageError{fmt.Errorf("--batch %d: want 1 to 100000", batch)}
 			}
-			if err := core.ValidCleanupDuty(duty); err != nil {
-				return usageError{fmt.Errorf("--duty: %w", err)}
+			if err := core.ValidCleanupPace(duty, rate); err != nil {
+				return usageError{fmt.Errorf("--duty %v, --rate %v: %w", duty, rate, err)}
 			}
 			tables, err := parseCleanupTables(tablesS)
 			if err != nil {
 				return err
 			}
-			db, err := openInstalled(cmd, writes, sqlcoord.Options{CleanupDuty: duty})
+			db, err := openInstalled(cmd, writes, sqlcoord.Options{CleanupDuty: duty, CleanupRate: rate})
 			if err != nil {
 				return err
 			}
@@ -171,7 +172,7 @@ retry horizon and your relays' redelivery window.`,
 				}
 				results, total = append(results, r), total+n
 			}
-			done, err := printJSON(cmd, map[string]any{"older_than_seconds": olderThan.Seconds(), "duty": duty, "tables": nonNil(results), "deleted": total})
+			done, err := printJSON(cmd, map[string]any{"older_than_seconds": olderThan.Seconds(), "duty": duty, "rate": rate, "tables": nonNil(results), "deleted": total})
 			if err != nil {
 				return err
 			}
@@ -200,5 +201,6 @@ retry horizon and your relays' redelivery window.`,
 	cmd.Flags().StringVar(&tablesS, "tables", "all", "all, or comma-separated: "+strings.Join(names, ", "))
 	cmd.Flags().IntVar(&batch, "batch", 1000, "rows per statement and transaction")
 	cmd.Flags().Float64Var(&duty, "duty", 0.25, "share of the time spent deleting (0 or 1: no pause); the rest is left to producers")
+	cmd.Flags().Float64Var(&rate, "rate", 0, "at most this many rows per second per table (0: no cap; with --duty the longer pause wins)")
 	return cmd
 }

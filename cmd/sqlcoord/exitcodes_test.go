@@ -86,6 +86,8 @@ func TestExitCodeMatrix(t *testing.T) {
 		{args: []string{"cleanup", "--older-than", "1h", "--tables", "outbox, keys", "--dsn", nowhere}, want: exitFailed}, // spaces as relay --topics reads them
 		{args: []string{"cleanup", "--older-than", "1h", "--duty", "1.5", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "1h", "--batch", "0", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "1h", "--rate", "-5", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "1h", "--rate", "NaN", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "1h", "--dsn", nowhere}, want: exitFailed},
 		{args: []string{"epoch", "sideways", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"locks", "protocol", "sideways", "--dsn", nowhere}, want: exitUsage},

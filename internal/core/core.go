@@ -7,6 +7,7 @@
 package core
 
 import (
+	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -39,12 +40,17 @@ type Options struct {
 	Metrics                metrics.Recorder
 	TracerProvider         trace.TracerProvider
 	CleanupDuty            float64
+	CleanupRate            float64
 }
 
-// ValidCleanupDuty checks Options.CleanupDuty: 0 (no pause) up to 1.
-func ValidCleanupDuty(d float64) error {
-	if !(d >= 0 && d <= 1) { // NaN too
-		return errs.Errorf("%w: CleanupDuty %v is not between 0 and 1", dialects.ErrInvalidOptions, d)
+// ValidCleanupPace checks Options.CleanupDuty (0, no pause, up to 1) and
+// Options.CleanupRate (rows per second, 0: no cap; finite).
+func ValidCleanupPace(duty, rate float64) error {
+	if !(duty >= 0 && duty <= 1) { // NaN too
+		return errs.Errorf("%w: CleanupDuty %v is not between 0 and 1", dialects.ErrInvalidOptions, duty)
+	}
+	if !(rate >= 0 && rate <= math.MaxFloat64) { // NaN and +Inf too
+		return errs.Errorf("%w: CleanupRate %v is not a number of rows per second ≥ 0", dialects.ErrInvalidOptions, rate)
 	}
 	return nil
 }

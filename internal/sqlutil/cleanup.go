@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -45,12 +46,11 @@ func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.D
 func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(context.Context, dialects.Executor) (int64, error)) (int64, error) {
 	var total int64
 	var last time.Duration // the previous batch's duration
-	duty := db.CleanupDuty()
+	var rows int64         // and the rows it deleted
+	pace := db.CleanupPace()
 	for {
-		if last > 0 && duty > 0 && duty < 1 {
-			// Options.CleanupDuty: pause so that the batch just done is
-			// that share of the time since the one before it.
-			if err := backoff.Sleep(ctx, time.Duration(float64(last)*(1-duty)/duty)); err != nil {
+		if last > 0 {
+			if err := backoff.Sleep(ctx, pause(pace, last, rows)); err != nil {
 				return total, err
 			}
 		}
@@ -72,6 +72,26 @@ func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(contex
 		if n < int64(batch) {
 			return total, nil
 		}
-		last = time.Since(start)
+		last, rows = time.Since(start), n
 	}
+}
+
+// pause is how long a cleanup waits after a batch that took took and
+// deleted rows: Options.CleanupDuty makes the batch that share of the time
+// until the next one begins, Options.CleanupRate makes its rows take at
+// least rows/rate seconds from its start; the longer wins. A tiny duty or
+// rate gives a pause as long as a Duration holds (ctx still ends it), not
+// an overflow.
+func pause(p sqlcoord.CleanupPace, took time.Duration, rows int64) time.Duration {
+	var ns float64
+	if p.Duty > 0 && p.Duty < 1 {
+		ns = float64(took) * (1 - p.Duty) / p.Duty
+	}
+	if p.Rate > 0 {
+		ns = max(ns, float64(rows)/p.Rate*float64(time.Second)-float64(took))
+	}
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
 }
