@@ -320,7 +320,8 @@ func readLeader(ctx context.Context, db sqlcoord.Base, name string) (Leader, err
 // proclaims a new value, and once more with Live false when it ends
 // without a successor. On PostgreSQL a term or a resignation wakes the
 // observers through NOTIFY (one listening connection per election and
-// Client), and a term running out by its expiry time; elsewhere the
+// Client), and a term running out by its expiry time, and it reads at
+// least once per TTL in case a notification was lost; elsewhere the
 // election is read every PollInterval, and every 5 ms for a TTL after a
 // term ended (while its successor is elected). An observer that falls more than
 // 1,000 terms and an hour behind misses the pruned ones. Read errors are retried
@@ -375,6 +376,12 @@ func (e *Election[TTx]) Observe(ctx context.Context) (<-chan Leader, error) {
 					// (the queue's head checks every headPoll); look as often
 					wait = min(wait, headPoll)
 				}
+			} else {
+				// Listening, a NOTIFY wakes it; a lost one (a listener
+				// reconnecting, a transaction-mode pooler the probe did
+				// not catch) delays it by one TTL at most — never the
+				// minute it waits with no live leader.
+				wait = min(wait, e.opt.TTL)
 			}
 			t := time.NewTimer(wait)
 			select {

@@ -230,6 +230,38 @@ func TestElection(t *testing.T) {
 			t.Fatal("the observer never saw the new leader")
 		})
 
+		t.Run("an observer whose notifications are lost still sees the new leader", func(t *testing.T) {
+			// Its client believes it listens (a probe a pooler fooled, a
+			// listener between reconnects) and hears nothing: with no live
+			// leader it waited a minute for a NOTIFY (the conformance
+			// suite through PgBouncer failed on it); it reads again within
+			// one TTL.
+			ectx, stop := context.WithTimeout(ctx, 15*time.Second)
+			defer stop()
+			obs, err := coord.New[*sql.Tx](deafDriver{env.DB}).Election("deaf", coord.ElectionOptions{ID: "watcher", TTL: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch, err := obs.Observe(ectx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond) // its first read found no leader
+			l, err := elect(t, "deaf", "", 5*time.Second).Campaign(ctx, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Resign(ctx)
+			start := time.Now()
+			for got := range ch {
+				if got.Term == l.Term() && got.Live {
+					t.Logf("deaf observer saw term %d after %v", got.Term, time.Since(start).Round(time.Millisecond))
+					return
+				}
+			}
+			t.Fatal("the deaf observer never saw the new leader within 15 s")
+		})
+
 		t.Run("pruning keeps recent terms", func(t *testing.T) {
 			l, err := elect(t, "pruned", "a", 5*time.Second).Campaign(ctx, "kept")
 			if err != nil {
@@ -424,4 +456,18 @@ func (r *leaderRecorder) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return strings.Join(r.events, " ")
+}
+
+// deafDriver is a driver whose listener says it listens and never hears a
+// notification.
+type deafDriver struct{ *sqlcoord.DB }
+
+func (deafDriver) CanListen() error { return nil }
+
+func (deafDriver) Listen(ctx context.Context, _ string, opt sqlcoord.ListenOptions, _ func()) error {
+	if opt.Ready != nil {
+		opt.Ready()
+	}
+	<-ctx.Done()
+	return nil
 }
