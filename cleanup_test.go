@@ -40,6 +40,24 @@ func TestCleanupDuty(t *testing.T) {
 				}
 			}
 			const batch, batches = 50, 4
+			// pacedCleanup fills 3.5 batches and times their cleanup
+			// through a driver opened with opt; it must delete them all.
+			pacedCleanup := func(t *testing.T, opt sqlcoord.Options) time.Duration {
+				t.Helper()
+				fill(batch*batches - batch/2)
+				paced, err := sqlcoord.Open(ctx, env.DSN, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer paced.Close()
+				start := time.Now()
+				n, err := txn.NewKeys(paced, txn.KeysOptions{}).Cleanup(ctx, 0, batch)
+				took := time.Since(start)
+				if err != nil || n != batch*batches-batch/2 {
+					t.Fatalf("paced cleanup (%+v): %d rows, %v", opt, n, err)
+				}
+				return took
+			}
 			t.Run("paced cleanup takes longer and deletes everything", func(t *testing.T) {
 				// unpaced: the same rows' cost (the faster of two runs, so
 				// that one stalled run cannot lower the bar below)
@@ -53,18 +71,7 @@ func TestCleanupDuty(t *testing.T) {
 						t.Fatalf("unpaced cleanup: %d rows, %v", n, err)
 					}
 				}
-				fill(batch*batches - batch/2)
-				paced, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{CleanupDuty: 0.01})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer paced.Close()
-				start := time.Now()
-				n, err := txn.NewKeys(paced, txn.KeysOptions{}).Cleanup(ctx, 0, batch)
-				took := time.Since(start)
-				if err != nil || n != batch*batches-batch/2 {
-					t.Fatalf("paced cleanup: %d rows, %v", n, err)
-				}
+				took := pacedCleanup(t, sqlcoord.Options{CleanupDuty: 0.01})
 				// 3 pauses of 99× a batch each: far beyond 10× the
 				// whole unpaced cleanup, whatever the machine's noise.
 				t.Logf("unpaced %v, paced (duty 0.01) %v", unpaced, took)
@@ -77,18 +84,7 @@ func TestCleanupDuty(t *testing.T) {
 				// least 0.5 s, and three full batches come before the
 				// last, short one — 1.5 s at least, whatever the machine
 				// (unpaced, the same rows take tens of milliseconds).
-				fill(batch*batches - batch/2)
-				paced, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{CleanupRate: 100})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer paced.Close()
-				start := time.Now()
-				n, err := txn.NewKeys(paced, txn.KeysOptions{}).Cleanup(ctx, 0, batch)
-				took := time.Since(start)
-				if err != nil || n != batch*batches-batch/2 {
-					t.Fatalf("rate-capped cleanup: %d rows, %v", n, err)
-				}
+				took := pacedCleanup(t, sqlcoord.Options{CleanupRate: 100})
 				t.Logf("175 rows at CleanupRate 100: %v", took)
 				if took < 1400*time.Millisecond {
 					t.Fatalf("175 rows at CleanupRate 100 rows/s took %v: faster than the cap", took)

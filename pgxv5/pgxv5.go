@@ -43,7 +43,7 @@ type Driver struct {
 	tracer  trace.Tracer
 	metrics metrics.Recorder
 	pace    sqlcoord.CleanupPace // Options.CleanupDuty, Options.CleanupRate
-	owned   bool    // Open made the pool: Close closes it
+	owned   bool                 // Open made the pool: Close closes it
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB // database/sql on Pool (migrate), made when first asked
@@ -140,7 +140,7 @@ func (d *Driver) Dialect() *dialects.Dialect                      { return diale
 func (d *Driver) Epochs() *sqlcoord.Epochs                        { return d.epochs }
 func (d *Driver) Tracer() trace.Tracer                            { return d.tracer }
 func (d *Driver) Metrics() metrics.Recorder                       { return d.metrics }
-func (d *Driver) CleanupPace() sqlcoord.CleanupPace                { return d.pace }
+func (d *Driver) CleanupPace() sqlcoord.CleanupPace               { return d.pace }
 func (d *Driver) Sealed(core.Seal)                                {}
 func (d *Driver) Executor() dialects.Executor                     { return Executor{d.Pool, d.pre} }
 func (d *Driver) TxExecutor(tx pgx.Tx) dialects.Executor          { return Executor{tx, d.pre} }

@@ -26,7 +26,7 @@ type Driver struct {
 	tracer  trace.Tracer
 	metrics metrics.Recorder
 	pace    sqlcoord.CleanupPace // Options.CleanupDuty, Options.CleanupRate
-	db      *sqlcoord.DB // the same pool as the database/sql stack, for LISTEN
+	db      *sqlcoord.DB         // the same pool as the database/sql stack, for LISTEN
 }
 
 var (
@@ -62,7 +62,7 @@ func (s *Driver) Dialect() *dialects.Dialect                      { return s.dia
 func (s *Driver) Epochs() *sqlcoord.Epochs                        { return s.epochs }
 func (s *Driver) Tracer() trace.Tracer                            { return s.tracer }
 func (s *Driver) Metrics() metrics.Recorder                       { return s.metrics }
-func (s *Driver) CleanupPace() sqlcoord.CleanupPace                { return s.pace }
+func (s *Driver) CleanupPace() sqlcoord.CleanupPace               { return s.pace }
 func (s *Driver) Sealed(core.Seal)                                {}
 func (s *Driver) Executor() dialects.Executor                     { return core.PoolExecutor(s.X, s.pre, s.dialect) }
 func (s *Driver) TxExecutor(tx *sqlx.Tx) dialects.Executor        { return core.SQLExec{Q: tx, Pre: s.pre} }
