@@ -248,6 +248,9 @@ func (db *DB) Metrics() metrics.Recorder { return db.metrics }
 // CleanupPace is Options.CleanupDuty and Options.CleanupRate.
 func (db *DB) CleanupPace() CleanupPace { return db.pace }
 
+// CleanupDuty is Options.CleanupDuty (CleanupPace().Duty).
+func (db *DB) CleanupDuty() float64 { return db.pace.Duty }
+
 // Sealed marks sqlcoord's drivers.
 func (db *DB) Sealed(core.Seal) {}
 

@@ -141,6 +141,7 @@ func (d *Driver) Epochs() *sqlcoord.Epochs                        { return d.epo
 func (d *Driver) Tracer() trace.Tracer                            { return d.tracer }
 func (d *Driver) Metrics() metrics.Recorder                       { return d.metrics }
 func (d *Driver) CleanupPace() sqlcoord.CleanupPace               { return d.pace }
+func (d *Driver) CleanupDuty() float64                            { return d.pace.Duty }
 func (d *Driver) Sealed(core.Seal)                                {}
 func (d *Driver) Executor() dialects.Executor                     { return Executor{d.Pool, d.pre} }
 func (d *Driver) TxExecutor(tx pgx.Tx) dialects.Executor          { return Executor{tx, d.pre} }

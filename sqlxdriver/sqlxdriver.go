@@ -63,6 +63,7 @@ func (s *Driver) Epochs() *sqlcoord.Epochs                        { return s.epo
 func (s *Driver) Tracer() trace.Tracer                            { return s.tracer }
 func (s *Driver) Metrics() metrics.Recorder                       { return s.metrics }
 func (s *Driver) CleanupPace() sqlcoord.CleanupPace               { return s.pace }
+func (s *Driver) CleanupDuty() float64                            { return s.pace.Duty }
 func (s *Driver) Sealed(core.Seal)                                {}
 func (s *Driver) Executor() dialects.Executor                     { return core.PoolExecutor(s.X, s.pre, s.dialect) }
 func (s *Driver) TxExecutor(tx *sqlx.Tx) dialects.Executor        { return core.SQLExec{Q: tx, Pre: s.pre} }
