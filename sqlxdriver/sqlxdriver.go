@@ -47,7 +47,7 @@ func Wrap(ctx context.Context, x *sqlx.DB, opts ...sqlcoord.Options) (*Driver, e
 		o = opts[0]
 	}
 	return &Driver{X: x, dialect: db.Dialect(), pre: preOf(db), epochs: db.Epochs(),
-		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: sqlcoord.CleanupPace{Duty: o.CleanupDuty, Rate: o.CleanupRate}, db: db}, nil
+		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: db.CleanupPace(), db: db}, nil
 }
 
 // preOf is the statement-mode arguments the database/sql stack chose.

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -242,29 +243,19 @@ func newBenchCmd() *cobra.Command {
 			if jobsMax <= 0 || cleanupFor <= 0 {
 				return usageError{fmt.Errorf("--jobs-max and --cleanup must be positive")}
 			}
-			var duties []float64
-			for _, f := range strings.Split(dutiesS, ",") {
-				d, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-				if err != nil {
-					return usageError{fmt.Errorf("--cleanup-duty: %q is not a number", f)}
-				}
-				if err := core.ValidCleanupPace(d, 0); err != nil { // the check Open and every Wrap run
-					return usageError{fmt.Errorf("--cleanup-duty: %w", err)}
-				}
-				duties = append(duties, d)
+			// the checks Open and every Wrap run
+			duties, err := paceList("cleanup-duty", dutiesS, func(d float64) error { return core.ValidCleanupPace(d, 0) })
+			if err != nil {
+				return err
 			}
-			var rates []float64
-			if strings.TrimSpace(ratesS) != "" {
-				for _, f := range strings.Split(ratesS, ",") {
-					r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-					if err != nil {
-						return usageError{fmt.Errorf("--cleanup-rate: %q is not a number", f)}
-					}
-					if err := core.ValidCleanupPace(0, r); err != nil || r == 0 {
-						return usageError{fmt.Errorf("--cleanup-rate %q: want rows per second > 0", f)}
-					}
-					rates = append(rates, r)
+			rates, err := paceList("cleanup-rate", ratesS, func(r float64) error {
+				if r == 0 {
+					return errors.New("want rows per second > 0")
 				}
+				return core.ValidCleanupPace(0, r)
+			})
+			if err != nil {
+				return err
 			}
 			durableThrowaways()
 			var rep bench.GrowthReport
@@ -521,4 +512,24 @@ func inProcessNATS() (outbox.Publisher, func(), error) {
 		return nil, nil, err
 	}
 	return pub, func() { closeFn(); ns.Shutdown(); os.RemoveAll(dir) }, nil
+}
+
+// paceList reads a comma-separated --flag of numbers, each passing check
+// ("" is none).
+func paceList(flag, s string, check func(float64) error) ([]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--%s: %q is not a number", flag, f)}
+		}
+		if err := check(v); err != nil {
+			return nil, usageError{fmt.Errorf("--%s %q: %w", flag, f, err)}
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
