@@ -195,6 +195,26 @@ func (s *suite) run(ctx context.Context, name, baseline string, clients int, op 
 	s.out = append(s.out, r)
 }
 
+// compare adds a row that shows the last measurement of name (same
+// clients) once more, with baseline as its ratio's denominator: one
+// measurement beside a second baseline of this round.
+func (s *suite) compare(name, baseline string, clients int) {
+	for i := len(s.out) - 1; i >= 0; i-- {
+		r := s.out[i]
+		if r.Case != name || r.Clients != clients {
+			continue
+		}
+		r.Case, r.Baseline, r.Ratio = name+", beside "+baseline, baseline, 0
+		for _, b := range s.out {
+			if b.Case == baseline && b.Clients == clients && b.OpsPerS > 0 {
+				r.Ratio = r.OpsPerS / b.OpsPerS
+			}
+		}
+		s.out = append(s.out, r)
+		return
+	}
+}
+
 // wal reads the server's log counters (see logCounters).
 func (s *suite) wal(ctx context.Context) ([3]float64, bool) { return logCounters(ctx, s.db) }
 

@@ -53,12 +53,51 @@ RETURNING token`
 			return nil, err
 		}
 	}
+	// The same two baselines with the guarantee sqlcoord adds (issue 36):
+	// no token at or below the failover epoch's base, so that a restored
+	// disk snapshot, a promotion or a restart never hands a token out
+	// twice — through dialects.Dialect.EpochBase, the expression
+	// sqlcoord's own statements use.
+	d := db.Dialect()
+	if _, err := d.EpochCheck(ctx, db.Executor(), 0); err != nil { // MySQL family: records this run's epoch
+		return nil, err
+	}
+	var base int64
+	if err := db.QueryRowContext(ctx, `SELECT `+d.EpochBase("0")).Scan(&base); err != nil {
+		return nil, fmt.Errorf("bench: epoch base: %w", err)
+	}
+	upsertEpoch := `INSERT INTO bench_upsert AS u (k, v) SELECT $1, 1 WHERE ` + d.EpochBase("0") + ` < $2
+ON CONFLICT (k) DO UPDATE SET v = u.v + 1`
+	handAcquireEpoch := `INSERT INTO bench_lease AS l (k, owner, token, expires_at)
+SELECT $1, $2, e.b + 1, clock_timestamp() + interval '10 seconds' FROM (SELECT ` + d.EpochBase("0") + ` AS b) e
+ON CONFLICT (k) DO UPDATE SET owner = EXCLUDED.owner, token = GREATEST(l.token + 1, EXCLUDED.token), expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= clock_timestamp() RETURNING token`
+	// A lost release only makes the next holder wait out the TTL: it
+	// need not wait for its flush (sqlcoord's Release does the same).
+	handReleaseAsync := `UPDATE bench_lease SET expires_at = clock_timestamp() WHERE k = $1 AND owner = $2 AND token = $3
+RETURNING set_config('synchronous_commit', 'off', true)`
+	if !pg {
+		upsertEpoch = `INSERT INTO bench_upsert (k, v) SELECT ?, 1 FROM DUAL WHERE ` + d.EpochBase("0") + ` < ?
+ON DUPLICATE KEY UPDATE v = v + 1`
+		handAcquireEpoch = `INSERT INTO bench_lease (k, owner, token, expires_at)
+SELECT ?, ?, e.b + 1, UTC_TIMESTAMP(6) + INTERVAL 10 SECOND FROM (SELECT ` + d.EpochBase("0") + ` AS b) e
+ON DUPLICATE KEY UPDATE
+  token = IF(expires_at <= UTC_TIMESTAMP(6), GREATEST(token + 1, VALUES(token)), token),
+  owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
+  expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)
+RETURNING token`
+		handReleaseAsync = handRelease // InnoDB has no per-transaction flush setting
+	}
 	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_upsert`)
 	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_lease`)
 	nativeLock := "native advisory lock (pg_advisory_xact_lock in a transaction)"
 	if !pg {
 		nativeLock = "native advisory lock (GET_LOCK, transaction, RELEASE_LOCK)"
 	}
+	const (
+		sameLease  = "hand-written lease, epoch-checked (same restore guarantee; release not flushed)"
+		sameUpsert = "upsert in a transaction, epoch-checked (same restore guarantee)"
+	)
 	run := fmt.Sprintf("bench-%d", time.Now().UnixNano()) // this round's: owner of the hand-written leases, part of fence names
 	for _, n := range cfg.Clients {
 		db.SetMaxOpenConns(n + 4)
@@ -113,6 +152,20 @@ RETURNING token`
 			_, err := db.ExecContext(ctx, handRelease, name("hand", w), run, token)
 			return err
 		})
+		s.run(ctx, sameLease, "", n, func(ctx context.Context, w int) error {
+			var token int64
+			if err := db.QueryRowContext(ctx, handAcquireEpoch, name("hand-epoch", w), run).Scan(&token); err != nil {
+				return err
+			}
+			if token <= base {
+				return fmt.Errorf("bench: token %d at or below the epoch base %d", token, base)
+			}
+			rows, err := db.QueryContext(ctx, handReleaseAsync, name("hand-epoch", w), run, token)
+			if err != nil {
+				return err
+			}
+			return rows.Close()
+		})
 		s.run(ctx, "lease (Acquire+Release)", "hand-written lease (upsert+update, autocommit)", n, func(ctx context.Context, w int) error {
 			l, err := c.Acquire(ctx, name("lease", w), "", 10*time.Second)
 			if err != nil {
@@ -120,12 +173,30 @@ RETURNING token`
 			}
 			return c.Release(ctx, l)
 		})
+		s.compare("lease (Acquire+Release)", sameLease, n)
 		s.run(ctx, "upsert in a transaction", "", n, func(ctx context.Context, w int) error {
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, upsert, name("up", w)); err != nil {
+				tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		})
+		s.run(ctx, sameUpsert, "", n, func(ctx context.Context, w int) error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, upsertEpoch, name("up-epoch", w), base+1)
+			if err == nil {
+				if k, _ := res.RowsAffected(); k == 0 {
+					err = fmt.Errorf("bench: the epoch check refused token %d (base %d)", base+1, base)
+				}
+			}
+			if err != nil {
 				tx.Rollback()
 				return err
 			}
@@ -144,6 +215,7 @@ RETURNING token`
 			}
 			return tx.Commit()
 		})
+		s.compare("fenced write (Fence+commit)", sameUpsert, n)
 	}
 	return s.out, nil
 }

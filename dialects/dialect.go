@@ -24,6 +24,9 @@ type Dialect struct {
 	// its base) and a stale primary (older than the client's high-water
 	// mark hwm): placeholders of the token and of hwm.
 	tokenCheck func(token, hwm string) string
+	// epochBase builds the expression of the current epoch's base (see
+	// EpochBase).
+	epochBase func(hwm string) string
 
 	// Q holds the text of every statement sqlcoord sends to this dialect.
 	Q *Queries
@@ -47,6 +50,24 @@ func (d *Dialect) Placeholder(n int) string {
 	}
 	return "?"
 }
+
+// EpochBase returns an SQL expression (a BIGINT) for the base of the
+// failover epoch the server writes in: every fencing token sqlcoord issues
+// in that epoch is above it, and a token at or below it was issued on a
+// history that ended (a promotion, restart or restore since; see
+// docs/failover.md). hwm is a placeholder or literal of the client's
+// high-water mark (0: none): on PostgreSQL a server in an older epoch
+// raises SC001 (sqlcoord.ErrStalePrimary), on the MySQL family the
+// expression is NULL — as it is there until the epoch of the server's
+// current run was recorded (EpochCheck records it).
+//
+// For hand-written SQL that wants the guarantee sqlcoord's own fenced
+// statements have (`… WHERE <EpochBase> < token`, or a counter issued as
+// GREATEST(counter + 1, <EpochBase> + 1)); sqlcoord's benchmarks build
+// their baselines of equal guarantee with it. The expression reads
+// coord_forks (and, MySQL family, coord_run): the schema must be
+// installed.
+func (d *Dialect) EpochBase(hwm string) string { return d.epochBase(hwm) }
 
 // Classify maps a driver error to an *Error carrying one of the sentinel
 // errors, or returns err unchanged when it is nil or not one sqlcoord knows.

@@ -282,6 +282,9 @@ func newMySQL(name string, patch func(*Queries), epoch string) *Dialect {
 	d.tokenCheck = func(token, hwm string) string {
 		return epoch + " >= " + hwm + " AND " + epoch + " < " + token
 	}
+	d.epochBase = func(hwm string) string {
+		return "(CASE WHEN " + epoch + " >= " + hwm + " THEN " + epoch + " END)"
+	}
 	return d
 }
 

@@ -89,6 +89,7 @@ func newPostgres() *Dialect {
 		numbered:   true,
 		classify:   classifyPostgres,
 		tokenCheck: pgTokenCheck,
+		epochBase:  pgEpochChecked,
 		Q: withCommitTS(&Queries{
 			Console:  pgConsole,
 			Saga:     pgSaga,
