@@ -202,17 +202,19 @@ RETURNING expires_at, e.b`,
 			// holds the lock shared until this commit, so a waiter becoming
 			// the head meanwhile queues behind the release and then finds
 			// the lease free. During a rolling upgrade from row locks
-			// (legacy protocol) the queue is a row: always notify.
+			// (legacy protocol) the queue is a row: always notify —
+			// coord_lock_legacy(), the protocol as a constant folded into
+			// the plan (migration 22), as the lock statement reads it: no
+			// table read per release.
 			//
 			// A release commits without waiting for its WAL flush
 			// (pgAsyncCommit): losing it in a crash only makes the next
 			// holder wait out the TTL.
-			LeaseRelease: `WITH r AS (UPDATE coord_leases SET expires_at = clock_timestamp()
-WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() RETURNING name)
-SELECT CASE WHEN p.row_locks OR p.id_locks OR NOT pg_try_advisory_xact_lock_shared(hashtextextended(
-    'sqlcoord.lease-queue:' || encode(substring(sha256(convert_to(r.name, 'UTF8')) FROM 1 FOR 16), 'hex'), ` + pgLockSpace + `))
-  THEN pg_notify('coord_lease_' || left(md5(r.name), 16), '') END, ` + pgAsyncCommit + `
-FROM r CROSS JOIN coord_lock_protocol p`,
+			LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
+WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()
+RETURNING CASE WHEN coord_lock_legacy() OR NOT pg_try_advisory_xact_lock_shared(hashtextextended(
+    'sqlcoord.lease-queue:' || encode(substring(sha256(convert_to(name, 'UTF8')) FROM 1 FOR 16), 'hex'), ` + pgLockSpace + `))
+  THEN pg_notify('coord_lease_' || left(md5(name), 16), '') END, ` + pgAsyncCommit,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
 			// A token at or below the epoch's base is refused like one below
