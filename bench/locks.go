@@ -53,6 +53,8 @@ RETURNING token`
 			return nil, err
 		}
 	}
+	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_upsert`)
+	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_lease`)
 	// The same two baselines with the guarantee sqlcoord adds (issue 36):
 	// no token at or below the failover epoch's base, so that a restored
 	// disk snapshot, a promotion or a restart never hands a token out
@@ -88,8 +90,6 @@ ON DUPLICATE KEY UPDATE
 RETURNING token`
 		handReleaseAsync = handRelease // InnoDB has no per-transaction flush setting
 	}
-	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_upsert`)
-	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_lease`)
 	nativeLock := "native advisory lock (pg_advisory_xact_lock in a transaction)"
 	if !pg {
 		nativeLock = "native advisory lock (GET_LOCK, transaction, RELEASE_LOCK)"
@@ -209,7 +209,7 @@ RETURNING token`
 			if err != nil {
 				return err
 			}
-			if err := c.Fence(ctx, tx, name(fmt.Sprintf("fence-c%d-%s", n, run), w), tokens[w]); err != nil {
+			if err := c.Fence(ctx, tx, name(fmt.Sprintf("fence-c%d-%s", n, run), w), base+tokens[w]); err != nil { // above the epoch's base
 				tx.Rollback()
 				return err
 			}
