@@ -116,35 +116,32 @@ func TestCleanupDuty(t *testing.T) {
 	t.Run("out of range is refused", func(t *testing.T) {
 		env := dbtest.New(t, "postgres")
 		ctx := context.Background()
+		bad := []sqlcoord.Options{}
 		for _, d := range []float64{-0.1, 1.5, math.NaN(), math.Inf(1)} {
-			if db, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{CleanupDuty: d}); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
+			bad = append(bad, sqlcoord.Options{CleanupDuty: d})
+		}
+		for _, r := range []float64{-1, math.NaN(), math.Inf(1)} {
+			bad = append(bad, sqlcoord.Options{CleanupRate: r})
+		}
+		for _, o := range bad {
+			what := fmt.Sprintf("CleanupDuty %v, CleanupRate %v", o.CleanupDuty, o.CleanupRate)
+			if db, err := sqlcoord.Open(ctx, env.DSN, o); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
 				if db != nil {
 					db.Close()
 				}
-				t.Errorf("Open with CleanupDuty %v: %v, want ErrInvalidOptions", d, err)
+				t.Errorf("Open with %s: %v, want ErrInvalidOptions", what, err)
 			}
-			if _, err := sqlcoord.WrapDB(ctx, env.DB.DB, sqlcoord.Options{CleanupDuty: d}); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
-				t.Errorf("WrapDB with CleanupDuty %v: %v, want ErrInvalidOptions", d, err)
+			if _, err := sqlcoord.WrapDB(ctx, env.DB.DB, o); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
+				t.Errorf("WrapDB with %s: %v, want ErrInvalidOptions", what, err)
 			}
 			pool, err := pgxpool.New(ctx, env.DSN)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := pgxv5.Wrap(ctx, pool, sqlcoord.Options{CleanupDuty: d}); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
-				t.Errorf("pgxv5.Wrap with CleanupDuty %v: %v, want ErrInvalidOptions", d, err)
+			if _, err := pgxv5.Wrap(ctx, pool, o); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
+				t.Errorf("pgxv5.Wrap with %s: %v, want ErrInvalidOptions", what, err)
 			}
 			pool.Close()
-		}
-		for _, r := range []float64{-1, math.NaN(), math.Inf(1)} {
-			if db, err := sqlcoord.Open(ctx, env.DSN, sqlcoord.Options{CleanupRate: r}); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
-				if db != nil {
-					db.Close()
-				}
-				t.Errorf("Open with CleanupRate %v: %v, want ErrInvalidOptions", r, err)
-			}
-			if _, err := sqlcoord.WrapDB(ctx, env.DB.DB, sqlcoord.Options{CleanupRate: r}); !errors.Is(err, sqlcoord.ErrInvalidOptions) {
-				t.Errorf("WrapDB with CleanupRate %v: %v, want ErrInvalidOptions", r, err)
-			}
 		}
 	})
 }

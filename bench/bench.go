@@ -183,11 +183,7 @@ func (s *suite) run(ctx context.Context, name, baseline string, clients int, op 
 		r.WALRecords, r.WALBytes, r.WALSyncs = (after[0]-before[0])/n, (after[1]-before[1])/n, (after[2]-before[2])/n
 	}
 	r.Dialect, r.Group, r.Case, r.Baseline = s.db.Dialect().Name(), s.group, name, baseline
-	for _, b := range s.out {
-		if b.Case == baseline && b.Clients == clients && b.OpsPerS > 0 {
-			r.Ratio = r.OpsPerS / b.OpsPerS
-		}
-	}
+	r.Ratio = s.ratio(r, baseline)
 	if s.cfg.Progress != nil {
 		fmt.Fprintf(s.cfg.Progress, "  %-8s %-28s clients=%-3d %9.0f ops/s  p50 %-9v p99 %-9v errors %d  per op: %.2f statements, WAL %.0f B %.2f syncs\n",
 			r.Dialect, name, clients, r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors, r.Statements, r.WALBytes, r.WALSyncs)
@@ -204,15 +200,22 @@ func (s *suite) compare(name, baseline string, clients int) {
 		if r.Case != name || r.Clients != clients {
 			continue
 		}
-		r.Case, r.Baseline, r.Ratio = name+", beside "+baseline, baseline, 0
-		for _, b := range s.out {
-			if b.Case == baseline && b.Clients == clients && b.OpsPerS > 0 {
-				r.Ratio = r.OpsPerS / b.OpsPerS
-			}
-		}
+		r.Case, r.Baseline, r.Ratio = name+", beside "+baseline, baseline, s.ratio(r, baseline)
 		s.out = append(s.out, r)
 		return
 	}
+}
+
+// ratio is r's throughput over that of the last case named baseline
+// measured with r's clients in this round (0: none).
+func (s *suite) ratio(r Result, baseline string) float64 {
+	var ratio float64
+	for _, b := range s.out {
+		if b.Case == baseline && b.Clients == r.Clients && b.OpsPerS > 0 {
+			ratio = r.OpsPerS / b.OpsPerS
+		}
+	}
+	return ratio
 }
 
 // wal reads the server's log counters (see logCounters).
