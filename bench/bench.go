@@ -52,6 +52,9 @@ type Result struct {
 	// may still hold; MariaDB: Innodb_buffer_pool_reads, from disk — the
 	// throwaway servers use O_DIRECT). nil: not measured.
 	DiskReads *float64 `json:"disk_reads_per_op,omitempty"`
+	// lat: every operation's latency, sorted, until the suite merges
+	// slices (see suite.interleaved); not kept in results.
+	lat []time.Duration
 }
 
 // Op is one operation of client number worker.
@@ -129,7 +132,7 @@ func measure(ctx context.Context, clients int, next func() (time.Time, bool), op
 
 func summary(clients int, lat []time.Duration, errs int64, el time.Duration) Result {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r := Result{Clients: clients, Ops: int64(len(lat)), Errors: errs, Elapsed: el}
+	r := Result{Clients: clients, Ops: int64(len(lat)), Errors: errs, Elapsed: el, lat: lat}
 	r.OpsPerS = float64(len(lat)) / el.Seconds()
 	if len(lat) > 0 {
 		r.P50 = lat[len(lat)/2]
@@ -146,6 +149,14 @@ type Config struct {
 	// Rate, when positive, offers the cases that support it this many
 	// operations per second in all (MeasureRate) instead of a closed loop.
 	Rate float64
+	// Slices, when above 1, measures the cases a group compares with
+	// each other (locks, idempotency) in that many slices of
+	// Duration/Slices, taking turns: the cases in their order in one
+	// slice, in reverse in the next (A B B A …), each case's slices
+	// added up. A case and its baseline then see the same moments of a
+	// shared, noisy machine, instead of one after the other. Default 1:
+	// each case once for Duration.
+	Slices int
 }
 
 func (c *Config) defaults() {
@@ -166,14 +177,20 @@ type suite struct {
 }
 
 func (s *suite) run(ctx context.Context, name, baseline string, clients int, op Op) {
+	s.add(s.slice(ctx, clients, s.cfg.Duration, op), name, baseline)
+}
+
+// slice measures op with clients for d, with the server's counters per
+// operation.
+func (s *suite) slice(ctx context.Context, clients int, d time.Duration, op Op) Result {
 	before, walOK := s.wal(ctx)
 	s.warm(ctx, clients)
 	st0, stOK := s.statements(ctx)
 	var r Result
 	if s.cfg.Rate > 0 {
-		r = MeasureRate(ctx, clients, s.cfg.Duration, s.cfg.Rate, op)
+		r = MeasureRate(ctx, clients, d, s.cfg.Rate, op)
 	} else {
-		r = Measure(ctx, clients, s.cfg.Duration, op)
+		r = Measure(ctx, clients, d, op)
 	}
 	if st1, ok := s.statements(ctx); stOK && ok && r.Ops > 0 {
 		r.Statements = (st1 - st0 - 1) / float64(r.Ops) // minus the counting statement itself
@@ -182,11 +199,79 @@ func (s *suite) run(ctx context.Context, name, baseline string, clients int, op 
 		n := float64(r.Ops)
 		r.WALRecords, r.WALBytes, r.WALSyncs = (after[0]-before[0])/n, (after[1]-before[1])/n, (after[2]-before[2])/n
 	}
+	return r
+}
+
+// benchCase is one case of a group measured by interleaved.
+type benchCase struct {
+	name, baseline string
+	op             Op
+}
+
+// caseList gathers a group's cases for interleaved.
+type caseList []benchCase
+
+func (l *caseList) add(name, baseline string, op Op) {
+	*l = append(*l, benchCase{name, baseline, op})
+}
+
+// interleaved measures cases with clients, each for Duration in all: in
+// one go each (Slices ≤ 1), or in Slices slices taking turns, the order
+// reversed every other slice (see Config.Slices). Cases are added in the
+// order given, so a baseline listed before its case is its ratio's
+// denominator.
+func (s *suite) interleaved(ctx context.Context, clients int, cases caseList) {
+	n := max(s.cfg.Slices, 1)
+	parts := make([][]Result, len(cases))
+	for i := 0; i < n; i++ {
+		for j := range cases {
+			k := j
+			if i%2 == 1 {
+				k = len(cases) - 1 - j
+			}
+			parts[k] = append(parts[k], s.slice(ctx, clients, s.cfg.Duration/time.Duration(n), cases[k].op))
+		}
+	}
+	for k, c := range cases {
+		s.add(merge(parts[k]), c.name, c.baseline)
+	}
+}
+
+// merge adds up the slices of one case: operations, errors and time
+// summed, the counters per operation weighted by each slice's operations,
+// the latency percentiles of all the slices' operations.
+func merge(parts []Result) Result {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	var r Result
+	var lat []time.Duration
+	for _, p := range parts {
+		n := float64(p.Ops)
+		r.Errors += p.Errors
+		r.Elapsed += p.Elapsed
+		r.Statements += p.Statements * n
+		r.WALRecords += p.WALRecords * n
+		r.WALBytes += p.WALBytes * n
+		r.WALSyncs += p.WALSyncs * n
+		lat = append(lat, p.lat...)
+	}
+	m := summary(parts[0].Clients, lat, r.Errors, r.Elapsed)
+	if n := float64(m.Ops); n > 0 {
+		m.Statements, m.WALRecords, m.WALBytes, m.WALSyncs = r.Statements/n, r.WALRecords/n, r.WALBytes/n, r.WALSyncs/n
+	}
+	return m
+}
+
+// add records r as case name of this group (its ratio to baseline's last
+// result with the same clients in this round) and prints it.
+func (s *suite) add(r Result, name, baseline string) {
+	r.lat = nil
 	r.Dialect, r.Group, r.Case, r.Baseline = s.db.Dialect().Name(), s.group, name, baseline
 	r.Ratio = s.ratio(r, baseline)
 	if s.cfg.Progress != nil {
 		fmt.Fprintf(s.cfg.Progress, "  %-8s %-28s clients=%-3d %9.0f ops/s  p50 %-9v p99 %-9v errors %d  per op: %.2f statements, WAL %.0f B %.2f syncs\n",
-			r.Dialect, name, clients, r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors, r.Statements, r.WALBytes, r.WALSyncs)
+			r.Dialect, name, r.Clients, r.OpsPerS, r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors, r.Statements, r.WALBytes, r.WALSyncs)
 	}
 	s.out = append(s.out, r)
 }
@@ -222,9 +307,8 @@ func (s *suite) ratio(r Result, baseline string) float64 {
 func (s *suite) wal(ctx context.Context) ([3]float64, bool) { return logCounters(ctx, s.db) }
 
 // logCounters reads the server's log counters: PostgreSQL pg_stat_wal
-// (records, bytes, syncs) after closing the pool's idle connections (a
-// backend reports its WAL statistics when it exits, otherwise only now and
-// then); MariaDB/MySQL the redo log's bytes written and fsyncs (records:
+// (records, bytes, syncs) after every connection of the pool reported
+// its backend's (flushStats); MariaDB/MySQL the redo log's bytes written and fsyncs (records:
 // 0).
 func logCounters(ctx context.Context, db *sqlcoord.DB) ([3]float64, bool) {
 	var w [3]float64
@@ -253,20 +337,54 @@ func logCounters(ctx context.Context, db *sqlcoord.DB) ([3]float64, bool) {
 		w[1], w[2] = bytes, syncs
 		return w, rows.Err() == nil && ok && ok2
 	}
-	flushStats(db)
+	flushStats(ctx, db)
 	err := db.QueryRowContext(ctx, `SELECT wal_records::float8, wal_bytes::float8, wal_sync::float8 FROM pg_stat_wal`).Scan(&w[0], &w[1], &w[2])
 	return w, err == nil
 }
 
-// flushStats closes the pool's idle PostgreSQL connections, whose
-// backends report their statistics (WAL, blocks read) as they exit.
-func flushStats(db *sqlcoord.DB) {
-	db.SetMaxIdleConns(0)
-	db.SetMaxIdleConns(64)
-	time.Sleep(100 * time.Millisecond) // the backends' exits
+// poolSize lets db's pool open n connections and keep them all between
+// operations. SetMaxOpenConns alone would not: lowering it (a case with
+// fewer clients) lowers the idle limit too, and raising it again leaves
+// that limit low — the next case with more clients would close and reopen
+// connections all along, and measure that.
+func poolSize(db *sqlcoord.DB, n int) {
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
 }
 
-// warm opens the case's connections before it is timed (reading the WAL
+// flushStats has every connection of the pool report its backend's
+// statistics (WAL, blocks read), which a backend otherwise sends at most
+// once a second, or as it exits: pg_stat_force_next_flush (PostgreSQL
+// 15+) on each, so the connections — and the statements their backends
+// planned — stay for the next case. Older servers: the idle connections
+// are closed (their backends report as they exit).
+func flushStats(ctx context.Context, db *sqlcoord.DB) {
+	n := db.Stats().OpenConnections
+	conns := make([]*sql.Conn, 0, n)
+	flushed := true
+	for range n {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+		if _, err := c.ExecContext(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			flushed = false
+			break
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if !flushed {
+		db.SetMaxIdleConns(0)
+		db.SetMaxIdleConns(max(db.Stats().MaxOpenConnections, 64))
+		time.Sleep(100 * time.Millisecond) // the backends' exits
+	}
+}
+
+// warm opens the case's connections before it is timed (a case before
+// it may have used fewer; on servers before PostgreSQL 15 reading the WAL
 // statistics closed every idle one): a case does not measure its pool's
 // start, which an offered rate would otherwise queue behind.
 func (s *suite) warm(ctx context.Context, clients int) {

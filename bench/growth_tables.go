@@ -134,7 +134,7 @@ func (g *growth) diskReads(ctx context.Context) (float64, bool) {
 		err := g.db.QueryRowContext(ctx, `SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_reads'`).Scan(&name, &n)
 		return n, err == nil
 	}
-	flushStats(g.db)
+	flushStats(ctx, g.db)
 	err := g.db.QueryRowContext(ctx, `SELECT blks_read::float8 FROM pg_stat_database WHERE datname = current_database()`).Scan(&n)
 	return n, err == nil
 }

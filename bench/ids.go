@@ -34,7 +34,7 @@ func IDs(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 	defer w.Close(context.Background())
 	upd := `UPDATE bench_counter SET n = n + 1 WHERE id = 1`
 	for _, g := range []int{1, 8} {
-		db.SetMaxOpenConns(g + 4)
+		poolSize(db, g+4)
 		s.run(ctx, "UUIDv4 (google/uuid)", "", g, func(context.Context, int) error {
 			for i := 0; i < idBatch; i++ {
 				uuid.New()

@@ -131,7 +131,7 @@ func Inserts(ctx context.Context, db *sqlcoord.DB, cfg InsertConfig) ([]InsertRe
 		return nil, fmt.Errorf("bench: rows, batch and clients must be positive")
 	}
 	fam := db.Dialect().Family()
-	db.SetMaxOpenConns(cfg.Clients + 4)
+	poolSize(db, cfg.Clients+4)
 	var out []InsertResult
 	sts := Strategies(db)
 	if len(cfg.Only) > 0 {

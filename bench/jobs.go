@@ -22,7 +22,7 @@ func Jobs(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 	runs := jobs.NewRuns(db)
 	base := time.Now().UTC().Truncate(time.Second)
 	for _, n := range []int{2, 8, 32} {
-		db.SetMaxOpenConns(n + 4)
+		poolSize(db, n+4)
 		job := fmt.Sprintf("bench-claim-%d-%d", n, time.Now().UnixNano())
 		next := make([]int64, n)
 		var won atomic.Int64

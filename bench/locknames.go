@@ -46,7 +46,7 @@ func LockNames(ctx context.Context, db *sqlcoord.DB, cfg LockNamesConfig) ([]Loc
 		return nil, fmt.Errorf("bench: lock names: names and clients must be positive")
 	}
 	c := coord.New(db)
-	db.SetMaxOpenConns(cfg.Clients + 4)
+	poolSize(db, cfg.Clients+4)
 	var out []LockNamesRow
 	runs := []string{"no cleanup"}
 	if cfg.Cleanup > 0 {

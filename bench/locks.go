@@ -100,8 +100,9 @@ RETURNING token`
 	)
 	run := fmt.Sprintf("bench-%d", time.Now().UnixNano()) // this round's: owner of the hand-written leases, part of fence names
 	for _, n := range cfg.Clients {
-		db.SetMaxOpenConns(n + 4)
-		s.run(ctx, nativeLock, "", n, func(ctx context.Context, w int) error {
+		poolSize(db, n+4)
+		var cases caseList
+		cases.add(nativeLock, "", func(ctx context.Context, w int) error {
 			if pg {
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
@@ -133,7 +134,7 @@ RETURNING token`
 			}
 			return err
 		})
-		s.run(ctx, "row lock (TryLock+commit)", nativeLock, n, func(ctx context.Context, w int) error {
+		cases.add("row lock (TryLock+commit)", nativeLock, func(ctx context.Context, w int) error {
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
@@ -144,7 +145,7 @@ RETURNING token`
 			}
 			return tx.Commit()
 		})
-		s.run(ctx, "hand-written lease (upsert+update, autocommit)", "", n, func(ctx context.Context, w int) error {
+		cases.add("hand-written lease (upsert+update, autocommit)", "", func(ctx context.Context, w int) error {
 			var token int64
 			if err := db.QueryRowContext(ctx, handAcquire, name("hand", w), run).Scan(&token); err != nil {
 				return err
@@ -152,7 +153,7 @@ RETURNING token`
 			_, err := db.ExecContext(ctx, handRelease, name("hand", w), run, token)
 			return err
 		})
-		s.run(ctx, sameLease, "", n, func(ctx context.Context, w int) error {
+		cases.add(sameLease, "", func(ctx context.Context, w int) error {
 			var token int64
 			if err := db.QueryRowContext(ctx, handAcquireEpoch, name("hand-epoch", w), run).Scan(&token); err != nil {
 				return err
@@ -166,15 +167,14 @@ RETURNING token`
 			}
 			return rows.Close()
 		})
-		s.run(ctx, "lease (Acquire+Release)", "hand-written lease (upsert+update, autocommit)", n, func(ctx context.Context, w int) error {
+		cases.add("lease (Acquire+Release)", "hand-written lease (upsert+update, autocommit)", func(ctx context.Context, w int) error {
 			l, err := c.Acquire(ctx, name("lease", w), "", 10*time.Second)
 			if err != nil {
 				return err
 			}
 			return c.Release(ctx, l)
 		})
-		s.compare("lease (Acquire+Release)", sameLease, n)
-		s.run(ctx, "upsert in a transaction", "", n, func(ctx context.Context, w int) error {
+		cases.add("upsert in a transaction", "", func(ctx context.Context, w int) error {
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
@@ -185,7 +185,7 @@ RETURNING token`
 			}
 			return tx.Commit()
 		})
-		s.run(ctx, sameUpsert, "", n, func(ctx context.Context, w int) error {
+		cases.add(sameUpsert, "", func(ctx context.Context, w int) error {
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
@@ -203,7 +203,7 @@ RETURNING token`
 			return tx.Commit()
 		})
 		tokens := make([]int64, n)
-		s.run(ctx, "fenced write (Fence+commit)", "upsert in a transaction", n, func(ctx context.Context, w int) error {
+		cases.add("fenced write (Fence+commit)", "upsert in a transaction", func(ctx context.Context, w int) error {
 			tokens[w]++
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
@@ -215,6 +215,8 @@ RETURNING token`
 			}
 			return tx.Commit()
 		})
+		s.interleaved(ctx, n, cases)
+		s.compare("lease (Acquire+Release)", sameLease, n)
 		s.compare("fenced write (Fence+commit)", sameUpsert, n)
 	}
 	return s.out, nil

@@ -31,7 +31,7 @@ func Outbox(ctx context.Context, db *sqlcoord.DB, cfg Config, pub outbox.Publish
 	seq := int64(0)
 	next := func() int64 { mu.Lock(); defer mu.Unlock(); seq++; return seq }
 	for _, n := range []int{1, 8} {
-		db.SetMaxOpenConns(n + 8)
+		poolSize(db, n+8)
 		s.run(ctx, "business insert", "", n, func(ctx context.Context, _ int) error {
 			return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 				_, err := tx.ExecContext(ctx, ins, next())

@@ -123,7 +123,7 @@ func Saga(ctx context.Context, db *sqlcoord.DB, cfg Config) (_ []Result, retErr 
 		return succeeded(gid, st, err)
 	}
 	for _, n := range []int{1, 4, 12} {
-		db.SetMaxOpenConns(2*n + 8)
+		poolSize(db, 2*n+8)
 		s.run(ctx, directCase, "", n, direct)
 		if n == 1 {
 			s.run(ctx, "saga: order transaction with Begin, then Drive (a claim, 2 calls, 2 records)", directCase, n, viaDrive)
@@ -132,7 +132,7 @@ func Saga(ctx context.Context, db *sqlcoord.DB, cfg Config) (_ []Result, retErr 
 	}
 	for _, drivers := range []int{1, 3} {
 		workers := drivers * opts.Workers
-		db.SetMaxOpenConns(2*workers + 8)
+		poolSize(db, 2*workers+8)
 		r, err := sagaDrain(ctx, db, opts, drivers, cfg.Duration, begin)
 		if err != nil {
 			return s.out, err

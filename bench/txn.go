@@ -44,14 +44,15 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 	fp := txn.Fingerprint([]byte("bench"))
 	clients := []int{1, 32}
 	for _, n := range clients {
-		db.SetMaxOpenConns(n + 4)
-		s.run(ctx, "bare insert", "", n, func(ctx context.Context, w int) error {
+		poolSize(db, n+4)
+		var cases caseList
+		cases.add("bare insert", "", func(ctx context.Context, w int) error {
 			return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 				_, err := tx.ExecContext(ctx, ins, seq.Add(1), "order")
 				return err
 			})
 		})
-		s.run(ctx, "hand-written key (insert + INSERT … ON CONFLICT DO NOTHING)", "", n, func(ctx context.Context, w int) error {
+		cases.add("hand-written key (insert + INSERT … ON CONFLICT DO NOTHING)", "", func(ctx context.Context, w int) error {
 			return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 				id := seq.Add(1)
 				if _, err := tx.ExecContext(ctx, ins, id, "order"); err != nil {
@@ -67,7 +68,7 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 				return nil
 			})
 		})
-		s.run(ctx, "Begin+insert+Complete (two-phase)", "hand-written key (insert + INSERT … ON CONFLICT DO NOTHING)", n, func(ctx context.Context, w int) error {
+		cases.add("Begin+insert+Complete (two-phase)", "hand-written key (insert + INSERT … ON CONFLICT DO NOTHING)", func(ctx context.Context, w int) error {
 			return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 				id := seq.Add(1)
 				key := fmt.Sprintf("req-%d", id)
@@ -84,7 +85,7 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 				return keys.Complete(ctx, tx, scope, key, []byte("ok"))
 			})
 		})
-		s.run(ctx, "insert+Record (write-once)", "hand-written key (insert + INSERT … ON CONFLICT DO NOTHING)", n, func(ctx context.Context, w int) error {
+		cases.add("insert+Record (write-once)", "hand-written key (insert + INSERT … ON CONFLICT DO NOTHING)", func(ctx context.Context, w int) error {
 			return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
 				id := seq.Add(1)
 				if _, err := tx.ExecContext(ctx, ins, id, "order"); err != nil {
@@ -97,6 +98,7 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 				return err
 			})
 		})
+		s.interleaved(ctx, n, cases)
 	}
 	return s.out, nil
 }

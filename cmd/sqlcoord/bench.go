@@ -35,7 +35,7 @@ func newBenchCmd() *cobra.Command {
 	var rows, batch, insClients int
 	var groups, strategies string
 	var keep, durable bool
-	primRounds := 1
+	primRounds, primSlices := 1, 1
 	runPrimitives := func(cmd *cobra.Command) error {
 		cl, err := parseInts(clients)
 		if err != nil {
@@ -44,7 +44,10 @@ func newBenchCmd() *cobra.Command {
 		if primRounds < 1 {
 			return usageError{fmt.Errorf("--rounds must be at least 1")}
 		}
-		cfg := bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout()}
+		if primSlices < 1 || primSlices > 1000 || (dur > 0 && dur/time.Duration(primSlices) < 10*time.Millisecond) {
+			return usageError{fmt.Errorf("--slices must be 1 to 1000, each slice at least 10ms of --duration")}
+		}
+		cfg := bench.Config{Duration: dur, Clients: cl, Progress: cmd.OutOrStdout(), Slices: primSlices}
 		var all []bench.Result
 		natsPub, stopNATS, err := inProcessNATS()
 		if err != nil {
@@ -117,6 +120,7 @@ func newBenchCmd() *cobra.Command {
 	}
 	prim.Flags().StringVar(&groups, "groups", "locks,idempotency,ids,jobs,outbox", "benchmark groups to run (also: saga)")
 	prim.Flags().IntVar(&primRounds, "rounds", 1, "run each group this many times; report the median round and the range of the ratios")
+	prim.Flags().IntVar(&primSlices, "slices", 1, "locks and idempotency: measure each case in this many slices of --duration, the cases taking turns (A B B A …), so a case and its baseline see the same moments of a noisy machine")
 	prim.Flags().BoolVar(&durable, "durable", true, "throwaway servers flush every commit (fsync on, as in production); --durable=false: tuned for tests")
 	ins := &cobra.Command{
 		Use:   "inserts",
