@@ -308,8 +308,8 @@ func (s *suite) wal(ctx context.Context) ([3]float64, bool) { return logCounters
 
 // logCounters reads the server's log counters: PostgreSQL pg_stat_wal
 // (records, bytes, syncs) after every connection of the pool reported
-// its backend's (flushStats); MariaDB/MySQL the redo log's bytes written and fsyncs (records:
-// 0).
+// its backend's (flushStats); MariaDB/MySQL the redo log's bytes written
+// and fsyncs (records: 0).
 func logCounters(ctx context.Context, db *sqlcoord.DB) ([3]float64, bool) {
 	var w [3]float64
 	if db.Dialect().Family() != "postgres" {
