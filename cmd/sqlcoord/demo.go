@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -121,4 +122,14 @@ creates and drops demo_* tables there: use a scratch database.`,
 	}
 	cmd.Flags().StringVar(&dialect, "dialect", "", "throwaway server to start when no DSN is given: postgres (default) or mysql")
 	return cmd
+}
+
+// demoChild is a helper process of the demonstration: this executable
+// with args, given the database's DSN through SQLCOORD_DSN rather than
+// --dsn, so its password is not in the process list (ps shows every
+// process's arguments to every user of the machine).
+func demoChild(ctx context.Context, self, dsn string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, self, args...)
+	c.Env = append(os.Environ(), "SQLCOORD_DSN="+dsn)
+	return c
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,7 +150,7 @@ func demoIDs(ctx context.Context, e *demoEnv) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.CommandContext(ctx, e.Self, "__draw-segment", "--dsn", e.DB.DSN(), "--tag", "orders", "--n", "50000")
+			cmd := demoChild(ctx, e.Self, e.DB.DSN(), "__draw-segment", "--tag", "orders", "--n", "50000")
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			out, err := cmd.Output()
 			if err != nil {

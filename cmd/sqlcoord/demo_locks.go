@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"syscall"
 	"time"
@@ -80,7 +79,7 @@ func demoLocks(ctx context.Context, e *demoEnv) error {
 	if e.Self == "" {
 		return errors.New("cannot find this executable to start a helper process")
 	}
-	hold := exec.CommandContext(ctx, e.Self, "__hold-lock", "--dsn", db.DSN(), "--name", "nightly")
+	hold := demoChild(ctx, e.Self, db.DSN(), "__hold-lock", "--name", "nightly")
 	out, _ := hold.StdoutPipe()
 	hold.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := hold.Start(); err != nil {

@@ -93,7 +93,7 @@ func demoOutbox(ctx context.Context, e *demoEnv) error {
 	}
 	e.printf("1. 1,000 orders committed, each with its outbox message in the same transaction\n")
 	relay := func() *exec.Cmd {
-		c := exec.CommandContext(ctx, e.Self, "relay", "--dsn", db.DSN(), "--publisher", url, "--batch", "10")
+		c := demoChild(ctx, e.Self, db.DSN(), "relay", "--publisher", url, "--batch", "10")
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		c.Start()
 		return c

@@ -184,7 +184,7 @@ func demoSaga(ctx context.Context, e *demoEnv) error {
 		gids = append(gids, gid)
 	}
 	driver := func() *exec.Cmd {
-		cmd := exec.CommandContext(ctx, e.Self, "saga", "run", "--dsn", db.DSN(), "--lease", "2s", "--call-timeout", "1s", "--workers", "2")
+		cmd := demoChild(ctx, e.Self, db.DSN(), "saga", "run", "--lease", "2s", "--call-timeout", "1s", "--workers", "2")
 		cmd.Start()
 		return cmd
 	}

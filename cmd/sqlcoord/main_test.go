@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,6 +134,10 @@ func TestCLIErrors(t *testing.T) {
 
 // The demo is the product's main job: build the real binary and run every
 // scenario against both dialect.
+// demoTimeout bounds one run of the demo (about a minute on an idle
+// machine).
+const demoTimeout = 6 * time.Minute
+
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -143,12 +148,28 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		// A demo that hangs is sent SIGQUIT after demoTimeout: its
+		// goroutines' stacks and what it printed show where it waited
+		// (CI once saw it hang on MariaDB until the test binary's timeout,
+		// with nothing to read).
+		var buf bytes.Buffer
 		cmd := exec.Command(bin, "demo", "--dsn", env.DSN)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("demo: %v\n%s", err, out)
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		s := string(out)
+		hung := time.AfterFunc(demoTimeout, func() {
+			cmd.Process.Signal(syscall.SIGQUIT)
+			time.AfterFunc(5*time.Second, func() { cmd.Process.Kill() })
+		})
+		err := cmd.Wait()
+		if !hung.Stop() {
+			t.Fatalf("demo still running after %v; its output and stacks:\n%s", demoTimeout, buf.String())
+		}
+		if err != nil {
+			t.Fatalf("demo: %v\n%s", err, buf.String())
+		}
+		s := buf.String()
 		for _, want := range []string{"errors.Is ErrLocked: true", "lock wait timeout", "killed with SIGKILL", `final row: body="written by B" fence=8`, "ErrStaleToken: true", "1. no lock:                                   200 messages", "(unique claim per slot):     100 messages", "delivered twice 0", "1000 point grants for 1000 orders", "0 pending, 1000 published, 0 dead", "round 3: 1 order created, 9 submissions replayed", "orders: user 1001 1, user 1002 1", "0 duplicates, increasing per goroutine: true", "0 issued twice", "the shard total of each slot is the live members", "shards per process", "total 2000 (was 2000): every transfer moved its amount on both sides or on neither", "refused by the row (ErrStaleToken) ✓", "at most 2 at once ✓"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("demo output lacks %q:\n%s", want, s)
