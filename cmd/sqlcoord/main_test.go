@@ -132,12 +132,12 @@ func TestCLIErrors(t *testing.T) {
 	}
 }
 
-// The demo is the product's main job: build the real binary and run every
-// scenario against both dialect.
 // demoTimeout bounds one run of the demo (about a minute on an idle
 // machine).
 const demoTimeout = 6 * time.Minute
 
+// The demo is the product's main job: build the real binary and run every
+// scenario against both dialect.
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -152,18 +152,15 @@ func TestDemo(t *testing.T) {
 		// goroutines' stacks and what it printed show where it waited
 		// (CI once saw it hang on MariaDB until the test binary's timeout,
 		// with nothing to read).
+		ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
+		defer cancel()
 		var buf bytes.Buffer
-		cmd := exec.Command(bin, "demo", "--dsn", env.DSN)
+		cmd := exec.CommandContext(ctx, bin, "demo", "--dsn", env.DSN)
 		cmd.Stdout, cmd.Stderr = &buf, &buf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		hung := time.AfterFunc(demoTimeout, func() {
-			cmd.Process.Signal(syscall.SIGQUIT)
-			time.AfterFunc(5*time.Second, func() { cmd.Process.Kill() })
-		})
-		err := cmd.Wait()
-		if !hung.Stop() {
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+		cmd.WaitDelay = 5 * time.Second // then killed
+		err := cmd.Run()
+		if ctx.Err() != nil {
 			t.Fatalf("demo still running after %v; its output and stacks:\n%s", demoTimeout, buf.String())
 		}
 		if err != nil {
