@@ -439,6 +439,20 @@ type Queries struct {
 	// that looks pending (a later polling pass publishes it again: a
 	// duplicate after a crash, never a loss).
 	OutboxStreamMark, OutboxStreamDelete string
+	// OutboxStreamClaimMark is OutboxStreamClaim and OutboxStreamMark in one
+	// statement: it marks the streamed ids ($1) still pending and due as
+	// published, locking them, if the streamer's lease ($2 name, $3 owner,
+	// $4 token) is live, and returns their ids; a row with id -1 instead
+	// when the lease is not (no id is marked then). Published or not is
+	// decided by the transaction's commit: the stream publishes between
+	// this statement and COMMIT, and gives back what it did not publish
+	// with OutboxStreamUnmark. One statement and one row version per
+	// message fewer than claim-then-mark.
+	OutboxStreamClaimMark string
+	// OutboxStreamUnmark returns ids ($1) marked by OutboxStreamClaimMark in
+	// the same transaction to pending (a failed publish, a dead letter, a
+	// stop mid-batch).
+	OutboxStreamUnmark string
 	// OutboxStreamWake tells a streaming relay (through the WAL) that
 	// messages became pending without an INSERT (a requeue).
 	OutboxStreamWake string

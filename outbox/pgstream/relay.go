@@ -92,9 +92,11 @@ type Options struct {
 // and marked, so a crash redelivers from the last acknowledged commit
 // (at least once; dedupe on outbox.Message.UUID, e.g. with an Inbox).
 //
-// Each batch locks the streamed rows that are still pending (FOR UPDATE,
-// in one transaction with their marking), so a polling Relay running at
-// the same time never publishes the same row twice with it. Messages
+// Each batch locks the streamed rows that are still pending and marks
+// them published in one statement (fenced by the group's lease), publishes
+// them, gives back to pending those it did not publish, and commits: a
+// polling Relay running at the same time never publishes the same row
+// twice with it, and a crash before the commit leaves them pending. Messages
 // that become pending without an INSERT (Requeue), delayed ones (Delay)
 // and, after a new slot is created, those committed before it are
 // published by a polling pass the stream triggers.
@@ -306,6 +308,64 @@ type stream struct {
 	// spell is published at once; one arriving right after a batch waits
 	// a moment for others (a batch of several).
 	flushed time.Time
+	// next: the next batch's transaction, begun after a batch (idle in
+	// transaction: no snapshot, no xid) so that a commit streamed after a
+	// quiet spell is claimed in one round trip; nextAt: when it was begun.
+	next   dialects.OwnedTx
+	nextAt time.Time
+}
+
+// nextTxLife bounds how long a begun transaction waits for its batch: an
+// older one is rolled back and begun anew (no transaction looks stuck to
+// monitoring, and a server's idle_in_transaction_session_timeout of more
+// than this never ends one).
+const nextTxLife = 5 * time.Second
+
+// beginNext begins the next batch's transaction ahead (best effort: on an
+// error the batch begins its own).
+func (st *stream) beginNext(ctx context.Context) {
+	if st.next != nil || !roomToBeginAhead(st.s.db) {
+		return
+	}
+	tx, err := st.s.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err == nil {
+		st.next, st.nextAt = tx, time.Now()
+	}
+}
+
+// roomToBeginAhead: the transaction begun ahead holds one of db's
+// connections while the stream waits; only a database/sql pool known to
+// have room for it and for the lease's renewals and the polling passes
+// (4 or more, or no limit) gets one.
+func roomToBeginAhead(db sqlcoord.Base) bool {
+	p, ok := db.(interface{ Stats() sql.DBStats })
+	if !ok {
+		return false
+	}
+	n := p.Stats().MaxOpenConnections
+	return n == 0 || n >= 4
+}
+
+// dropNext rolls back the transaction begun ahead, if any.
+func (st *stream) dropNext() {
+	if st.next != nil {
+		st.next.Rollback(context.Background())
+		st.next = nil
+	}
+}
+
+// takeNext returns the transaction begun ahead when it is young enough
+// (fresh false), or begins one (fresh true).
+func (st *stream) takeNext(ctx context.Context) (tx dialects.OwnedTx, fresh bool, err error) {
+	if st.next != nil {
+		tx, st.next = st.next, nil
+		if time.Since(st.nextAt) < nextTxLife {
+			return tx, false, nil
+		}
+		tx.Rollback(context.WithoutCancel(ctx))
+	}
+	tx, err = st.s.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return tx, true, err
 }
 
 type commitBatch struct {
@@ -354,6 +414,7 @@ func (st *stream) run(ctx context.Context) error {
 		return s.connErr("start replication on "+s.slot, err)
 	}
 	st.started = true
+	defer st.dropNext()
 	st.rels = map[uint32]*pglogrepl.RelationMessage{}
 	st.attempts = map[int64]int{}
 	s.log.Info("streaming", "slot", s.slot, "group", s.opt.Group)
@@ -598,29 +659,69 @@ func (st *stream) flush(lctx context.Context) error {
 		st.ready = st.ready[:0]
 		return nil
 	}
-	tx, err := s.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return errs.Errorf("outbox: begin: %w", d.Classify(err))
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
 	// A streamer frozen in this transaction must not hold the rows its
 	// successor (the lease's next holder, streaming the same commits)
 	// claims: the server ends the session after LeaseTTL idle, so a
 	// takeover waits at most about that long, never for the frozen
 	// process to wake.
-	claimQ, inClaim := d.WithIdleTimeout(d.Q.OutboxStreamClaim, s.opt.LeaseTTL.Milliseconds())
-	guard, err := s.steps.GuardFrozen(ctx, tx, s.opt.LeaseTTL, inClaim)
-	if err != nil {
-		return err
+	//
+	// Unless published rows are deleted, the claim marks the rows it
+	// locks published (fenced by the lease) and the commit decides: what
+	// is not published by then is given back (unmark) before COMMIT, and
+	// no mark statement follows the publishes.
+	marking := !s.opt.DeleteOnPublish
+	claim, claimArgs := d.Q.OutboxStreamClaim, []any(nil)
+	if marking {
+		claim, claimArgs = d.Q.OutboxStreamClaimMark, []any{st.lease.Name, st.lease.Owner, st.lease.Token}
 	}
-	pending, err := claimIDs(ctx, tx, claimQ, ids)
-	if err != nil {
-		return errs.Errorf("outbox: stream claim: %w", d.Classify(err))
+	claimQ, inClaim := d.WithIdleTimeout(claim, s.opt.LeaseTTL.Milliseconds())
+	var tx dialects.OwnedTx
+	var guard func() (stop func())
+	var pending map[int64]bool
+	for {
+		var fresh bool
+		var err error
+		tx, fresh, err = st.takeNext(ctx)
+		if err != nil {
+			return errs.Errorf("outbox: begin: %w", d.Classify(err))
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if guard, err = s.steps.GuardFrozen(ctx, tx, s.opt.LeaseTTL, inClaim); err == nil {
+			pending, err = claimIDs(ctx, tx, claimQ, ids, claimArgs...)
+		}
+		if err == nil {
+			break
+		}
+		if fresh || errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+			return errs.Errorf("outbox: stream claim: %w", classifyClaim(d, err))
+		}
+		// the transaction begun ahead failed (its session ended while it
+		// waited: a server timeout, a restart): once more in a new one
+		s.log.Debug("transaction begun ahead failed; beginning anew", "err", err)
 	}
 	if len(pending) < len(ids) {
-		if err := st.claimLate(ctx, tx, pending); err != nil {
+		if err := st.claimLate(ctx, tx, pending, claim, claimArgs); err != nil {
 			return err
 		}
+	}
+	// marked: ids the claim marked published that are not (yet) published
+	marked := map[int64]bool{}
+	if marking {
+		for id := range pending {
+			marked[id] = true
+		}
+	}
+	unmark := func(ids []int64) error {
+		if len(ids) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, d.Q.OutboxStreamUnmark, ids); err != nil {
+			return errs.Errorf("outbox: give back %d unpublished: %w", len(ids), d.Classify(err))
+		}
+		for _, id := range ids {
+			delete(marked, id)
+		}
+		return nil
 	}
 	bctx, endBatch := tracing.Start(ctx, s.db, "outbox.stream.batch", d, attribute.Int("sqlcoord.messages", len(ids)))
 	var published []int64
@@ -650,8 +751,15 @@ commits:
 			switch {
 			case err == nil:
 				published, ok = append(published, m.ID), append(ok, m)
+				delete(marked, m.ID)
 			case s.steps.IsLast(m, err):
-				stopBeat() // tx is used here: no beat at the same time
+				stopBeat()        // tx is used here: no beat at the same time
+				if marked[m.ID] { // the dead letter counts its attempt from pending
+					if err := unmark([]int64{m.ID}); err != nil {
+						endBatch(err)
+						return err
+					}
+				}
 				if err := s.steps.DeadLetter(ctx, tx, m, err); err != nil {
 					endBatch(err)
 					return err
@@ -665,6 +773,16 @@ commits:
 		done = ci + 1
 	}
 	stopBeat()
+	if len(marked) > 0 { // claimed and marked, not published: pending again
+		back := make([]int64, 0, len(marked))
+		for id := range marked {
+			back = append(back, id)
+		}
+		if err := unmark(back); err != nil {
+			endBatch(err)
+			return err
+		}
+	}
 	if failed != nil && lctx.Err() == nil {
 		// where operators look: the row's attempts and last error
 		if _, err := tx.Exec(ctx, d.Q.OutboxStreamFailed, failedMsg.Attempt, relayutil.StoredError(failed), failedMsg.ID); err != nil {
@@ -672,7 +790,7 @@ commits:
 			return errs.Errorf("outbox: record the failed attempt at %d: %w", failedMsg.ID, d.Classify(err))
 		}
 	}
-	if len(published) > 0 {
+	if len(published) > 0 && !marking {
 		q := d.Q.OutboxStreamMark
 		if s.opt.DeleteOnPublish {
 			q = d.Q.OutboxStreamDelete
@@ -692,6 +810,9 @@ commits:
 		return errs.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
 	}
 	endBatch(failed)
+	if lctx.Err() == nil {
+		st.beginNext(lctx) // ends with the session's context
+	}
 	for _, m := range ok {
 		delete(st.attempts, m.ID)
 		s.rec.OutboxPublish(m.Topic, "ok", time.Since(m.CreatedAt))
@@ -725,7 +846,7 @@ commits:
 // until no streamed transaction with a missing row is still in progress in
 // a snapshot, then claims those rows again (the others were published by
 // a polling pass, cancelled, or are delayed).
-func (st *stream) claimLate(ctx context.Context, tx dialects.OwnedTx, pending map[int64]bool) error {
+func (st *stream) claimLate(ctx context.Context, tx dialects.OwnedTx, pending map[int64]bool, claim string, claimArgs []any) error {
 	d := st.s.db.Dialect()
 	var missing []int64
 	xids := map[uint32]bool{}
@@ -754,9 +875,9 @@ func (st *stream) claimLate(ctx context.Context, tx dialects.OwnedTx, pending ma
 			return err
 		}
 	}
-	late, err := claimIDs(ctx, tx, d.Q.OutboxStreamClaim, missing)
+	late, err := claimIDs(ctx, tx, claim, missing, claimArgs...)
 	if err != nil {
-		return errs.Errorf("outbox: stream claim: %w", d.Classify(err))
+		return errs.Errorf("outbox: stream claim: %w", classifyClaim(d, err))
 	}
 	for id := range late {
 		pending[id] = true
@@ -813,8 +934,11 @@ func (st *stream) pause(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-func claimIDs(ctx context.Context, tx dialects.Executor, q string, ids []int64) (map[int64]bool, error) {
-	rows, err := tx.Query(ctx, q, ids)
+// claimIDs runs a claim (OutboxStreamClaim, or OutboxStreamClaimMark with
+// the lease in more) for ids and returns the ids it locked. A row -1 from
+// OutboxStreamClaimMark (the lease is not live) is errLeaseLost.
+func claimIDs(ctx context.Context, tx dialects.Executor, q string, ids []int64, more ...any) (map[int64]bool, error) {
+	rows, err := tx.Query(ctx, q, append([]any{ids}, more...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -825,9 +949,20 @@ func claimIDs(ctx context.Context, tx dialects.Executor, q string, ids []int64) 
 		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
+		if id < 0 {
+			return nil, errLeaseLost
+		}
 		out[id] = true
 	}
 	return out, rows.Err()
+}
+
+// classifyClaim classifies a claim's error, keeping errLeaseLost as it is.
+func classifyClaim(d *dialects.Dialect, err error) error {
+	if errors.Is(err, errLeaseLost) {
+		return err
+	}
+	return d.Classify(err)
 }
 
 // sweepPass publishes what is pending and due by polling, until a batch

@@ -243,6 +243,12 @@ func TestStreamCatchesUpAndWakes(t *testing.T) {
 			env.DB.Executor().QueryRow(ctx, `SELECT count(*) FROM coord_outbox WHERE state = 'dead'`).Scan(&dead)
 			return dead == 1
 		})
+		// dead-lettered at its first attempt, counted once (the claim's
+		// mark given back first)
+		var attempts int
+		if err := env.DB.QueryRowContext(ctx, `SELECT attempts FROM coord_outbox WHERE state = 'dead'`).Scan(&attempts); err != nil || attempts != 1 {
+			t.Fatalf("the dead letter's attempts: %d, %v; want 1", attempts, err)
+		}
 		pub.fail = nil
 		if _, err := outbox.NewAdmin(env.DB).Requeue(ctx, 0); err != nil {
 			t.Fatal(err)
@@ -268,6 +274,19 @@ func TestStreamCatchesUpAndWakes(t *testing.T) {
 		got := pub.got()
 		if string(got[len(got)-2].Payload) != "flaky" || got[len(got)-2].Attempt != 3 {
 			t.Fatalf("want flaky (attempt 3) then after, got %q (attempt %d)", got[len(got)-2].Payload, got[len(got)-2].Attempt)
+		}
+		// The rows say what happened: the batches that failed at "flaky"
+		// gave "after" back each time (not published, no attempt).
+		for p, want := range map[string]int{"flaky": 3, "after": 1} {
+			var state string
+			var attempts int
+			waitFor(t, 5*time.Second, "the mark of "+p, func() bool {
+				err := env.DB.QueryRowContext(ctx, `SELECT state, attempts FROM coord_outbox WHERE payload = $1`, p).Scan(&state, &attempts)
+				return err == nil && state == "published"
+			})
+			if attempts != want {
+				t.Errorf("%s: attempts %d, want %d", p, attempts, want)
+			}
 		}
 	})
 }
