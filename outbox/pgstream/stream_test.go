@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
@@ -696,4 +698,130 @@ func TestStreamStuckHeadIsVisible(t *testing.T) {
 		st, err := adm.Stats(ctx)
 		return err == nil && st.Failing == 0
 	})
+}
+
+// The statement a streamer claims with marks nothing for a streamer whose
+// lease is not live (it answers -1 instead, which ends the session), and
+// marks the pending rows of a live one in its transaction only: rolled
+// back, they are pending again.
+func TestStreamClaimIsFenced(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	if err := outbox.New(env.DB).EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("fenced")}); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := env.DB.QueryRowContext(ctx, `SELECT id FROM coord_outbox WHERE payload = 'fenced'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := coord.New(env.DB).Acquire(ctx, "fence-test", "streamer-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := env.DB.Dialect().Q.OutboxStreamClaimMark
+	claim := func(token int64) []int64 {
+		t.Helper()
+		tx, err := env.DB.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		rows, err := tx.QueryContext(ctx, q, []int64{id}, lease.Name, lease.Owner, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var got []int64
+		for rows.Next() {
+			var x int64
+			if err := rows.Scan(&x); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, x)
+		}
+		return got
+	}
+	state := func() string {
+		var s string
+		if err := env.DB.QueryRowContext(ctx, `SELECT state FROM coord_outbox WHERE id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	t.Run("stale token marks nothing", func(t *testing.T) {
+		if got := claim(lease.Token - 1); len(got) != 1 || got[0] != -1 {
+			t.Fatalf("claim with a stale token returned %v, want [-1]", got)
+		}
+		if s := state(); s != "pending" {
+			t.Fatalf("state %s after a refused claim", s)
+		}
+	})
+	t.Run("live lease marks, rollback gives back", func(t *testing.T) {
+		if got := claim(lease.Token); len(got) != 1 || got[0] != id {
+			t.Fatalf("claim with the live lease returned %v, want [%d]", got, id)
+		}
+		if s := state(); s != "pending" {
+			t.Fatalf("state %s after the claiming transaction rolled back", s)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from the relay's
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The transaction a streamer begins ahead for its next batch may be ended
+// while it waits (an administrator, a server timeout): the next commit is
+// still published, in a new transaction, without ending the stream.
+func TestStreamSurvivesItsWaitingTransactionEnding(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	var logs syncBuffer
+	pub := &collector{}
+	startStream(t, env.DB, pub, pgstream.Options{Group: "ahead", Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	ob := outbox.New(env.DB)
+	send := func(p string) {
+		t.Helper()
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte(p)}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, p, func() bool {
+			for _, m := range pub.got() {
+				if string(m.Payload) == p {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	waitFor(t, 20*time.Second, "streaming", func() bool { return strings.Contains(logs.String(), "msg=streaming") })
+	send("first") // streamed: a batch, after which the next one's transaction is begun
+	var ended int
+	waitFor(t, 5*time.Second, "the transaction begun ahead, ended", func() bool {
+		env.DB.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> pg_backend_pid()`).Scan(&ended)
+		return ended > 0
+	})
+	send("second")
+	if n := strings.Count(logs.String(), `msg=streaming`); n != 1 {
+		t.Fatalf("the stream started %d times, want 1 (no new session for a failed transaction begun ahead):\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "beginning anew") {
+		t.Fatalf("no retry logged:\n%s", logs.String())
+	}
 }
