@@ -129,6 +129,7 @@ type latencyRun struct {
 	lost          int // committed and not delivered within a minute after the producers stopped
 	rate          float64
 	cpuPerK       float64       // ms of server CPU per 1,000 messages
+	decodePerK    float64       // of which the replication connection's (logical decoding), streaming relay only
 	idleCPUPerMin float64       // ms of server CPU per minute while idle (relay running, no producers)
 	idleXactsMin  float64       // transactions per minute while idle
 	txP50         time.Duration // the producers' transaction (BEGIN, Enqueue, COMMIT), median
@@ -143,6 +144,7 @@ type latencySystem struct {
 	start   func(ctx context.Context, deliver func(id string)) (stop func(), err error)
 	produce func(ctx context.Context, id string) error
 	cpu     func() int64
+	decode  func() int64 // of cpu, the replication connection's (optional)
 	clear   func()
 }
 
@@ -174,6 +176,9 @@ func relaySystem(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKind, 
 			})
 		},
 		cpu: func() int64 { return relayCPU(ctx, db) },
+		decode: func() int64 {
+			return backendCPU(ctx, db, `SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'sqlcoord-stream-%'`)
+		},
 		clear: func() {
 			if kind == streaming {
 				outbox.DropStreamSlot(ctx, db, "outbox")
@@ -227,7 +232,11 @@ func runLatency(ctx context.Context, sys latencySystem, kind string, offered int
 	if cpu == nil {
 		cpu = func() int64 { return 0 }
 	}
-	c0 := cpu()
+	decode := sys.decode
+	if decode == nil {
+		decode = func() int64 { return 0 }
+	}
+	c0, d0 := cpu(), decode()
 	var wg sync.WaitGroup
 	var sent int64
 	var sm sync.Mutex
@@ -278,7 +287,7 @@ func runLatency(ctx context.Context, sys latencySystem, kind string, offered int
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	c1 := cpu()
+	c1, d1 := cpu(), decode()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(lat) == 0 {
@@ -290,6 +299,7 @@ func runLatency(ctx context.Context, sys latencySystem, kind string, offered int
 	out.txP50 = txLat[len(txLat)/2]
 	out.rate = float64(sent) / el.Seconds()
 	out.cpuPerK = float64(c1-c0) / float64(sent) * 1000
+	out.decodePerK = float64(d1-d0) / float64(sent) * 1000
 	return out, lat, nil
 }
 
@@ -311,10 +321,15 @@ const relayApp = "sqlcoord_bench_relay"
 // (its pool and its replication connection) have used so far: their
 // processes' utime+stime.
 func relayCPU(ctx context.Context, db *sqlcoord.DB) int64 {
+	return backendCPU(ctx, db, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 OR application_name LIKE 'sqlcoord-stream-%'`, relayApp)
+}
+
+// backendCPU is the CPU time, in ms, of the backends whose pids q lists.
+func backendCPU(ctx context.Context, db *sqlcoord.DB, q string, args ...any) int64 {
 	if db.Dialect().Family() != "postgres" {
 		return 0 // not measured on MariaDB here
 	}
-	rows, err := db.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 OR application_name LIKE 'sqlcoord-stream-%'`, relayApp)
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return 0
 	}
@@ -354,6 +369,7 @@ func streamRows(ctx context.Context, db *sqlcoord.DB, dsn string, river func() (
 		river))
 	for _, offered := range []int{100, 1000, 10000} {
 		var p50, p99, cpu, rate [2][]float64 // [stream, poll] per round
+		var decode []float64                 // the stream's replication connection, per round
 		for i := 0; i < *rounds; i++ {
 			order := []relayKind{streaming, polling}
 			if i%2 == 1 {
@@ -372,8 +388,11 @@ func streamRows(ctx context.Context, db *sqlcoord.DB, dsn string, river func() (
 				p50[j] = append(p50[j], float64(r.p50.Microseconds())/1000)
 				p99[j] = append(p99[j], float64(r.p99.Microseconds())/1000)
 				cpu[j], rate[j] = append(cpu[j], r.cpuPerK), append(rate[j], r.rate)
-				fmt.Printf("  %-8s at %5d/s offered: %6.0f/s achieved (producer tx p50 %v), commit→delivery p50 %6.2f ms p99 %6.2f ms, relay's server CPU %6.1f ms per 1,000 msgs\n",
-					k, offered, r.rate, r.txP50.Round(10*time.Microsecond), float64(r.p50.Microseconds())/1000, float64(r.p99.Microseconds())/1000, r.cpuPerK)
+				fmt.Printf("  %-8s at %5d/s offered: %6.0f/s achieved (producer tx p50 %v), commit→delivery p50 %6.2f ms p99 %6.2f ms, relay's server CPU %6.1f ms per 1,000 msgs (decoding %6.1f)\n",
+					k, offered, r.rate, r.txP50.Round(10*time.Microsecond), float64(r.p50.Microseconds())/1000, float64(r.p99.Microseconds())/1000, r.cpuPerK, r.decodePerK)
+				if k == streaming {
+					decode = append(decode, r.decodePerK)
+				}
 			}
 		}
 		name := func(what string) string {
@@ -383,6 +402,7 @@ func streamRows(ctx context.Context, db *sqlcoord.DB, dsn string, river func() (
 			row{name: name("commit→delivery p50"), unit: "ms", peer: "polling relay", ours: p50[0], theirs: p50[1]},
 			row{name: name("commit→delivery p99"), unit: "ms", peer: "polling relay", ours: p99[0], theirs: p99[1]},
 			row{name: name("relay's server CPU per 1,000 msgs (its backends: pool, replication connection)"), unit: "ms", peer: "polling relay", ours: cpu[0], theirs: cpu[1]},
+			row{name: name("of that CPU, the replication connection's (logical decoding) vs the polling relay's whole"), unit: "ms", peer: "polling relay", ours: decode, theirs: cpu[1]},
 			row{name: fmt.Sprintf("PG rate achieved at %d msgs/s offered (32 producers, 1 message per transaction)", offered), unit: "msgs/s", peer: "polling relay", ours: rate[0], theirs: rate[1]})
 	}
 	return rows

@@ -313,6 +313,37 @@ type stream struct {
 	// quiet spell is claimed in one round trip; nextAt: when it was begun.
 	next   dialects.OwnedTx
 	nextAt time.Time
+	// lag: how long ago the last streamed commit committed, by the
+	// server's clock (CommitTime); lagFloor: the least lag seen in the
+	// current window (clock offset and transit); behind: lag exceeds the
+	// floor by more than behindBy — commits are waiting in the stream, so
+	// batches grow to BatchSize instead of leaving each millisecond.
+	lag, lagFloor time.Duration
+	lagSince      time.Time
+	behind        bool
+}
+
+// behindBy is how far behind its commits the stream must be for batches to
+// wait for more (up to BatchSize, or until nothing more arrives) rather
+// than leave after a millisecond; lagWindow is how long a floor of the
+// lag stands before it is measured anew (clocks drift).
+const (
+	behindBy  = 5 * time.Millisecond
+	lagWindow = 10 * time.Second
+)
+
+// observeLag records a streamed commit's age.
+func (st *stream) observeLag(commitTime time.Time) {
+	now := time.Now()
+	lag := now.Sub(commitTime)
+	if st.lagSince.IsZero() || now.Sub(st.lagSince) > lagWindow || lag < st.lagFloor {
+		if st.lagSince.IsZero() || now.Sub(st.lagSince) > lagWindow {
+			st.lagSince = now
+		}
+		st.lagFloor = lag
+	}
+	st.lag = lag
+	st.behind = lag-st.lagFloor > behindBy
 }
 
 // nextTxLife bounds how long a begun transaction waits for its batch: an
@@ -469,7 +500,10 @@ func (st *stream) run(ctx context.Context) error {
 		if err := st.handle(ctx, raw); err != nil {
 			return err
 		}
-		if st.queued > 0 && !st.inTx && (st.queued >= s.opt.BatchSize || time.Since(st.flushed) > time.Millisecond) {
+		// A batch leaves when full, or a millisecond after the last one
+		// unless the stream is behind its commits (then when full, or
+		// when nothing more arrives: the receive above times out).
+		if st.queued > 0 && !st.inTx && (st.queued >= s.opt.BatchSize || (!st.behind && time.Since(st.flushed) > time.Millisecond)) {
 			if err := st.flush(ctx); err != nil {
 				return err
 			}
@@ -557,6 +591,7 @@ func (st *stream) decode(data []byte) error {
 		}
 	case *pglogrepl.CommitMessage:
 		st.inTx = false
+		st.observeLag(m.CommitTime)
 		if len(st.cur) == 0 && len(st.ready) == 0 { // nothing to publish, nothing before it waiting
 			st.acked = max(st.acked, m.TransactionEndLSN)
 			return nil

@@ -1,6 +1,9 @@
 package pgstream
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestInProgress(t *testing.T) {
 	for _, c := range []struct {
@@ -20,6 +23,31 @@ func TestInProgress(t *testing.T) {
 		got, err := inProgress(c.snap, map[uint32]bool{c.xid: true})
 		if err != nil || got != c.want {
 			t.Errorf("inProgress(%q, %d) = %v, %v; want %v", c.snap, c.xid, got, err, c.want)
+		}
+	}
+}
+
+// A stream is behind when its commits arrive older than the least age
+// seen (the clocks' offset and transit) by more than behindBy, whatever
+// the offset between the server's clock and this one.
+func TestStreamBehind(t *testing.T) {
+	for _, offset := range []time.Duration{0, time.Hour, -time.Hour} {
+		st := &stream{}
+		at := func(age time.Duration) bool {
+			st.observeLag(time.Now().Add(offset - age))
+			return st.behind
+		}
+		if at(time.Millisecond) {
+			t.Errorf("offset %v: behind at the first commit", offset)
+		}
+		if at(2 * time.Millisecond) {
+			t.Errorf("offset %v: behind 1 ms over the floor", offset)
+		}
+		if !at(50 * time.Millisecond) {
+			t.Errorf("offset %v: not behind 49 ms over the floor", offset)
+		}
+		if at(time.Millisecond) {
+			t.Errorf("offset %v: still behind once caught up", offset)
 		}
 	}
 }
