@@ -846,7 +846,10 @@ commits:
 	}
 	endBatch(failed)
 	if lctx.Err() == nil {
-		st.beginNext(lctx) // ends with the session's context
+		// Not ended with the session's context: a relay stopping
+		// finishes its batch in flight (ShutdownTimeout) in this
+		// transaction; the session's end rolls it back (dropNext).
+		st.beginNext(context.WithoutCancel(lctx))
 	}
 	for _, m := range ok {
 		delete(st.attempts, m.ID)
