@@ -773,32 +773,13 @@ func TestStreamClaimIsFenced(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from the relay's
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The transaction a streamer begins ahead for its next batch may be ended
 // while it waits (an administrator, a server timeout): the next commit is
 // still published, in a new transaction, without ending the stream.
 func TestStreamSurvivesItsWaitingTransactionEnding(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs dbtest.Buffer
 	pub := &collector{}
 	startStream(t, env.DB, pub, pgstream.Options{Group: "ahead", Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ob := outbox.New(env.DB)
