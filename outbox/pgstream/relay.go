@@ -317,16 +317,16 @@ type stream struct {
 	// server's clock (CommitTime); lagFloor: the least lag seen in the
 	// current window (clock offset and transit); behind: lag exceeds the
 	// floor by more than behindBy — commits are waiting in the stream, so
-	// batches grow to BatchSize instead of leaving each millisecond.
+	// batches gather for behindBy instead of a millisecond.
 	lag, lagFloor time.Duration
 	lagSince      time.Time
 	behind        bool
 }
 
 // behindBy is how far behind its commits the stream must be for batches to
-// wait for more (up to BatchSize, or until nothing more arrives) rather
-// than leave after a millisecond; lagWindow is how long a floor of the
-// lag stands before it is measured anew (clocks drift).
+// gather for behindBy (or up to BatchSize, or until nothing more arrives)
+// rather than a millisecond; lagWindow is how long a floor of the lag
+// stands before it is measured anew (clocks drift).
 const (
 	behindBy  = 5 * time.Millisecond
 	lagWindow = 10 * time.Second
@@ -500,10 +500,16 @@ func (st *stream) run(ctx context.Context) error {
 		if err := st.handle(ctx, raw); err != nil {
 			return err
 		}
-		// A batch leaves when full, or a millisecond after the last one
-		// unless the stream is behind its commits (then when full, or
-		// when nothing more arrives: the receive above times out).
-		if st.queued > 0 && !st.inTx && (st.queued >= s.opt.BatchSize || (!st.behind && time.Since(st.flushed) > time.Millisecond)) {
+		// A batch leaves when full, when nothing more arrives (the
+		// receive above times out), or a millisecond after the last
+		// batch — behindBy after it while the stream is behind its
+		// commits, so that a backlog leaves in larger batches, and a
+		// steady stream of commits never holds one back for longer.
+		window := time.Millisecond
+		if st.behind {
+			window = behindBy
+		}
+		if st.queued > 0 && !st.inTx && (st.queued >= s.opt.BatchSize || time.Since(st.flushed) > window) {
 			if err := st.flush(ctx); err != nil {
 				return err
 			}
