@@ -50,6 +50,7 @@ var (
 	wmPoll     = flag.Duration("watermill-poll", time.Millisecond, "watermill-sql's PollInterval in the latency comparison")
 	sleepBelow = flag.Int("sleep-below", 0, "the polling relays' RelayOptions.SleepBelow (0: its default)")
 	pollBusy   = flag.Duration("poll-busy", 0, "the polling relays' RelayOptions.PollBusy (0: its default)")
+	keepRows   = flag.Bool("keep-rows", false, "stream and latency comparisons: relays keep published rows (marked published) instead of deleting them")
 )
 
 // row is one comparison's result.

@@ -161,7 +161,7 @@ func relaySystem(ctx context.Context, db, relayDB *sqlcoord.DB, kind relayKind, 
 				}
 			}
 			for i := range n {
-				stop, err := startRelay(ctx, relayDB, kind, pub, true, i == 0)
+				stop, err := startRelay(ctx, relayDB, kind, pub, !*keepRows, i == 0)
 				if err != nil {
 					stopAll()
 					return nil, err

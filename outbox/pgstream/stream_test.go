@@ -726,7 +726,9 @@ func TestStreamClaimIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := env.DB.Dialect().Q.OutboxStreamClaimMark
-	claim := func(token int64) []int64 {
+	// claim runs the claim in a transaction and returns what it answered
+	// and the row's state in that transaction, then rolls back.
+	claim := func(token int64) (got []int64, inTx string) {
 		t.Helper()
 		tx, err := env.DB.BeginTx(ctx, nil)
 		if err != nil {
@@ -737,8 +739,6 @@ func TestStreamClaimIsFenced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rows.Close()
-		var got []int64
 		for rows.Next() {
 			var x int64
 			if err := rows.Scan(&x); err != nil {
@@ -746,7 +746,13 @@ func TestStreamClaimIsFenced(t *testing.T) {
 			}
 			got = append(got, x)
 		}
-		return got
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM coord_outbox WHERE id = $1`, id).Scan(&inTx); err != nil {
+			t.Fatal(err)
+		}
+		return got, inTx
 	}
 	state := func() string {
 		var s string
@@ -756,16 +762,21 @@ func TestStreamClaimIsFenced(t *testing.T) {
 		return s
 	}
 	t.Run("stale token marks nothing", func(t *testing.T) {
-		if got := claim(lease.Token - 1); len(got) != 1 || got[0] != -1 {
+		got, inTx := claim(lease.Token - 1)
+		if len(got) != 1 || got[0] != -1 {
 			t.Fatalf("claim with a stale token returned %v, want [-1]", got)
 		}
-		if s := state(); s != "pending" {
-			t.Fatalf("state %s after a refused claim", s)
+		if inTx != "pending" {
+			t.Fatalf("state %s after a refused claim, in its transaction", inTx)
 		}
 	})
 	t.Run("live lease marks, rollback gives back", func(t *testing.T) {
-		if got := claim(lease.Token); len(got) != 1 || got[0] != id {
+		got, inTx := claim(lease.Token)
+		if len(got) != 1 || got[0] != id {
 			t.Fatalf("claim with the live lease returned %v, want [%d]", got, id)
+		}
+		if inTx != "published" {
+			t.Fatalf("state %s after the claim, in its transaction; want published", inTx)
 		}
 		if s := state(); s != "pending" {
 			t.Fatalf("state %s after the claiming transaction rolled back", s)
