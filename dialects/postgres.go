@@ -353,9 +353,6 @@ SELECT pg_notify('coord_outbox', '') WHERE NOT pg_try_advisory_xact_lock_shared(
 			OutboxSleepSettings: `SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`,
 			OutboxSleep:         `SELECT pg_advisory_xact_lock(` + pgOutboxSleep + `)::text`,
 			OutboxStreamClaim:   `SELECT id FROM coord_outbox WHERE id = ANY($1) AND state = 'pending' AND available_at <= clock_timestamp() ORDER BY id FOR UPDATE`,
-			OutboxStreamMark: `UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1
-WHERE id = ANY($1) AND EXISTS (SELECT 1 FROM coord_leases WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp())
-  AND set_config('synchronous_commit', 'off', true) IS NOT NULL`,
 			OutboxStreamClaimMark: `WITH lease AS (SELECT EXISTS (SELECT 1 FROM coord_leases WHERE name = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp()) AS held),
 marked AS (UPDATE coord_outbox SET state = 'published', published_at = clock_timestamp(), attempts = attempts + 1
   WHERE id = ANY($1) AND state = 'pending' AND available_at <= clock_timestamp() AND (SELECT held FROM lease)

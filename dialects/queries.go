@@ -431,23 +431,24 @@ type Queries struct {
 	// in id order: what the stream may publish (the others were published
 	// by a polling relay, cancelled, or are delayed).
 	OutboxStreamClaim string
-	// OutboxStreamMark / OutboxStreamDelete mark or delete the published
-	// ids ($1) if the streamer's lease ($2 name, $3 owner, $4 token) is
-	// still live: fewer rows than ids means the lease was lost. Their
-	// transaction commits with synchronous_commit off: the slot's position
-	// records progress, and a mark lost in a server crash leaves a row
+	// OutboxStreamDelete deletes the published ids ($1), locked by
+	// OutboxStreamClaim (DeleteOnPublish), if the streamer's lease ($2
+	// name, $3 owner, $4 token) is still live: fewer rows than ids means
+	// the lease was lost. Its transaction, like OutboxStreamClaimMark's,
+	// commits with synchronous_commit off: the slot's position records
+	// progress, and a mark or delete lost in a server crash leaves a row
 	// that looks pending (a later polling pass publishes it again: a
 	// duplicate after a crash, never a loss).
-	OutboxStreamMark, OutboxStreamDelete string
-	// OutboxStreamClaimMark is OutboxStreamClaim and OutboxStreamMark in one
-	// statement: it marks the streamed ids ($1) still pending and due as
-	// published, locking them, if the streamer's lease ($2 name, $3 owner,
-	// $4 token) is live, and returns their ids; a row with id -1 instead
+	OutboxStreamDelete string
+	// OutboxStreamClaimMark (a stream keeping published rows) marks the
+	// streamed ids ($1) still pending and due as published, locking them,
+	// if the streamer's lease ($2 name, $3 owner, $4 token) is live, and
+	// returns their ids; a row with id -1 instead
 	// when the lease is not (no id is marked then). Published or not is
 	// decided by the transaction's commit: the stream publishes between
 	// this statement and COMMIT, and gives back what it did not publish
 	// with OutboxStreamUnmark. One statement and one row version per
-	// message fewer than claim-then-mark.
+	// message fewer than a claim then a mark.
 	OutboxStreamClaimMark string
 	// OutboxStreamUnmark returns ids ($1) marked by OutboxStreamClaimMark in
 	// the same transaction to pending (a failed publish, a dead letter, a

@@ -313,14 +313,15 @@ type stream struct {
 	// quiet spell is claimed in one round trip; nextAt: when it was begun.
 	next   dialects.OwnedTx
 	nextAt time.Time
-	// lag: how long ago the last streamed commit committed, by the
-	// server's clock (CommitTime); lagFloor: the least lag seen in the
-	// current window (clock offset and transit); behind: lag exceeds the
-	// floor by more than behindBy — commits are waiting in the stream, so
+	// lagFloor: the least lag seen in the current window (clock offset
+	// and transit), a lag being how long ago a streamed commit committed
+	// by the server's clock (CommitTime); lagSince: when the window
+	// began; behind: the last commit's lag exceeds the floor by more
+	// than behindBy — commits are waiting in the stream, so
 	// batches gather for behindBy instead of a millisecond.
-	lag, lagFloor time.Duration
-	lagSince      time.Time
-	behind        bool
+	lagFloor time.Duration
+	lagSince time.Time
+	behind   bool
 }
 
 // behindBy is how far behind its commits the stream must be for batches to
@@ -336,13 +337,11 @@ const (
 func (st *stream) observeLag(commitTime time.Time) {
 	now := time.Now()
 	lag := now.Sub(commitTime)
-	if st.lagSince.IsZero() || now.Sub(st.lagSince) > lagWindow || lag < st.lagFloor {
-		if st.lagSince.IsZero() || now.Sub(st.lagSince) > lagWindow {
-			st.lagSince = now
-		}
-		st.lagFloor = lag
+	if st.lagSince.IsZero() || now.Sub(st.lagSince) > lagWindow {
+		st.lagSince, st.lagFloor = now, lag // a new window
+	} else {
+		st.lagFloor = min(st.lagFloor, lag)
 	}
-	st.lag = lag
 	st.behind = lag-st.lagFloor > behindBy
 }
 
@@ -358,10 +357,15 @@ func (st *stream) beginNext(ctx context.Context) {
 	if st.next != nil || !roomToBeginAhead(st.s.db) {
 		return
 	}
-	tx, err := st.s.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := st.begin(ctx)
 	if err == nil {
 		st.next, st.nextAt = tx, time.Now()
 	}
+}
+
+// begin begins a batch's transaction.
+func (st *stream) begin(ctx context.Context) (dialects.OwnedTx, error) {
+	return st.s.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 }
 
 // roomToBeginAhead: the transaction begun ahead holds one of db's
@@ -395,7 +399,7 @@ func (st *stream) takeNext(ctx context.Context) (tx dialects.OwnedTx, fresh bool
 		}
 		tx.Rollback(context.WithoutCancel(ctx))
 	}
-	tx, err = st.s.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err = st.begin(ctx)
 	return tx, true, err
 }
 
@@ -831,19 +835,15 @@ commits:
 			return errs.Errorf("outbox: record the failed attempt at %d: %w", failedMsg.ID, d.Classify(err))
 		}
 	}
-	if len(published) > 0 && !marking {
-		q := d.Q.OutboxStreamMark
-		if s.opt.DeleteOnPublish {
-			q = d.Q.OutboxStreamDelete
-		}
-		n, err := tx.Exec(ctx, q, published, st.lease.Name, st.lease.Owner, st.lease.Token)
+	if len(published) > 0 && !marking { // DeleteOnPublish: the claim only locked them
+		n, err := tx.Exec(ctx, d.Q.OutboxStreamDelete, published, st.lease.Name, st.lease.Owner, st.lease.Token)
 		if err != nil {
 			endBatch(err)
-			return errs.Errorf("outbox: mark %d published: %w", len(published), d.Classify(err))
+			return errs.Errorf("outbox: delete %d published: %w", len(published), d.Classify(err))
 		}
 		if n < int64(len(published)) { // the rows are ours (locked): the fence refused
 			endBatch(errLeaseLost)
-			return errs.Errorf("outbox: mark %d published: %w", len(published), errLeaseLost)
+			return errs.Errorf("outbox: delete %d published: %w", len(published), errLeaseLost)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
