@@ -366,7 +366,7 @@ WHERE id = ANY($1) AND EXISTS (SELECT 1 FROM coord_leases WHERE name = $2 AND ow
 			OutboxStreamWake: `SELECT pg_logical_emit_message(false, 'sqlcoord.outbox', 'pending')`,
 			OutboxSlots: `SELECT slot_name, database, active, coalesce(pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_receive_lsn() ELSE pg_current_wal_lsn() END, confirmed_flush_lsn), 0)::bigint,
   coalesce(wal_status, ''), coalesce(safe_wal_size, -1)
-FROM pg_replication_slots WHERE slot_name LIKE 'sqlcoord\_%' ORDER BY slot_name`,
+FROM pg_replication_slots WHERE slot_name LIKE 'sqlcoord\_%' AND database = current_database() ORDER BY slot_name`,
 			OutboxSleeper: `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = ` + pgLockSpace + `::oid
   AND objid = (-1)::oid AND objsubid = 2 AND mode = 'ExclusiveLock' AND granted
   AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`,

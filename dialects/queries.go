@@ -458,7 +458,7 @@ type Queries struct {
 	// messages became pending without an INSERT (a requeue).
 	OutboxStreamWake string
 	// OutboxSlots lists the replication slots of sqlcoord's streaming
-	// relays with how much WAL each retains.
+	// relays on the current database with how much WAL each retains.
 	OutboxSlots string
 	// OutboxClaim locks up to N due pending rows, oldest first, skipping
 	// rows other relays hold. Args: N. Columns: id, msg_id, topic,

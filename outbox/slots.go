@@ -56,21 +56,23 @@ func SlotName(group, dbName string) string {
 
 // Slot is a streaming relay's replication slot as the server reports it.
 type Slot struct {
-	Name     string
-	Database string
-	Active   bool  // a relay is attached
-	LagBytes int64 // WAL retained behind its confirmed position
+	Name     string `json:"name"`
+	Database string `json:"database"`
+	Active   bool   `json:"active"`    // a relay is attached
+	LagBytes int64  `json:"lag_bytes"` // WAL retained behind its confirmed position
 	// WALStatus is the server's view: reserved, extended, unreserved or
 	// lost (the slot fell behind max_slot_wal_keep_size: drop it; the
 	// relay then makes a new one and publishes what is pending by polling).
-	WALStatus string
+	WALStatus string `json:"wal_status"`
 	// SafeBytes is how much more WAL may be written before the slot is
 	// lost (-1: no bound).
-	SafeBytes int64
+	SafeBytes int64 `json:"safe_bytes"`
 }
 
 // Slots lists the replication slots of the streaming relays of db's
-// database (none on MySQL and MariaDB).
+// database (none on MySQL and MariaDB). Slots of other databases on the
+// same server are not listed: each database's doctor and console report
+// their own.
 func Slots(ctx context.Context, db sqlcoord.Base) ([]Slot, error) {
 	d := db.Dialect()
 	if d.Q.OutboxSlots == "" {

@@ -164,6 +164,13 @@ func TestJSONGolden(t *testing.T) {
 		tx.Commit()
 		c.RunDue(ctx)
 
+		if env.Family == "postgres" { // a slot, so doctor's "slots" list is in its structure
+			slot := outbox.SlotName("golden", env.Name)
+			if _, err := env.DB.Executor().Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { env.DB.Executor().Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
+		}
 		golden("doctor", "doctor")
 		golden("saga_list", "saga", "list", "--filter", "all")
 		golden("saga_show", "saga", "show", "order-1")

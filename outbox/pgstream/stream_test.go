@@ -824,3 +824,36 @@ WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> 
 		t.Fatalf("no retry logged:\n%s", logs.String())
 	}
 }
+
+// outbox.Slots lists the slots of the database it is asked about, not
+// every sqlcoord slot on the server: a doctor or console run against one
+// database must not report (or fail on) another database's relays.
+func TestSlotsAreThisDatabases(t *testing.T) {
+	ctx := context.Background()
+	a, b := dbtest.New(t, "postgres"), dbtest.New(t, "postgres")
+	name := outbox.SlotName("slotscope", a.Name)
+	if _, err := a.DB.Executor().Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.DB.Executor().Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, name) })
+	t.Run("listed on its database", func(t *testing.T) {
+		s, err := outbox.Slots(ctx, a.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s) != 1 || s[0].Name != name || s[0].Database != a.Name || s[0].Active {
+			t.Fatalf("Slots = %+v, want only %s, inactive", s, name)
+		}
+	})
+	t.Run("not listed on another", func(t *testing.T) {
+		s, err := outbox.Slots(ctx, b.DB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sl := range s {
+			if sl.Database != b.Name {
+				t.Errorf("Slots of %s lists %s of %s", b.Name, sl.Name, sl.Database)
+			}
+		}
+	})
+}
