@@ -304,30 +304,31 @@ type stream struct {
 	sweepAt time.Time
 	// attempts of the first unpublished message, by id (retries in place).
 	attempts map[int64]int
-	// flushed: when the last batch ended. A commit arriving after a quiet
-	// spell is published at once; one arriving right after a batch waits
-	// a moment for others (a batch of several).
+	// flushed: when the last batch ended (a stream behind its commits
+	// sends the next batch at most behindBy later).
 	flushed time.Time
 	// next: the next batch's transaction, begun after a batch (idle in
 	// transaction: no snapshot, no xid) so that a commit streamed after a
-	// quiet spell is claimed in one round trip; nextAt: when it was begun.
-	next   dialects.OwnedTx
-	nextAt time.Time
+	// quiet spell is claimed in one round trip. It is begun beside the
+	// stream, not before the stream is read again: commits that arrived
+	// during a batch do not wait for its BEGIN.
+	next *ahead
 	// lagFloor: the least lag seen in the current window (clock offset
 	// and transit), a lag being how long ago a streamed commit committed
 	// by the server's clock (CommitTime); lagSince: when the window
 	// began; behind: the last commit's lag exceeds the floor by more
 	// than behindBy — commits are waiting in the stream, so
-	// batches gather for behindBy instead of a millisecond.
+	// batches gather for up to behindBy instead of leaving at once.
 	lagFloor time.Duration
 	lagSince time.Time
 	behind   bool
 }
 
-// behindBy is how far behind its commits the stream must be for batches to
-// gather for behindBy (or up to BatchSize, or until nothing more arrives)
-// rather than a millisecond; lagWindow is how long a floor of the lag
-// stands before it is measured anew (clocks drift).
+// behindBy is how far behind its commits the stream must be for batches
+// to gather for behindBy (or up to BatchSize, or until nothing more
+// arrives) rather than leave with what was already received; lagWindow is
+// how long a floor of the lag stands before it is measured anew (clocks
+// drift).
 const (
 	behindBy  = 5 * time.Millisecond
 	lagWindow = 10 * time.Second
@@ -351,16 +352,28 @@ func (st *stream) observeLag(commitTime time.Time) {
 // than this never ends one).
 const nextTxLife = 5 * time.Second
 
-// beginNext begins the next batch's transaction ahead (best effort: on an
-// error the batch begins its own).
+// ahead is a transaction being begun for the next batch: done closes
+// when BEGIN returned (tx or err set; at: when).
+type ahead struct {
+	done chan struct{}
+	tx   dialects.OwnedTx
+	err  error
+	at   time.Time
+}
+
+// beginNext begins the next batch's transaction ahead, in a goroutine
+// (best effort: on an error the batch begins its own).
 func (st *stream) beginNext(ctx context.Context) {
 	if st.next != nil || !roomToBeginAhead(st.s.db) {
 		return
 	}
-	tx, err := st.begin(ctx)
-	if err == nil {
-		st.next, st.nextAt = tx, time.Now()
-	}
+	a := &ahead{done: make(chan struct{})}
+	st.next = a
+	go func() {
+		defer close(a.done)
+		a.tx, a.err = st.begin(ctx)
+		a.at = time.Now()
+	}()
 }
 
 // begin begins a batch's transaction.
@@ -381,23 +394,45 @@ func roomToBeginAhead(db sqlcoord.Base) bool {
 	return n == 0 || n >= 4
 }
 
-// dropNext rolls back the transaction begun ahead, if any.
+// dropNext rolls back the transaction begun ahead, if any: at once when
+// its BEGIN has returned, otherwise when it does (a server that does
+// not answer does not hold up the session's end).
 func (st *stream) dropNext() {
-	if st.next != nil {
-		st.next.Rollback(context.Background())
-		st.next = nil
+	a := st.next
+	if a == nil {
+		return
+	}
+	st.next = nil
+	rollback := func() {
+		if a.tx != nil {
+			a.tx.Rollback(context.Background())
+		}
+	}
+	select {
+	case <-a.done:
+		rollback()
+	case <-time.After(time.Second):
+		go func() { <-a.done; rollback() }()
 	}
 }
 
 // takeNext returns the transaction begun ahead when it is young enough
-// (fresh false), or begins one (fresh true).
+// (fresh false), waiting for its BEGIN when that has not returned yet, or
+// begins one (fresh true).
 func (st *stream) takeNext(ctx context.Context) (tx dialects.OwnedTx, fresh bool, err error) {
-	if st.next != nil {
-		tx, st.next = st.next, nil
-		if time.Since(st.nextAt) < nextTxLife {
-			return tx, false, nil
+	if a := st.next; a != nil {
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return nil, false, ctx.Err() // dropNext rolls it back
 		}
-		tx.Rollback(context.WithoutCancel(ctx))
+		st.next = nil
+		if a.err == nil {
+			if time.Since(a.at) < nextTxLife {
+				return a.tx, false, nil
+			}
+			a.tx.Rollback(context.WithoutCancel(ctx))
+		}
 	}
 	tx, err = st.begin(ctx)
 	return tx, true, err
@@ -479,7 +514,7 @@ func (st *stream) run(ctx context.Context) error {
 		}
 		wait := time.Until(nextStatus)
 		if len(st.ready) > 0 {
-			wait = 200 * time.Microsecond // publish once nothing more is waiting
+			wait = 200 * time.Microsecond
 		}
 		if !st.sweepAt.IsZero() {
 			wait = min(wait, max(time.Until(st.sweepAt), time.Millisecond))
@@ -504,16 +539,17 @@ func (st *stream) run(ctx context.Context) error {
 		if err := st.handle(ctx, raw); err != nil {
 			return err
 		}
-		// A batch leaves when full, when nothing more arrives (the
-		// receive above times out), or a millisecond after the last
-		// batch — behindBy after it while the stream is behind its
-		// commits, so that a backlog leaves in larger batches, and a
-		// steady stream of commits never holds one back for longer.
-		window := time.Millisecond
-		if st.behind {
-			window = behindBy
-		}
-		if st.queued > 0 && !st.inTx && (st.queued >= s.opt.BatchSize || time.Since(st.flushed) > window) {
+		// A batch leaves when full; when the stream keeps up, as soon
+		// as everything already received is read (nothing left in the
+		// connection's read buffer) — a batch gathers what arrived while
+		// the last one was published, and waits for nothing more (a
+		// timer of a few hundred microseconds fires a millisecond late
+		// on an idle runtime: that wait was most of the latency at
+		// 1,000 msgs/s); while it is behind its commits, when nothing
+		// more arrives for 200 µs (the receive above times out) or
+		// behindBy after the last batch, so that a backlog leaves in
+		// larger batches and a steady stream never holds one back longer.
+		if st.queued > 0 && !st.inTx && (st.queued >= s.opt.BatchSize || !st.behind && conn.Frontend().ReadBufferLen() == 0 || time.Since(st.flushed) > behindBy) {
 			if err := st.flush(ctx); err != nil {
 				return err
 			}
