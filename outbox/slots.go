@@ -61,8 +61,9 @@ type Slot struct {
 	Active   bool   `json:"active"`    // a relay is attached
 	LagBytes int64  `json:"lag_bytes"` // WAL retained behind its confirmed position
 	// WALStatus is the server's view: reserved, extended, unreserved or
-	// lost (the slot fell behind max_slot_wal_keep_size: drop it; the
-	// relay then makes a new one and publishes what is pending by polling).
+	// lost (the slot fell behind max_slot_wal_keep_size: the group's next
+	// streamer drops it, makes a new one and publishes what is pending by
+	// polling).
 	WALStatus string `json:"wal_status"`
 	// SafeBytes is how much more WAL may be written before the slot is
 	// lost (-1: no bound).

@@ -294,7 +294,7 @@ func guarantees(r doctorReport) []doctorGuarantee {
 		for _, sl := range r.Slots {
 			switch {
 			case sl.WALStatus == "lost":
-				sg.Status, sg.Why = fails, fmt.Sprintf("slot %s fell behind max_slot_wal_keep_size and is lost: drop it (`sqlcoord relay drop-slot`); its relay then makes a new one and polls what is pending", sl.Name)
+				sg.Status, sg.Why = fails, fmt.Sprintf("slot %s fell behind max_slot_wal_keep_size and is lost: its relay group's next streamer drops it, makes a new one and polls what is pending (start the group, or drop the slot with `sqlcoord relay drop-slot` if the group is retired)", sl.Name)
 			case !sl.Active && sl.LagBytes > slotLagLimit:
 				sg.Status, sg.Why = fails, fmt.Sprintf("slot %s has no relay attached and retains %d MiB of WAL: start its relay group, or drop the slot if the group is retired (`sqlcoord relay drop-slot --group …`)", sl.Name, sl.LagBytes>>20)
 			}

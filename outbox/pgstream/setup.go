@@ -2,6 +2,7 @@ package pgstream
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"time"
 
@@ -44,12 +45,25 @@ func (s *Relay) prepare(ctx context.Context) (created string, err error) {
 			return "", errs.Errorf("outbox: create publication %s (needs ownership of coord_outbox): %w", streamPublication, d.Classify(err))
 		}
 	}
-	var exists bool
-	if err := x.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, s.slot).Scan(&exists); err != nil {
+	var status string
+	err = x.QueryRow(ctx, `SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1`, s.slot).Scan(&status)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
 		return "", errs.Errorf("outbox: stream: %w", d.Classify(err))
-	}
-	if exists {
+	case status != "lost":
 		return "", nil
+	default:
+		// The slot fell behind max_slot_wal_keep_size and the server
+		// removed the WAL it needed: nobody can read it again. A new one
+		// starts now, and the polling pass after its creation publishes
+		// every row still pending — the table, not the slot, holds the
+		// messages — so nothing is lost, and what the old slot had not
+		// confirmed may come again.
+		s.log.Warn("replication slot lost (it fell behind max_slot_wal_keep_size): dropping it; a new one is made and what is pending is published by polling", "slot", s.slot)
+		if _, err := x.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND wal_status = 'lost'`, s.slot); err != nil {
+			return "", errs.Errorf("outbox: drop the lost slot %s: %w", s.slot, d.Classify(err))
+		}
 	}
 	var keep string
 	if err := x.QueryRow(ctx, `SELECT current_setting('max_slot_wal_keep_size')`).Scan(&keep); err != nil {

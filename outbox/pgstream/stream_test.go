@@ -857,3 +857,74 @@ func TestSlotsAreThisDatabases(t *testing.T) {
 		}
 	})
 }
+
+// A slot the server invalidated (it fell behind max_slot_wal_keep_size
+// while no relay read it) cannot be read again: the relay drops it, makes
+// a new one and publishes by polling what is pending — nothing is lost,
+// and the group does not stay down until an operator drops the slot.
+func TestStreamLostSlotIsReplaced(t *testing.T) {
+	ctx := context.Background()
+	db := dbtest.PrivatePostgres(t, "lostslot", sqlcoord.Options{}, "-c", "max_slot_wal_keep_size=1MB", "-c", "max_wal_size=32MB", "-c", "min_wal_size=32MB")
+	pub := &collector{}
+	ob := outbox.New(db)
+	{ // a first relay makes the slot, then stops for good
+		r, err := pgstream.New(db, pub, pgstream.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- r.Run(rctx) }()
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("first")}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "the first message", func() bool { return len(pub.got()) == 1 })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// messages committed while no relay runs, and enough WAL after them
+	// that the checkpoint invalidates the slot
+	for i := 0; i < 5; i++ {
+		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte(fmt.Sprintf("while down %d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x := db.Executor()
+	if _, err := x.Exec(ctx, `CREATE TABLE filler (b text)`); err != nil {
+		t.Fatal(err)
+	}
+	status := ""
+	for i := 0; i < 20 && status != "lost"; i++ {
+		if _, err := x.Exec(ctx, `INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 20000)`); err != nil {
+			t.Fatal(err)
+		}
+		x.Exec(ctx, `SELECT pg_switch_wal()`)
+		if _, err := x.Exec(ctx, `CHECKPOINT`); err != nil {
+			t.Fatal(err)
+		}
+		s, err := outbox.Slots(ctx, db)
+		if err != nil || len(s) != 1 {
+			t.Fatalf("slots: %v %v", s, err)
+		}
+		status = s[0].WALStatus
+	}
+	if status != "lost" {
+		t.Fatalf("the slot was not invalidated (wal_status %q)", status)
+	}
+	var logs dbtest.Buffer
+	startStream(t, db, pub, pgstream.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	waitFor(t, 30*time.Second, "the messages committed while the slot was lost", func() bool { return len(pub.got()) >= 6 })
+	// and it streams again
+	if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "t", Payload: []byte("after")}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a message after the new slot", func() bool { return len(pub.got()) >= 7 })
+	if !strings.Contains(logs.String(), "replication slot lost") {
+		t.Errorf("no warning about the lost slot in the log:\n%s", logs.String())
+	}
+	if s, _ := outbox.Slots(ctx, db); len(s) != 1 || s[0].WALStatus == "lost" {
+		t.Errorf("slots after: %+v", s)
+	}
+}
