@@ -322,6 +322,9 @@ type stream struct {
 	lagFloor time.Duration
 	lagSince time.Time
 	behind   bool
+	// lastBatch: how many messages the last batch had (busyBatch or
+	// more: the next one gathers).
+	lastBatch int
 }
 
 // behindBy is how far behind its commits the stream must be for batches
@@ -330,6 +333,7 @@ type stream struct {
 // how long a floor of the lag stands before it is measured anew (clocks
 // drift).
 const (
+	busyBatch = 64
 	behindBy  = 5 * time.Millisecond
 	lagWindow = 10 * time.Second
 )
@@ -545,11 +549,18 @@ func (st *stream) run(ctx context.Context) error {
 		// the last one was published, and waits for nothing more (a
 		// timer of a few hundred microseconds fires a millisecond late
 		// on an idle runtime: that wait was most of the latency at
-		// 1,000 msgs/s); while it is behind its commits, when nothing
-		// more arrives for 200 µs (the receive above times out) or
-		// behindBy after the last batch, so that a backlog leaves in
-		// larger batches and a steady stream never holds one back longer.
-		if st.queued > 0 && !st.inTx && (st.queued >= s.opt.BatchSize || !st.behind && conn.Frontend().ReadBufferLen() == 0 || time.Since(st.flushed) > behindBy) {
+		// 1,000 msgs/s). After a large batch (a backlog being read: its
+		// commits are old, not behind the floor of their own ages) it
+		// gathers until nothing more arrives for 200 µs (the receive
+		// above times out), for at most a millisecond; while the stream
+		// is behind its commits, for at most behindBy — so that a
+		// backlog leaves in larger batches and a steady stream never
+		// holds one back longer.
+		gather, window := st.behind || st.lastBatch >= busyBatch, time.Millisecond
+		if st.behind {
+			window = behindBy
+		}
+		if st.queued > 0 && !st.inTx && (st.queued >= s.opt.BatchSize || !gather && conn.Frontend().ReadBufferLen() == 0 || time.Since(st.flushed) > window) {
 			if err := st.flush(ctx); err != nil {
 				return err
 			}
@@ -735,6 +746,7 @@ func (st *stream) flush(lctx context.Context) error {
 			ids = append(ids, m.ID)
 		}
 	}
+	st.lastBatch = len(ids)
 	if len(ids) == 0 { // only empty commits
 		st.acked = max(st.acked, st.ready[len(st.ready)-1].end)
 		st.ready = st.ready[:0]
