@@ -304,8 +304,8 @@ type stream struct {
 	sweepAt time.Time
 	// attempts of the first unpublished message, by id (retries in place).
 	attempts map[int64]int
-	// flushed: when the last batch ended (a stream behind its commits
-	// sends the next batch at most behindBy later).
+	// flushed: when the last batch ended (a batch that gathers leaves at
+	// most a millisecond later, behindBy while the stream is behind).
 	flushed time.Time
 	// next: the next batch's transaction, begun after a batch (idle in
 	// transaction: no snapshot, no xid) so that a commit streamed after a
@@ -518,7 +518,7 @@ func (st *stream) run(ctx context.Context) error {
 		}
 		wait := time.Until(nextStatus)
 		if len(st.ready) > 0 {
-			wait = 200 * time.Microsecond
+			wait = 200 * time.Microsecond // a gathering batch leaves when nothing more arrives
 		}
 		if !st.sweepAt.IsZero() {
 			wait = min(wait, max(time.Until(st.sweepAt), time.Millisecond))
