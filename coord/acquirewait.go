@@ -3,7 +3,6 @@ package coord
 import (
 	"context"
 	"crypto/md5"
-	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 )
@@ -46,8 +46,7 @@ func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl t
 	}
 	// Queue: one transaction per waiter, holding the queue lock while it
 	// is the head; the lock's own wait is the queue.
-	sum := sha256.Sum256([]byte(name))
-	queue := "sqlcoord.lease-queue:" + hex.EncodeToString(sum[:16])
+	queue := dialects.LeaseQueue(name)
 	for {
 		if ctx.Err() != nil {
 			return Lease{}, errors.Join(held, context.Cause(ctx))

@@ -183,3 +183,66 @@ func TestAcquireWaitAcrossProcesses(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseWakesTheQueueHead (PostgreSQL): a waiter at the head of a
+// lease's queue holds the queue's advisory lock, named as every version
+// names it — "sqlcoord.lease-queue:" and the first 16 bytes of the
+// name's SHA-256 in hex, written here as the server computed it before
+// the client did — and listens on the lease's channel; Release must
+// notify it, for ASCII and non-ASCII names alike. A queue name that
+// differed would leave the head to its 5 ms poll and break waiters of
+// the other version during a rolling upgrade.
+func TestReleaseWakesTheQueueHead(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		if env.Family != "postgres" {
+			t.Skip("MySQL/MariaDB waiters poll: Release sends no notification")
+		}
+		ctx := context.Background()
+		c := coord.New(env.DB)
+		for _, name := range []string{"queue-head", "Zürich-租約 ✓"} {
+			t.Run(name, func(t *testing.T) {
+				l, err := c.Acquire(ctx, name, "holder", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conn, err := env.DB.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(hashtextextended(
+  'sqlcoord.lease-queue:' || encode(substring(sha256(convert_to($1, 'UTF8')) FROM 1 FOR 16), 'hex'), 1936813155))`, name); err != nil {
+					t.Fatal(err)
+				}
+				defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock_all()`)
+				var channel string
+				if err := conn.QueryRowContext(ctx, `SELECT 'coord_lease_' || left(md5($1), 16)`, name).Scan(&channel); err != nil {
+					t.Fatal(err)
+				}
+				lctx, stop := context.WithCancel(ctx)
+				defer stop()
+				ready, woke := make(chan struct{}), make(chan struct{}, 1)
+				go env.DB.Listen(lctx, channel, sqlcoord.ListenOptions{Ready: func() { close(ready) }}, func() {
+					select {
+					case woke <- struct{}{}:
+					default:
+					}
+				})
+				select {
+				case <-ready:
+				case <-time.After(10 * time.Second):
+					t.Fatal("LISTEN did not take effect")
+				}
+				if err := c.Release(ctx, l); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-woke:
+				case <-time.After(5 * time.Second):
+					t.Fatal("Release did not notify the waiter holding the lease's queue lock")
+				}
+			})
+		}
+	})
+}

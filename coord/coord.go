@@ -117,12 +117,18 @@ func NewOwnerID() string {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err)
 	}
+	return ownerPrefix() + hex.EncodeToString(b[:])
+}
+
+// ownerPrefix is "host:pid:", read once: os.Hostname reads a file, three
+// system calls on every Acquire without an owner otherwise.
+var ownerPrefix = sync.OnceValue(func() string {
 	host, _ := os.Hostname()
 	if len(host) > 64 {
 		host = host[:64]
 	}
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
+	return fmt.Sprintf("%s:%d:", host, os.Getpid())
+})
 
 // wrap classifies a driver error and names the operation.
 func (c *Client[TTx]) wrap(op, name string, err error) error {

@@ -136,11 +136,11 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.release", c.d, attribute.String("sqlcoord.name", l.Name))
 	defer func() { end(retErr) }()
-	n, err := c.pool().Exec(ctx, c.q.LeaseRelease, l.Name, l.Owner, l.Token)
+	ok, err := c.d.LeaseRelease(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token})
 	if err != nil {
 		return c.wrap("release lease", l.Name, err)
 	}
-	if n == 0 {
+	if !ok {
 		return errs.Errorf("coord: release lease %q: %w", truncate(l.Name), ErrLeaseLost)
 	}
 	return nil
@@ -150,14 +150,11 @@ func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 // (PostgreSQL: in the same statement; elsewhere waiters poll): an
 // election's observers, a semaphore's queue. false: l was no longer held.
 func (c *Client[TTx]) releaseWaking(ctx context.Context, l Lease, channel string) (bool, error) {
-	var n int64
-	var err error
 	if q := c.q.LeaseReleaseNotify; q != "" {
-		n, err = c.pool().Exec(ctx, q, l.Name, l.Owner, l.Token, channel)
-	} else {
-		n, err = c.pool().Exec(ctx, c.q.LeaseRelease, l.Name, l.Owner, l.Token)
+		n, err := c.pool().Exec(ctx, q, l.Name, l.Owner, l.Token, channel)
+		return n > 0, err
 	}
-	return n > 0, err
+	return c.d.LeaseRelease(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token})
 }
 
 // leaseOwner checks a lease's TTL and returns its owner: owner, or a

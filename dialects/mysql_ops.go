@@ -159,6 +159,11 @@ func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner str
 	}
 }
 
+func (o mysqlOps) leaseRelease(ctx context.Context, pool Executor, name, owner string, token int64) (bool, error) {
+	n, err := pool.Exec(ctx, o.q.LeaseRelease, name, owner, token)
+	return n > 0, err
+}
+
 // fenceAdvance: when the fence did not move to token — a newer fence, a
 // token from before the epoch's base, a stale server, or no epoch yet for
 // this run — the epoch is checked (and recorded for a new run, then the

@@ -2,6 +2,8 @@ package dialects
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 )
 
@@ -20,6 +22,7 @@ type operations interface {
 	txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error)
 	leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros, hwm int64) (LeaseRow, error)
 	leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros, hwm int64) (Renewal, error)
+	leaseRelease(ctx context.Context, pool Executor, name, owner string, token int64) (bool, error)
 	fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error)
 	fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error)
 	idemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error)
@@ -133,6 +136,25 @@ func (d *Dialect) LeaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) 
 // LeaseRenew extends a live lease held by l.Owner with l.Token.
 func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, l LeaseSlot) (Renewal, error) {
 	return d.ops.leaseRenew(ctx, pool, l.Name, l.Owner, l.Token, l.TTLMicros, l.HWM)
+}
+
+// LeaseRelease ends the live lease l.Name held by l.Owner with l.Token,
+// keeping its row (and so its token); false when it was not live and held
+// so. On PostgreSQL it also wakes the waiter at the head of the lease's
+// queue (LeaseQueue), if one waits, and commits without waiting for its
+// flush.
+func (d *Dialect) LeaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
+	return d.ops.leaseRelease(ctx, pool, l.Name, l.Owner, l.Token)
+}
+
+// LeaseQueue is the name of the advisory lock that the waiter at the head
+// of lease name's queue holds (coord.AcquireWait, PostgreSQL): the prefix
+// "sqlcoord.lease-queue:" and the first 16 bytes of the SHA-256 of the
+// name's UTF-8 bytes, in hex. It is part of the lock protocol: every
+// version that waits or releases must name the queue the same way.
+func LeaseQueue(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "sqlcoord.lease-queue:" + hex.EncodeToString(sum[:16])
 }
 
 // LeaseSlot names a lease and what an acquire or renewal asks for: the

@@ -195,9 +195,9 @@ RETURNING expires_at, e.b`,
 			// LeaseRelease also wakes AcquireWait's listening waiter (the
 			// NOTIFY is delivered at commit; autocommit here) — only when
 			// one waits: the head of the lease's queue holds the queue's
-			// lock (coord.AcquireWait names it "sqlcoord.lease-queue:" and
-			// the first 16 bytes of the name's SHA-256 in hex), so a shared
-			// try fails. A NOTIFY takes a database-wide lock at commit and
+			// lock (named by LeaseQueue, the fourth argument: the client
+			// hashes the name, which cost the server more than the rest of
+			// the statement), so a shared try fails. A NOTIFY takes a database-wide lock at commit and
 			// serialised every Release behind it. When the try succeeds it
 			// holds the lock shared until this commit, so a waiter becoming
 			// the head meanwhile queues behind the release and then finds
@@ -212,8 +212,7 @@ RETURNING expires_at, e.b`,
 			// holder wait out the TTL.
 			LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
 WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()
-RETURNING CASE WHEN coord_lock_legacy() OR NOT pg_try_advisory_xact_lock_shared(hashtextextended(
-    'sqlcoord.lease-queue:' || encode(substring(sha256(convert_to(name, 'UTF8')) FROM 1 FOR 16), 'hex'), ` + pgLockSpace + `))
+RETURNING CASE WHEN coord_lock_legacy() OR NOT pg_try_advisory_xact_lock_shared(hashtextextended($4::text, ` + pgLockSpace + `))
   THEN pg_notify('coord_lease_' || left(md5(name), 16), '') END, ` + pgAsyncCommit,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 

@@ -250,6 +250,11 @@ func (o pgOps) leaseRenew(ctx context.Context, pool Executor, name, owner string
 	return r, err
 }
 
+func (o pgOps) leaseRelease(ctx context.Context, pool Executor, name, owner string, token int64) (bool, error) {
+	n, err := pool.Exec(ctx, o.q.LeaseRelease, name, owner, token, LeaseQueue(name))
+	return n > 0, err
+}
+
 func (o pgOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
 	var fence int64
 	err := tx.QueryRow(ctx, o.q.FenceAdvanceChecked, resource, token, hwm).Scan(&fence)

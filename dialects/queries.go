@@ -238,7 +238,8 @@ type Queries struct {
 	LeaseRenew  string
 	LeaseExpiry string
 	// LeaseRelease ends a live lease held by owner with token, keeping the
-	// row (and so the token) in place. Args: name, owner, token.
+	// row (and so the token) in place. Args: name, owner, token; on
+	// PostgreSQL also LeaseQueue(name). Dialect.LeaseRelease passes them.
 	LeaseRelease string
 	// LeaseGet reads a lease with the database's idea of "now".
 	// Args: name. Columns: owner, token, expires_at, now.

@@ -136,6 +136,6 @@ func (w *galeraWriter) release() {
 	if held {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		w.x.Exec(ctx, w.d.Q.LeaseRelease, GaleraWriterLease, w.node, token)
+		w.d.LeaseRelease(ctx, w.x, dialects.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, Token: token})
 	}
 }

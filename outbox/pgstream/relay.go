@@ -274,7 +274,7 @@ func (s *Relay) session(ctx context.Context) (streamed bool, err error) {
 		loop.Stop()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		x.Exec(rctx, d.Q.LeaseRelease, slot.Name, slot.Owner, slot.Token)
+		d.LeaseRelease(rctx, x, slot)
 	}()
 	lctx := loop.Context()
 	st := &stream{s: s, lease: slot}

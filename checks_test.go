@@ -1,0 +1,94 @@
+package sqlcoord_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/txn"
+)
+
+// TestLengthsAreCheckedBeforeTheDatabase: on PostgreSQL the tables written
+// on every operation have no CHECK constraints (migration 23), so the
+// client's validation is what keeps an empty or over-long name, key or
+// topic out of them: each helper must refuse one with its typed error and
+// leave no row behind, on both dialects.
+func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		db := env.DB
+		c := coord.New(db)
+		keys := txn.NewKeys(db, txn.KeysOptions{})
+		ob := outbox.New(db)
+		inTx := func(fn func(tx *sql.Tx) error) error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return tx.Commit()
+		}
+		for _, bad := range []struct{ what, s string }{{"empty", ""}, {"256 bytes", strings.Repeat("n", 256)}, {"128 two-byte characters", strings.Repeat("é", 128)}} {
+			cases := []struct {
+				name, table string
+				want        error
+				run         func() error
+			}{
+				{"lease", "coord_leases", coord.ErrInvalidName, func() error {
+					_, err := c.Acquire(ctx, bad.s, "", time.Minute)
+					return err
+				}},
+				{"fence", "coord_fences", coord.ErrInvalidName, func() error {
+					return inTx(func(tx *sql.Tx) error { return c.Fence(ctx, tx, bad.s, 1) })
+				}},
+				{"lock", "coord_locks", coord.ErrInvalidName, func() error {
+					return inTx(func(tx *sql.Tx) error { return c.TryLock(ctx, tx, bad.s) })
+				}},
+				{"idempotency key", "coord_idempotency", txn.ErrInvalidKey, func() error {
+					return inTx(func(tx *sql.Tx) error {
+						_, err := keys.Begin(ctx, tx, "scope", bad.s, nil)
+						return err
+					})
+				}},
+				{"idempotency scope", "coord_idempotency", txn.ErrInvalidKey, func() error {
+					return inTx(func(tx *sql.Tx) error {
+						_, err := keys.Record(ctx, tx, bad.s, "key", nil, nil)
+						return err
+					})
+				}},
+				{"outbox topic", "coord_outbox", outbox.ErrInvalid, func() error {
+					return inTx(func(tx *sql.Tx) error { return ob.Enqueue(ctx, tx, outbox.Msg{Topic: bad.s, Payload: []byte("x")}) })
+				}},
+			}
+			for _, tc := range cases {
+				t.Run(tc.name+"/"+bad.what, func(t *testing.T) {
+					var before, after int
+					count := `SELECT count(*) FROM ` + tc.table
+					if err := db.QueryRowContext(ctx, count).Scan(&before); err != nil {
+						t.Fatal(err)
+					}
+					err := tc.run()
+					if !errors.Is(err, tc.want) {
+						t.Fatalf("%s %s: got %v, want %v", tc.name, bad.what, err, tc.want)
+					}
+					if err := db.QueryRowContext(ctx, count).Scan(&after); err != nil {
+						t.Fatal(err)
+					}
+					if after != before {
+						t.Fatalf("%s %s: %s went from %d to %d rows", tc.name, bad.what, tc.table, before, after)
+					}
+				})
+			}
+		}
+	})
+}
