@@ -217,12 +217,11 @@ RETURNING CASE WHEN coord_lock_legacy() OR NOT pg_try_advisory_xact_lock_shared(
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
 			// A token at or below the epoch's base is refused like one below
-			// the fence (no row returned); a stale primary raises SC001.
+			// the fence (no row written); a stale primary raises SC001.
 			// Args: resource, token, high-water mark.
 			FenceAdvanceChecked: `INSERT INTO coord_fences AS f (resource, fence, updated_at) SELECT $1, $2, clock_timestamp() WHERE ` + pgTokenCheck("$2", "$3") + `
 ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at
-WHERE f.fence <= EXCLUDED.fence
-RETURNING fence`,
+WHERE f.fence <= EXCLUDED.fence`,
 			FenceRead: `SELECT fence FROM coord_fences WHERE resource = $1 FOR UPDATE`,
 
 			IdemInsert: `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)

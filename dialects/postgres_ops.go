@@ -256,12 +256,8 @@ func (o pgOps) leaseRelease(ctx context.Context, pool Executor, name, owner stri
 }
 
 func (o pgOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
-	var fence int64
-	err := tx.QueryRow(ctx, o.q.FenceAdvanceChecked, resource, token, hwm).Scan(&fence)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
+	n, err := tx.Exec(ctx, o.q.FenceAdvanceChecked, resource, token, hwm) // one row when accepted
+	return n > 0, err
 }
 
 func (o pgOps) fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error) {

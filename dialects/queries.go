@@ -165,8 +165,8 @@ type Queries struct {
 	// epoch's base (a token at or below it was issued on a history that
 	// ended: before a promotion, a restart or a restore), creating the row
 	// on first use; it refuses (ErrStalePrimary) a server in an epoch
-	// older than the client's high-water mark. Always used. PostgreSQL
-	// returns a row only when accepted.
+	// older than the client's high-water mark. Always used. On PostgreSQL
+	// one row is affected when it is accepted.
 	// JobFenceChecked, JobFinishChecked: the job statements refusing a
 	// stale primary the same way, the mark their last argument; used when
 	// the mark is above 0.
