@@ -139,8 +139,8 @@ func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, l LeaseSlot) (R
 }
 
 // LeaseRelease ends the live lease l.Name held by l.Owner with l.Token,
-// keeping its row (and so its token); false when it was not live and held
-// so. On PostgreSQL it also wakes the waiter at the head of the lease's
+// keeping its row (and so its token); false when the lease was not live or
+// not held so. On PostgreSQL it also wakes the waiter at the head of the lease's
 // queue (LeaseQueue), if one waits, and commits without waiting for its
 // flush.
 func (d *Dialect) LeaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {

@@ -197,8 +197,9 @@ RETURNING expires_at, e.b`,
 			// one waits: the head of the lease's queue holds the queue's
 			// lock (named by LeaseQueue, the fourth argument: the client
 			// hashes the name, which cost the server more than the rest of
-			// the statement), so a shared try fails. A NOTIFY takes a database-wide lock at commit and
-			// serialised every Release behind it. When the try succeeds it
+			// the statement), so a shared try fails. A NOTIFY takes a
+			// database-wide lock at commit and serialised every Release
+			// behind it. When the try succeeds it
 			// holds the lock shared until this commit, so a waiter becoming
 			// the head meanwhile queues behind the release and then finds
 			// the lease free. During a rolling upgrade from row locks
