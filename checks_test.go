@@ -16,8 +16,8 @@ import (
 
 // TestLengthsAreCheckedBeforeTheDatabase: on PostgreSQL the tables written
 // on every operation have no CHECK constraints (migration 23), so the
-// client's validation is what keeps an empty or over-long name, key or
-// topic out of them: each helper must refuse one with its typed error and
+// client's validation is what keeps an empty or over-long name, key,
+// topic, message id, barrier id or commit marker out of them: each helper must refuse one with its typed error and
 // leave no row behind, on both dialects.
 func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
 	t.Parallel()
@@ -69,6 +69,37 @@ func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
 				{"outbox topic", "coord_outbox", outbox.ErrInvalid, func() error {
 					return inTx(func(tx *sql.Tx) error { return ob.Enqueue(ctx, tx, outbox.Msg{Topic: bad.s, Payload: []byte("x")}) })
 				}},
+				{"inbox consumer", "coord_inbox", outbox.ErrInvalid, func() error {
+					_, err := outbox.NewInbox(db, bad.s)
+					return err
+				}},
+				{"inbox message id", "coord_inbox", outbox.ErrInvalid, func() error {
+					in, err := outbox.NewInbox(db, "consumer")
+					if err != nil {
+						t.Fatal(err)
+					}
+					return inTx(func(tx *sql.Tx) error {
+						_, err := in.Receive(ctx, tx, bad.s)
+						return err
+					})
+				}},
+				{"barrier gid", "coord_txn_barrier", txn.ErrInvalidBranch, func() error {
+					_, err := txn.NewBarrier(db).Try(ctx, bad.s, "branch", func(context.Context, *sql.Tx) error { return nil })
+					return err
+				}},
+				{"barrier branch", "coord_txn_barrier", txn.ErrInvalidBranch, func() error {
+					_, err := txn.NewBarrier(db).Try(ctx, "gid", bad.s, func(context.Context, *sql.Tx) error { return nil })
+					return err
+				}},
+			}
+			if bad.s != "" { // an empty CommitMarker means none
+				cases = append(cases, struct {
+					name, table string
+					want        error
+					run         func() error
+				}{"commit marker", "coord_txn_commits", txn.ErrInvalidMarker, func() error {
+					return txn.Do(ctx, db, txn.Options{CommitMarker: bad.s}, func(context.Context, *sql.Tx) error { return nil })
+				}})
 			}
 			for _, tc := range cases {
 				t.Run(tc.name+"/"+bad.what, func(t *testing.T) {
