@@ -17,8 +17,9 @@ import (
 // TestLengthsAreCheckedBeforeTheDatabase: on PostgreSQL the tables written
 // on every operation have no CHECK constraints (migration 23), so the
 // client's validation is what keeps an empty or over-long name, key,
-// topic, message id, barrier id or commit marker out of them: each helper must refuse one with its typed error and
-// leave no row behind, on both dialects.
+// topic, message id, barrier id or commit marker out of them: each helper
+// must refuse one with its typed error and leave no row behind, on both
+// dialects.
 func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
@@ -28,22 +29,15 @@ func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
 		keys := txn.NewKeys(db, txn.KeysOptions{})
 		ob := outbox.New(db)
 		inTx := func(fn func(tx *sql.Tx) error) error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback()
-			if err := fn(tx); err != nil {
-				return err
-			}
-			return tx.Commit()
+			return txn.Do(ctx, db, txn.Options{}, func(_ context.Context, tx *sql.Tx) error { return fn(tx) })
+		}
+		type lengthCase struct {
+			name, table string
+			want        error
+			run         func() error
 		}
 		for _, bad := range []struct{ what, s string }{{"empty", ""}, {"256 bytes", strings.Repeat("n", 256)}, {"128 two-byte characters", strings.Repeat("é", 128)}} {
-			cases := []struct {
-				name, table string
-				want        error
-				run         func() error
-			}{
+			cases := []lengthCase{
 				{"lease", "coord_leases", coord.ErrInvalidName, func() error {
 					_, err := c.Acquire(ctx, bad.s, "", time.Minute)
 					return err
@@ -93,11 +87,7 @@ func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
 				}},
 			}
 			if bad.s != "" { // an empty CommitMarker means none
-				cases = append(cases, struct {
-					name, table string
-					want        error
-					run         func() error
-				}{"commit marker", "coord_txn_commits", txn.ErrInvalidMarker, func() error {
+				cases = append(cases, lengthCase{"commit marker", "coord_txn_commits", txn.ErrInvalidMarker, func() error {
 					return txn.Do(ctx, db, txn.Options{CommitMarker: bad.s}, func(context.Context, *sql.Tx) error { return nil })
 				}})
 			}
