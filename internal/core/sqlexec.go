@@ -118,10 +118,12 @@ func (t SQLOwned) Commit(context.Context) error   { return t.Tx.Commit() }
 func (t SQLOwned) Rollback(context.Context) error { return t.Tx.Rollback() }
 
 // BeginOwned starts a transaction on db that sqlcoord commits itself.
-func BeginOwned(ctx context.Context, db *sql.DB, opts *sql.TxOptions, pre []any) (SQLOwned, error) {
+// On an error the transaction is a nil interface, as pgxv5's is (a
+// non-nil OwnedTx holding no *sql.Tx would panic on Rollback).
+func BeginOwned(ctx context.Context, db *sql.DB, opts *sql.TxOptions, pre []any) (dialects.OwnedTx, error) {
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
-		return SQLOwned{}, err
+		return nil, err
 	}
 	return SQLOwned{SQLExec{Q: tx, Pre: pre}, tx}, nil
 }

@@ -408,7 +408,7 @@ func (st *stream) dropNext() {
 	}
 	st.next = nil
 	rollback := func() {
-		if a.tx != nil {
+		if a.err == nil {
 			a.tx.Rollback(context.Background())
 		}
 	}

@@ -1,8 +1,12 @@
 package pgstream
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/sqlcoord/sqlcoord/dialects"
 )
 
 func TestInProgress(t *testing.T) {
@@ -50,4 +54,25 @@ func TestStreamBehind(t *testing.T) {
 			t.Errorf("offset %v: still behind once caught up", offset)
 		}
 	}
+}
+
+// A transaction begun ahead whose BEGIN failed (the session ending, a
+// server restart) is dropped without a rollback: there is nothing to roll
+// back, and a driver's OwnedTx need not be usable after a failed begin.
+func TestDropNextAfterAFailedBegin(t *testing.T) {
+	a := &ahead{done: make(chan struct{}), tx: failedTx{}, err: errors.New("begin failed")}
+	close(a.done)
+	st := &stream{next: a}
+	st.dropNext()
+	if st.next != nil {
+		t.Fatal("dropNext kept the transaction begun ahead")
+	}
+}
+
+// failedTx is what a driver might hand back beside a BEGIN error: any use
+// of it fails the test.
+type failedTx struct{ dialects.OwnedTx }
+
+func (failedTx) Rollback(context.Context) error {
+	panic("rolled back a transaction whose BEGIN failed")
 }
