@@ -9,17 +9,22 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/coord"
+	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/saga"
+	"github.com/sqlcoord/sqlcoord/session"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
 // TestLengthsAreCheckedBeforeTheDatabase: on PostgreSQL the tables written
-// on every operation have no CHECK constraints (migration 23), so the
-// client's validation is what keeps an empty or over-long name, key,
-// topic, message id, barrier id or commit marker out of them: each helper
-// must refuse one with its typed error and leave no row behind, on both
-// dialects.
+// on every operation have no CHECK constraints (migrations 23 and 24), so
+// the client's validation is what keeps an empty or over-long name, key,
+// topic, message id, barrier id, commit marker, job name, group, member
+// id, election name, user id or gid (and a shard outside its total) out
+// of them: each helper must refuse one with its typed error and leave no
+// row behind, on both dialects.
 func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
@@ -28,6 +33,16 @@ func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
 		c := coord.New(db)
 		keys := txn.NewKeys(db, txn.KeysOptions{})
 		ob := outbox.New(db)
+		runs := jobs.NewRuns(db)
+		sessions, err := session.NewStore(db, session.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sagas, err := saga.New(db, saga.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		branches := []saga.Branch{{Name: "debit", Target: "debit"}}
 		inTx := func(fn func(tx *sql.Tx) error) error {
 			return txn.Do(ctx, db, txn.Options{}, func(_ context.Context, tx *sql.Tx) error { return fn(tx) })
 		}
@@ -86,9 +101,50 @@ func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
 					return err
 				}},
 			}
-			if bad.s != "" { // an empty CommitMarker means none
-				cases = append(cases, lengthCase{"commit marker", "coord_txn_commits", txn.ErrInvalidMarker, func() error {
-					return txn.Do(ctx, db, txn.Options{CommitMarker: bad.s}, func(context.Context, *sql.Tx) error { return nil })
+			cases = append(cases,
+				lengthCase{"job name", "coord_job_runs", jobs.ErrInvalid, func() error {
+					_, err := runs.Claim(ctx, bad.s, time.Now(), 0, 1, "owner")
+					return err
+				}},
+				lengthCase{"member group", "coord_members", membership.ErrInvalid, func() error {
+					m, err := membership.Join(ctx, db, bad.s, membership.Options{})
+					if err == nil {
+						m.Leave(ctx)
+					}
+					return err
+				}},
+				lengthCase{"election name", "coord_election_terms", coord.ErrInvalidName, func() error {
+					_, err := c.Election(bad.s, coord.ElectionOptions{})
+					return err
+				}})
+			if bad.s != "" { // an empty CommitMarker means none; an empty member id, user id or gid is made up
+				cases = append(cases,
+					lengthCase{"commit marker", "coord_txn_commits", txn.ErrInvalidMarker, func() error {
+						return txn.Do(ctx, db, txn.Options{CommitMarker: bad.s}, func(context.Context, *sql.Tx) error { return nil })
+					}},
+					lengthCase{"member id", "coord_members", membership.ErrInvalid, func() error {
+						m, err := membership.Join(ctx, db, "group", membership.Options{ID: bad.s})
+						if err == nil {
+							m.Leave(ctx)
+						}
+						return err
+					}},
+					lengthCase{"session user id", "coord_sessions", session.ErrInvalid, func() error {
+						return inTx(func(tx *sql.Tx) error {
+							_, _, err := sessions.Create(ctx, tx, bad.s, nil)
+							return err
+						})
+					}},
+					lengthCase{"saga gid", "coord_gtx", saga.ErrInvalid, func() error {
+						return inTx(func(tx *sql.Tx) error {
+							_, err := sagas.Begin(ctx, tx, saga.Global{GID: bad.s, Mode: saga.ModeSaga, Branches: branches})
+							return err
+						})
+					}})
+			} else { // once: a shard outside its total (the check shard_total > shard was the table's)
+				cases = append(cases, lengthCase{"job shard", "coord_job_runs", jobs.ErrInvalid, func() error {
+					_, err := runs.Claim(ctx, "job", time.Now(), 1, 1, "owner")
+					return err
 				}})
 			}
 			for _, tc := range cases {

@@ -16,6 +16,10 @@ import (
 // a hand-written key (the insert, then INSERT … ON CONFLICT DO NOTHING /
 // INSERT IGNORE of key and response), and beside that hand-written key
 // Begin+insert+Complete (two-phase) and insert+Record (write-once).
+// Begin+insert+Complete is also set beside the hand-written SQL with its
+// guarantee (a duplicate waits or sees the key before doing anything):
+// the key first, the insert, then the response — five statements, like
+// Begin's.
 func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, error) {
 	cfg.defaults()
 	db.ExecContext(ctx, `DROP TABLE IF EXISTS bench_orders`)
@@ -34,6 +38,15 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 	if db.Dialect().Family() != "postgres" {
 		handKey = `INSERT IGNORE INTO bench_keys (scope, idem_key, response) VALUES (?, ?, ?)`
 	}
+	// The hand-written pattern with Begin's guarantee (a duplicate waits for
+	// the first request, or sees its key, before doing anything): the key
+	// first, unique-indexed, then the effect, then the response.
+	handPending := `INSERT INTO bench_keys (scope, idem_key, response) VALUES ($1, $2, '') ON CONFLICT DO NOTHING`
+	handDone := `UPDATE bench_keys SET response = $1 WHERE scope = $2 AND idem_key = $3`
+	if db.Dialect().Family() != "postgres" {
+		handPending = `INSERT IGNORE INTO bench_keys (scope, idem_key, response) VALUES (?, ?, '')`
+		handDone = `UPDATE bench_keys SET response = ? WHERE scope = ? AND idem_key = ?`
+	}
 	ins := fmt.Sprintf(`INSERT INTO bench_orders (id, body) VALUES (%s, %s)`, db.Dialect().Placeholder(1), db.Dialect().Placeholder(2))
 	keys := txn.NewKeys(db, txn.KeysOptions{})
 	var seq atomic.Int64
@@ -41,6 +54,7 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 	// replayed as if they were work
 	scope := fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	s := &suite{db: db, cfg: cfg, group: "idempotency"}
+	const handTwoPhase = "hand-written key first (INSERT … ON CONFLICT DO NOTHING, insert, UPDATE response): Begin's guarantee"
 	fp := txn.Fingerprint([]byte("bench"))
 	clients := []int{1, 32}
 	for _, n := range clients {
@@ -66,6 +80,24 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 					return fmt.Errorf("duplicate key")
 				}
 				return nil
+			})
+		})
+		cases.add(handTwoPhase, "", func(ctx context.Context, w int) error {
+			return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+				id := seq.Add(1)
+				key := fmt.Sprintf("req-%d", id)
+				n, err := tx.ExecContext(ctx, handPending, scope, key)
+				if err != nil {
+					return err
+				}
+				if k, _ := n.RowsAffected(); k != 1 {
+					return fmt.Errorf("duplicate key")
+				}
+				if _, err := tx.ExecContext(ctx, ins, id, "order"); err != nil {
+					return err
+				}
+				_, err = tx.ExecContext(ctx, handDone, "ok", scope, key)
+				return err
 			})
 		})
 		cases.add("Begin+insert+Complete (two-phase)", "hand-written key (insert + INSERT … ON CONFLICT DO NOTHING)", func(ctx context.Context, w int) error {
@@ -99,6 +131,7 @@ func Idempotency(ctx context.Context, db *sqlcoord.DB, cfg Config) ([]Result, er
 			})
 		})
 		s.interleaved(ctx, n, cases)
+		s.compare("Begin+insert+Complete (two-phase)", handTwoPhase, n)
 	}
 	return s.out, nil
 }

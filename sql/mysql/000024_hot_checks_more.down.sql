@@ -1,0 +1,2 @@
+-- PostgreSQL only.
+SELECT 1;
