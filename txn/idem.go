@@ -104,14 +104,14 @@ func Fingerprint(parts ...[]byte) []byte {
 // Cost: Begin/Complete is the two-phase variant — the key row is written
 // pending, then rewritten done, one statement more than a hand-written
 // "INSERT … ON CONFLICT DO NOTHING" of the key after the effect; it ran at
-// 0.70–0.75× that hand-written key on PostgreSQL and 0.52–0.59× on MariaDB
+// 0.70–0.80× that hand-written key on PostgreSQL and 0.52–0.61× on MariaDB
 // at 1 and 32 clients (fsync on; `sqlcoord bench primitives --groups
 // idempotency --slices 6`). That is the price of a duplicate waiting or
 // replaying before it does anything: beside hand-written SQL with that
 // guarantee (the key first, the effect, then the response) it ran at
-// 0.90–0.93× (PostgreSQL) and 0.84–0.87× (MariaDB). When the effect lives
+// 0.90–0.94× (PostgreSQL) and 0.84–0.89× (MariaDB). When the effect lives
 // in this database and a duplicate may do it and roll it back, use Record:
-// one INSERT, 0.79–0.98× the hand-written key.
+// one INSERT, 0.79–1.03× the hand-written key.
 func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, fingerprint []byte) (_ Claim, retErr error) {
 	ctx, end := tracing.Start(ctx, k.db, "keys.begin", k.db.Dialect(), attribute.String("sqlcoord.scope", scope))
 	defer func() { end(retErr) }()
