@@ -106,7 +106,7 @@ func TestLengthsAreCheckedBeforeTheDatabase(t *testing.T) {
 				{"inbox message id", "coord_inbox", outbox.ErrInvalid, func() error {
 					in, err := outbox.NewInbox(db, "consumer")
 					if err != nil {
-						t.Fatal(err)
+						return err // not the typed error wanted: the subtest fails with it
 					}
 					return inTx(func(tx *sql.Tx) error {
 						_, err := in.Receive(ctx, tx, bad.s)
