@@ -147,14 +147,10 @@ func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 }
 
 // releaseWaking releases l and wakes channel's listeners with it
-// (PostgreSQL: in the same statement; elsewhere waiters poll): an
-// election's observers, a semaphore's queue. false: l was no longer held.
+// (dialects.Dialect.LeaseReleaseWaking): an election's observers, a
+// semaphore's queue. false: l was no longer held.
 func (c *Client[TTx]) releaseWaking(ctx context.Context, l Lease, channel string) (bool, error) {
-	if q := c.q.LeaseReleaseNotify; q != "" {
-		n, err := c.pool().Exec(ctx, q, l.Name, l.Owner, l.Token, channel)
-		return n > 0, err
-	}
-	return c.d.LeaseRelease(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token})
+	return c.d.LeaseReleaseWaking(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token}, channel)
 }
 
 // leaseOwner checks a lease's TTL and returns its owner: owner, or a

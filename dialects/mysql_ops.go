@@ -159,6 +159,10 @@ func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner str
 	}
 }
 
+func (o mysqlOps) leaseReleaseWaking(ctx context.Context, pool Executor, name, owner string, token int64, _ string) (bool, error) {
+	return o.leaseRelease(ctx, pool, name, owner, token) // no NOTIFY: waiters poll
+}
+
 func (o mysqlOps) leaseRelease(ctx context.Context, pool Executor, name, owner string, token int64) (bool, error) {
 	n, err := pool.Exec(ctx, o.q.LeaseRelease, name, owner, token)
 	return n > 0, err

@@ -23,6 +23,7 @@ type operations interface {
 	leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros, hwm int64) (LeaseRow, error)
 	leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros, hwm int64) (Renewal, error)
 	leaseRelease(ctx context.Context, pool Executor, name, owner string, token int64) (bool, error)
+	leaseReleaseWaking(ctx context.Context, pool Executor, name, owner string, token int64, channel string) (bool, error)
 	fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error)
 	fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error)
 	idemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error)
@@ -145,6 +146,16 @@ func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, l LeaseSlot) (R
 // flush.
 func (d *Dialect) LeaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
 	return d.ops.leaseRelease(ctx, pool, l.Name, l.Owner, l.Token)
+}
+
+// LeaseReleaseWaking is LeaseRelease that also wakes the listeners of
+// channel, whatever the lease's queue: an election's observers, a
+// semaphore's waiters. On PostgreSQL the NOTIFY is sent by the statement
+// that ends the lease, and the release waits for its flush (an observer
+// that saw the end must not see the lease live again after a crash).
+// MySQL/MariaDB have no NOTIFY: it is LeaseRelease, and waiters poll.
+func (d *Dialect) LeaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error) {
+	return d.ops.leaseReleaseWaking(ctx, pool, l.Name, l.Owner, l.Token, channel)
 }
 
 // LeaseQueue is the name of the advisory lock that the waiter at the head

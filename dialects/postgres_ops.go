@@ -255,6 +255,11 @@ func (o pgOps) leaseRelease(ctx context.Context, pool Executor, name, owner stri
 	return n > 0, err
 }
 
+func (o pgOps) leaseReleaseWaking(ctx context.Context, pool Executor, name, owner string, token int64, channel string) (bool, error) {
+	n, err := pool.Exec(ctx, o.q.LeaseReleaseNotify, name, owner, token, channel)
+	return n > 0, err
+}
+
 func (o pgOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
 	n, err := tx.Exec(ctx, o.q.FenceAdvanceChecked, resource, token, hwm) // one row when accepted
 	return n > 0, err

@@ -115,7 +115,7 @@ type Queries struct {
 	// channel: an election's observers, a semaphore's waiters. Args: lease
 	// name, owner, token, channel. Unlike LeaseRelease it waits for the
 	// flush: an observer that saw a term end must not see it live again
-	// after a crash.
+	// after a crash. Dialect.LeaseReleaseWaking runs it.
 	LeaseReleaseNotify string
 	// SemaphoreGet reads a semaphore's permit count. Args: name.
 	SemaphoreGet string
