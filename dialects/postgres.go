@@ -173,8 +173,9 @@ FROM coord_forks ORDER BY base`,
 			// live lease re-acquired by its owner keeps its token — unless
 			// it was granted in an earlier epoch (EXCLUDED.token is this
 			// epoch's first token): then it grows past the epoch base.
-			// Args: name, owner, ttl µs, high-water mark. Columns: owner,
-			// token, expires_at, epoch base; no row when held by another.
+			// Args: name, owner, ttl µs, high-water mark. Columns: token,
+			// expires_at, epoch base; no row when held by another (a row is
+			// always the caller's: its owner is not sent back).
 			LeaseAcquire: pgEpochCTE("$4") + `INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
 SELECT $1, $2, e.b + 1, clock_timestamp() + $3 * interval '1 microsecond', clock_timestamp(), clock_timestamp() FROM e
 ON CONFLICT (name) DO UPDATE SET
@@ -184,7 +185,7 @@ ON CONFLICT (name) DO UPDATE SET
   expires_at  = EXCLUDED.expires_at,
   renewed_at  = EXCLUDED.renewed_at
 WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
-RETURNING owner, token, expires_at, (SELECT b FROM e)`,
+RETURNING token, expires_at, (SELECT b FROM e)`,
 			LeaseRead: `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1`,
 			// A lease granted in an earlier epoch cannot be renewed: the
 			// promoted server may have lost a later grant to someone else.

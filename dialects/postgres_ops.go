@@ -231,8 +231,8 @@ func (o pgOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error 
 }
 
 func (o pgOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl, hwm int64) (LeaseRow, error) {
-	var r LeaseRow
-	err := pool.QueryRow(ctx, o.q.LeaseAcquire, name, owner, ttl, hwm).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &r.Epoch)
+	r := LeaseRow{Owner: owner} // a row returned is the caller's
+	err := pool.QueryRow(ctx, o.q.LeaseAcquire, name, owner, ttl, hwm).Scan(&r.Token, &r.ExpiresAt, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		// held by a live owner: the conditional upsert changed nothing
 		err = pool.QueryRow(ctx, o.q.LeaseRead, name).Scan(&r.Owner, &r.Token, &r.ExpiresAt)
