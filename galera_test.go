@@ -159,6 +159,57 @@ func TestGalera(t *testing.T) {
 		}
 	})
 
+	t.Run("single writer: a switchover is not refused by a node that has not applied the release yet", func(t *testing.T) {
+		// FLUSH TABLES WITH READ LOCK on the next node pauses its applier
+		// (and its writes) until UNLOCK: the release the first node
+		// commits meanwhile, behind 200 other write sets, is applied there
+		// only after the next node's own statements ran, unless it waits
+		// for the cluster first. Seen in CI under load
+		// as "node node1 … is the single writer" after node1 had closed.
+		first, err := sqlcoord.Open(ctx, g.DSN(0), sqlcoord.Options{GaleraSingleWriter: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := sql.Open("mysql", g.DSN(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		paused, err := raw.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer paused.Close()
+		if _, err := paused.ExecContext(ctx, `FLUSH TABLES WITH READ LOCK`); err != nil {
+			t.Fatal(err)
+		}
+		// write sets queued ahead of the release: once unpaused, the
+		// applier is busy with them while the next node's statements run
+		if _, err := dbs[0].ExecContext(ctx, `CREATE TABLE IF NOT EXISTS switchover_backlog (id INT AUTO_INCREMENT PRIMARY KEY, body VARCHAR(100))`); err != nil {
+			t.Fatal(err)
+		}
+		for range 200 {
+			if _, err := dbs[0].ExecContext(ctx, `INSERT INTO switchover_backlog (body) VALUES (REPEAT('x', 100))`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first.Close() // releases the writer lease on node 0
+		unpaused := make(chan error, 1)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			_, err := paused.ExecContext(ctx, `UNLOCK TABLES`)
+			unpaused <- err
+		}()
+		second, err := sqlcoord.Open(ctx, g.DSN(2), sqlcoord.Options{GaleraSingleWriter: true})
+		if uerr := <-unpaused; uerr != nil {
+			t.Fatal(uerr)
+		}
+		if err != nil {
+			t.Fatalf("the next node after a planned switchover, its applier paused for 300 ms: %v", err)
+		}
+		second.Close()
+	})
+
 	t.Run("a lease has one owner per token, losers told it is held", func(t *testing.T) {
 		type grant struct {
 			owner string

@@ -85,6 +85,12 @@ func (o galeraWriterOps) lockWait(ctx context.Context, tx Executor, name string,
 // host:port when that is empty.
 const GaleraNode = `SELECT COALESCE(NULLIF(@@wsrep_node_name, ''), CONCAT(@@hostname, ':', @@port))`
 
+// GaleraCatchUp returns once the node has applied every write set the
+// cluster committed before it was sent (a causal read: wsrep_sync_wait
+// for this one statement). The wait is the node's, not the connection's:
+// any statement sent through that node afterwards sees those writes.
+const GaleraCatchUp = `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT 1`
+
 // galeraOps refuses row locks on a multi-writer Galera cluster.
 type galeraOps struct{ mysqlOps }
 

@@ -75,6 +75,14 @@ func startGaleraWriter(ctx context.Context, x dialects.Executor) (*galeraWriter,
 
 func (w *galeraWriter) renew(ctx context.Context) error {
 	sent := time.Now()
+	// A GaleraSingleWriter pool reads without causal waits, and this node
+	// may not have applied the previous writer's release yet (its applier
+	// lags under load): without the wait a planned switchover is refused
+	// for a lease that is already released.
+	var one int
+	if err := w.x.QueryRow(ctx, dialects.GaleraCatchUp).Scan(&one); err != nil {
+		return errs.Errorf("galera: wait for this node to apply the cluster's writes: %w", w.d.Classify(err))
+	}
 	row, err := w.d.LeaseAcquire(ctx, w.x, dialects.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, TTLMicros: galeraWriterTTL.Microseconds()})
 	if err != nil {
 		return err
