@@ -75,13 +75,20 @@ func startGaleraWriter(ctx context.Context, x dialects.Executor) (*galeraWriter,
 
 func (w *galeraWriter) renew(ctx context.Context) error {
 	sent := time.Now()
-	// A GaleraSingleWriter pool reads without causal waits, and this node
-	// may not have applied the previous writer's release yet (its applier
-	// lags under load): without the wait a planned switchover is refused
-	// for a lease that is already released.
-	var one int
-	if err := w.x.QueryRow(ctx, dialects.GaleraCatchUp).Scan(&one); err != nil {
-		return errs.Errorf("galera: wait for this node to apply the cluster's writes: %w", w.d.Classify(err))
+	// A GaleraSingleWriter pool reads without causal waits, and a node
+	// taking the lease may not have applied the previous writer's release
+	// yet (its applier lags under load): without the wait a planned
+	// switchover is refused for a lease that is already released. The
+	// holder renewing its live lease skips it (its own writes are local;
+	// a lagging applier must not delay its renewals).
+	w.mu.Lock()
+	holding := w.holder == "" && time.Now().Before(w.until)
+	w.mu.Unlock()
+	if !holding {
+		var one int
+		if err := w.x.QueryRow(ctx, dialects.GaleraCatchUp).Scan(&one); err != nil {
+			return errs.Errorf("galera: wait for this node to apply the cluster's writes: %w", w.d.Classify(err))
+		}
 	}
 	row, err := w.d.LeaseAcquire(ctx, w.x, dialects.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, TTLMicros: galeraWriterTTL.Microseconds()})
 	if err != nil {

@@ -565,7 +565,10 @@ func TestStreamThroughPgBouncer(t *testing.T) {
 // refuses 5 % of first attempts costs the ordered stream milliseconds per
 // failure, not a second: with the default backoff (10 ms, doubling) 2,000
 // messages drain within seconds, in order. With the 1 s first backoff of
-// 1.0 every failure stalled the group for 0.5–1 s (about 75 s here).
+// 1.0 every failure stalled the group for 0.5–1 s (about 75 s here). The
+// bound is per refusal, a quarter of that old stall: an idle machine
+// drains in about 7 s (65 ms a refusal, most of it the retried batch's
+// claim and give-back), one busy with CI's parallel packages took 16.6 s.
 func TestStreamFlakyPublisherKeepsFlowing(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
@@ -597,7 +600,7 @@ func TestStreamFlakyPublisherKeepsFlowing(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	waitFor(t, 30*time.Second, "2,000 messages through a flaky publisher", func() bool { return len(pub.got()) == n+1 })
+	waitFor(t, 60*time.Second, "2,000 messages through a flaky publisher", func() bool { return len(pub.got()) == n+1 })
 	took := time.Since(start)
 	mu.Lock()
 	refusals := len(failed)
@@ -612,8 +615,8 @@ func TestStreamFlakyPublisherKeepsFlowing(t *testing.T) {
 	if refusals < 20 {
 		t.Fatalf("only %d refusals: the test did not exercise the backoff", refusals)
 	}
-	if took > 15*time.Second {
-		t.Errorf("%d refusals stalled the stream for %v", refusals, took)
+	if took > time.Duration(refusals)*250*time.Millisecond {
+		t.Errorf("%d refusals stalled the stream for %v (more than 250 ms a refusal)", refusals, took)
 	}
 }
 
