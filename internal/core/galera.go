@@ -81,10 +81,7 @@ func (w *galeraWriter) renew(ctx context.Context) error {
 	// switchover is refused for a lease that is already released. The
 	// holder renewing its live lease skips it (its own writes are local;
 	// a lagging applier must not delay its renewals).
-	w.mu.Lock()
-	holding := w.holder == "" && time.Now().Before(w.until)
-	w.mu.Unlock()
-	if !holding {
+	if w.check() != nil { // not holding a live lease
 		var one int
 		if err := w.x.QueryRow(ctx, dialects.GaleraCatchUp).Scan(&one); err != nil {
 			return errs.Errorf("galera: wait for this node to apply the cluster's writes: %w", w.d.Classify(err))
