@@ -1,0 +1,4 @@
+DROP TABLE IF EXISTS coord_lease_gates;
+DROP TABLE IF EXISTS coord_observers;
+DROP TABLE IF EXISTS coord_tickets;
+DROP TABLE IF EXISTS coord_waiters;
