@@ -254,6 +254,34 @@ func (db *DB) CleanupDuty() float64 { return db.pace.Duty }
 // Sealed marks sqlcoord's drivers.
 func (db *DB) Sealed(core.Seal) {}
 
+// OwnConn is a connection for sqlcoord's own use beside the pool (a
+// MySQL-family waiter sleeps on it until woken): a new connection to the
+// DSN Open was given, or, for a wrapped pool (no DSN), one of the pool's
+// connections, held until close. Only sqlcoord's packages can call it.
+func (db *DB) OwnConn(ctx context.Context, _ core.Seal) (x dialects.Executor, close func() error, err error) {
+	if db.dsn != "" {
+		if dc, ok := db.DB.Driver().(driver.DriverContext); ok {
+			conn, err := dc.OpenConnector(db.dsn)
+			if err != nil {
+				return nil, nil, redact.Error{Msg: fmt.Sprintf("%v to %s: %s", ErrUnreachable, db.shown, redactErr(err, db.dsn)), Err: err}
+			}
+			own := sql.OpenDB(conn)
+			own.SetMaxOpenConns(1)
+			c, err := own.Conn(ctx)
+			if err != nil {
+				own.Close()
+				return nil, nil, redact.Error{Msg: fmt.Sprintf("%v to %s: %s", ErrUnreachable, db.shown, redactErr(err, db.dsn)), Err: errors.Join(ErrUnreachable, db.dialect.Classify(err))}
+			}
+			return core.SQLExec{Q: c}, func() error { c.Close(); return own.Close() }, nil
+		}
+	}
+	c, err := db.DB.Conn(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return core.SQLExec{Q: c}, c.Close, nil
+}
+
 // Executor runs autocommit statements on the pool.
 func (db *DB) Executor() dialects.Executor { return core.PoolExecutor(db.DB, db.pre, db.dialect) }
 

@@ -70,15 +70,51 @@ type Client[TTx any] struct {
 	drv sqlcoord.Driver[TTx]
 	d   *dialects.Dialect
 	q   *dialects.Queries
-	ll  *leaseListeners // AcquireWait's listening connections
+	w   *waiting // AcquireWait's, Campaign's, Acquire's and Observe's waiter
+	opt ClientOptions
 
-	queues sync.Map           // queue lock names known committed (ensureQueue)
-	names  dialects.LockNames // lock names seen registered for the console (PostgreSQL)
+	names dialects.LockNames // lock names seen registered for the console (PostgreSQL)
 }
 
-// New returns a Client for the driver (e.g. a *sqlcoord.DB).
-func New[TTx any](drv sqlcoord.Driver[TTx]) *Client[TTx] {
-	return &Client[TTx]{drv: drv, d: drv.Dialect(), q: drv.Dialect().Q, ll: &leaseListeners{m: map[string]*leaseListener{}}}
+// ClientOptions tune a Client's waiting and fencing; the zero value is
+// sensible.
+type ClientOptions struct {
+	// Listener is where a PostgreSQL Client listens for its wake-ups —
+	// typically pgxv5.NewDSNListener on a direct connection when the pool
+	// goes through a transaction-mode pooler (PgBouncer), where LISTEN
+	// cannot work. nil: the driver itself, when it can listen.
+	Listener sqlcoord.Listener
+	// PollInterval is how often a waiting Client that cannot be woken
+	// (no listener; MySQL/MariaDB without the right to KILL QUERY the
+	// Client's own sleeping connection) reads the queues it waits in:
+	// one statement per interval and kind whatever the number of waits.
+	// Default DefaultWaitPoll.
+	PollInterval time.Duration
+	// FenceGrace is how long a fenced write waits for a transaction that
+	// holds the fence's row and sits idle before the database ends that
+	// transaction's session (see Fence); default DefaultFenceGrace.
+	// Negative: never.
+	FenceGrace time.Duration
+	// RevokeGrace is how long a release or revocation waits for the
+	// transactions FenceLease admitted with the lease before their
+	// sessions are ended; default DefaultRevokeGrace. Negative: never.
+	RevokeGrace time.Duration
+}
+
+// New returns a Client for the driver (e.g. a *sqlcoord.DB), with
+// options (at most one).
+func New[TTx any](drv sqlcoord.Driver[TTx], opts ...ClientOptions) *Client[TTx] {
+	var o ClientOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.FenceGrace == 0 {
+		o.FenceGrace = DefaultFenceGrace
+	}
+	if o.RevokeGrace == 0 {
+		o.RevokeGrace = DefaultRevokeGrace
+	}
+	return &Client[TTx]{drv: drv, d: drv.Dialect(), q: drv.Dialect().Q, w: newWaiting(drv, o), opt: o}
 }
 
 // pool runs autocommit statements.

@@ -68,9 +68,9 @@ type ElectionOptions struct {
 	// KeepAlive tunes the leader's renewals (Interval default TTL/3,
 	// Margin TTL/10).
 	KeepAlive KeepAliveOptions
-	// PollInterval is how often Observe reads the election where no
-	// notification can wake it (MySQL/MariaDB, a transaction-mode pooler,
-	// a listener reconnecting); default 50 ms.
+	// PollInterval is unused: observers are woken (see Observe), and
+	// where they cannot be their Client polls at ClientOptions.
+	// PollInterval. Negative is still refused.
 	PollInterval time.Duration
 }
 
@@ -274,7 +274,7 @@ func (e *Election[TTx]) writeTerm(ctx context.Context, l Lease, value string) (b
 
 // release ends the term and wakes the next candidate and the observers.
 func (e *Election[TTx]) release(ctx context.Context, l Lease) error {
-	released, err := e.c.releaseWaking(ctx, l, notifyChannel("coord_election_", e.name))
+	released, err := e.c.releaseWaking(ctx, l, notifyChannel("coord_election_", e.name), e.lease, true)
 	if err != nil {
 		return e.c.wrap("resign from election", e.name, err)
 	}
@@ -315,17 +315,20 @@ func readLeader(ctx context.Context, db sqlcoord.Base, name string) (Leader, err
 
 // Observe sends the election's leaders in term order, starting with the
 // current one (or the newest recorded term) when called, until ctx ends;
-// then it closes the channel. Its error is the first read's. Every term recorded after that is sent, each once
-// (Live false when it was already over when read), again when its leader
-// proclaims a new value, and once more with Live false when it ends
-// without a successor. On PostgreSQL a term or a resignation wakes the
-// observers through NOTIFY (one listening connection per election and
-// Client), and a term running out by its expiry time, and it reads at
-// least once per TTL in case a notification was lost; elsewhere the
-// election is read every PollInterval, and every 5 ms for a TTL after a
-// term ended (while its successor is elected). An observer that falls more than
-// 1,000 terms and an hour behind misses the pruned ones. Read errors are retried
-// with backoff; the channel is not buffered.
+// then it closes the channel. Its error is the first read's. Every term
+// recorded after that is sent, each once (Live false when it was already
+// over when read), again when its leader proclaims a new value, and once
+// more with Live false when it ends without a successor. An observer is a
+// row of coord_observers of its Client's waiter: a new term, a value or a
+// resignation wakes it (PostgreSQL: NOTIFY; MySQL/MariaDB: KILL QUERY of
+// the Client's sleeping connection), and its Client reads the elections it
+// observes when a term may have run out. Observing holds nothing open on
+// the server, and a Client observing many elections reads them with one
+// statement. Where no wake-up can reach the Client (a transaction-mode
+// pooler without ClientOptions.Listener) it reads every
+// ClientOptions.PollInterval. An observer that falls more than 1,000 terms
+// and an hour behind misses the pruned ones. Read errors are retried with
+// backoff; the channel is not buffered.
 func (e *Election[TTx]) Observe(ctx context.Context) (<-chan Leader, error) {
 	first, err := e.Leader(ctx)
 	if err != nil && !errors.Is(err, ErrNoLeader) {
@@ -333,16 +336,15 @@ func (e *Election[TTx]) Observe(ctx context.Context) (<-chan Leader, error) {
 	}
 	start := max(first.Term, 1) // the current (or newest ended) term
 	out := make(chan Leader)
+	o := &observation{queue: e.lease, ttl: e.opt.TTL, kick: make(chan struct{}, 1)}
+	e.c.w.observe(o)
 	go func() {
 		defer close(out)
-		wake := make(chan struct{}, 1)
-		listening, unsubscribe := e.c.listen(notifyChannel("coord_election_", e.name), wake)
-		defer unsubscribe()
+		defer e.c.w.unobserve(o)
 		var (
 			last    Leader // the newest sent
 			sent    bool
 			failure int
-			endedAt time.Time // when the newest term was seen over (no successor yet)
 		)
 		send := func(l Leader) bool {
 			select {
@@ -354,42 +356,22 @@ func (e *Election[TTx]) Observe(ctx context.Context) (<-chan Leader, error) {
 			}
 		}
 		for ctx.Err() == nil {
-			wait, err := e.observeOnce(ctx, &last, sent, start, send)
+			_, err := e.observeOnce(ctx, &last, sent, start, send)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				failure++
-				wait = backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.Full}.Delay(failure)
-			} else {
-				failure = 0
-			}
-			if sent && last.Live {
-				endedAt = time.Time{}
-			} else if sent && endedAt.IsZero() {
-				endedAt = time.Now()
-			}
-			if !listening() {
-				wait = min(wait, e.opt.PollInterval)
-				if !endedAt.IsZero() && time.Since(endedAt) < e.opt.TTL {
-					// a term just ended: its successor is being elected
-					// (the queue's head checks every headPoll); look as often
-					wait = min(wait, headPoll)
+				if backoff.Sleep(ctx, backoff.Policy{Base: 50 * time.Millisecond, Max: 2 * time.Second, Jitter: backoff.Full}.Delay(failure)) != nil {
+					return
 				}
-			} else {
-				// Listening, a NOTIFY wakes it; a lost one (a listener
-				// reconnecting, a transaction-mode pooler the probe did
-				// not catch) delays it by one TTL at most — never the
-				// minute it waits with no live leader.
-				wait = min(wait, e.opt.TTL)
+				continue
 			}
-			t := time.NewTimer(wait)
+			failure = 0
 			select {
 			case <-ctx.Done():
-			case <-wake:
-			case <-t.C:
+			case <-o.kick:
 			}
-			t.Stop()
 		}
 	}()
 	return out, nil

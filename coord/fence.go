@@ -2,8 +2,13 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"sync"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
@@ -15,14 +20,24 @@ import (
 type StaleTokenError struct {
 	Resource string // resource name, or table/key for FencedUpdate
 	Token    int64  // the token the write carried
+	// Lease and NotHeld (FenceLease): the lease fenced with, and whether
+	// it was refused because the lease is no longer held with Token.
+	Lease   string
+	NotHeld bool
 }
 
 func (e *StaleTokenError) Error() string {
+	if e.NotHeld {
+		return fmt.Sprintf("coord: write to %q with token %d refused: lease %q is no longer held with it (released, revoked, expired or taken over)", e.Resource, e.Token, truncate(e.Lease))
+	}
 	return fmt.Sprintf("coord: write to %q with token %d refused: a newer token has written, or the token was issued before the current failover epoch began (a promotion, restart or restore since)", e.Resource, e.Token)
 }
 
-// Is makes errors.Is(err, ErrStaleToken) true.
-func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+// Is makes errors.Is(err, ErrStaleToken) true, and ErrLeaseLost too when
+// the lease is no longer held.
+func (e *StaleTokenError) Is(target error) bool {
+	return target == ErrStaleToken || (e.NotHeld && target == ErrLeaseLost)
+}
 
 // Fence admits tx's writes to resource for token, or returns a
 // *StaleTokenError (matching ErrStaleToken) when a newer token already
@@ -47,7 +62,11 @@ func (c *Client[TTx]) Fence(ctx context.Context, tx TTx, resource string, token 
 	if token <= 0 {
 		return errs.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, token)
 	}
-	ok, err := c.d.FenceAdvance(ctx, c.drv.TxExecutor(tx), resource, token, c.drv.Epochs().Seen())
+	var ok bool
+	err := c.whileFencing(ctx, func(ctx context.Context) (err error) {
+		ok, err = c.d.FenceAdvance(ctx, c.drv.TxExecutor(tx), resource, token, c.drv.Epochs().Seen())
+		return err
+	})
 	if err != nil {
 		return c.wrap("fence", resource, err)
 	}
@@ -55,6 +74,123 @@ func (c *Client[TTx]) Fence(ctx context.Context, tx TTx, resource string, token 
 		return &StaleTokenError{Resource: resource, Token: token}
 	}
 	return nil
+}
+
+// FenceLease is Fence for a lease the caller holds (an election's
+// Leadership.Lease(), a semaphore Permit's Lease): it admits tx's writes
+// to resource only while l is still held with l.Token — not released,
+// revoked (Semaphore.SetPermits, Semaphore.Revoke), deposed or resigned
+// (Election.Depose, Leadership.Resign), expired or taken over — checked
+// in tx, and a release or revocation of the lease returns only after the
+// transactions it admitted ended. So once Release, Revoke, SetPermits,
+// Resign or Depose has returned, no write fenced with the lease commits,
+// whether or not another holder has written since. The resource's fence
+// also rises to the token, as Fence's does: a newer token's writes refuse
+// this one's. A refusal is a *StaleTokenError matching ErrStaleToken and,
+// when the lease is no longer held, ErrLeaseLost too.
+//
+// Use it as the first statement of tx (under REPEATABLE READ the check
+// must not see an older snapshot). The release of the lease waits for tx
+// (PostgreSQL: the lease's row is locked FOR KEY SHARE, which renewals do
+// not wait for; MySQL/MariaDB: a row of coord_lease_gates), so keep
+// fenced transactions short; one that stalls past ClientOptions.
+// RevokeGrace when the lease is released has its session ended.
+func (c *Client[TTx]) FenceLease(ctx context.Context, tx TTx, resource string, l Lease) (retErr error) {
+	ctx, end := tracing.Start(ctx, c.drv, "fence.lease", c.d, attribute.String("sqlcoord.name", resource))
+	defer func() { end(retErr) }()
+	if err := validName("resource", resource); err != nil {
+		return err
+	}
+	if err := validName("lease", l.Name); err != nil {
+		return err
+	}
+	if l.Token <= 0 {
+		return errs.Errorf("%w: fencing token %d must be positive", ErrInvalidToken, l.Token)
+	}
+	var r dialects.LeaseFence
+	err := c.whileFencing(ctx, func(ctx context.Context) (err error) {
+		r, err = c.d.FenceLease(ctx, c.drv.TxExecutor(tx), resource, dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token, HWM: c.drv.Epochs().Seen()})
+		return err
+	})
+	if err != nil {
+		return c.wrap("fence", resource, err)
+	}
+	if !r.Admitted {
+		return &StaleTokenError{Resource: resource, Token: l.Token, Lease: l.Name, NotHeld: r.NotHeld}
+	}
+	return nil
+}
+
+// Defaults of ClientOptions.FenceGrace and RevokeGrace.
+const (
+	DefaultFenceGrace  = 500 * time.Millisecond
+	DefaultRevokeGrace = 250 * time.Millisecond
+)
+
+// reapEvery is how often a statement blocked past its grace asks the
+// database to end the sessions blocking it.
+const reapEvery = 100 * time.Millisecond
+
+// whileFencing runs a fenced statement in the caller's transaction; while
+// it waits for the row lock of a transaction that has sat idle for
+// FenceGrace — a holder frozen (SIGSTOP, a GC pause, a VM stall) or cut
+// off inside its fenced transaction, whose lease has run out — the
+// database ends that transaction's session (Dialect.Reap): it rolls back,
+// nothing it wrote commits, and the write goes on within the grace instead
+// of waiting until TCP notices the dead peer.
+func (c *Client[TTx]) whileFencing(ctx context.Context, stmt func(context.Context) error) error {
+	return c.reaping(ctx, dialects.MarkFence, c.opt.FenceGrace, false, stmt)
+}
+
+// whileRevoking runs a release or revocation; when it has waited
+// RevokeGrace for the transactions FenceLease admitted with the lease,
+// their sessions are ended.
+func (c *Client[TTx]) whileRevoking(ctx context.Context, stmt func(context.Context) error) error {
+	return c.reaping(ctx, dialects.MarkRevoke, c.opt.RevokeGrace, true, stmt)
+}
+
+// revoking runs a revoking statement on the pool (see whileRevoking).
+func (c *Client[TTx]) revoking(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := c.whileRevoking(ctx, func(ctx context.Context) (err error) {
+		n, err = c.pool().Exec(ctx, query, args...)
+		return err
+	})
+	return n, err
+}
+
+func (c *Client[TTx]) reaping(ctx context.Context, marker string, grace time.Duration, busy bool, stmt func(context.Context) error) error {
+	if grace < 0 {
+		return stmt(ctx)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	t := time.AfterFunc(min(grace, reapEvery), func() {
+		defer wg.Done()
+		tick := time.NewTicker(reapEvery)
+		defer tick.Stop()
+		for {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_, err := c.d.Reap(rctx, c.pool(), marker, grace, busy)
+			cancel()
+			if err != nil && !errors.Is(c.d.Classify(err), sqlcoord.ErrQueryCanceled) {
+				return // not allowed here (MySQL without PROCESS), or down
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	err := stmt(ctx)
+	close(done)
+	if t.Stop() {
+		wg.Done()
+	}
+	wg.Wait()
+	return err
 }
 
 // FencedUpdate describes a fenced write to the caller's own table: a row
@@ -93,9 +229,13 @@ func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) (retEr
 	for i, k := range cols {
 		vals[i] = u.Set[k]
 	}
-	ok, err := c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), dialects.FencedRow{
-		Table: u.Table, KeyColumn: u.KeyColumn, FenceColumn: u.FenceColumn,
-		Columns: cols, Values: vals, Token: u.Token, Key: u.Key, HWM: c.drv.Epochs().Seen(),
+	var ok bool
+	err := c.whileFencing(ctx, func(ctx context.Context) (err error) {
+		ok, err = c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), dialects.FencedRow{
+			Table: u.Table, KeyColumn: u.KeyColumn, FenceColumn: u.FenceColumn,
+			Columns: cols, Values: vals, Token: u.Token, Key: u.Key, HWM: c.drv.Epochs().Seen(),
+		})
+		return err
 	})
 	if err != nil {
 		return c.wrap("fenced update", u.Table, err)

@@ -49,9 +49,19 @@ const MinTTL = time.Millisecond
 //
 // owner "" means a fresh NewOwnerID(). Reusing one owner id in several
 // processes makes them one holder: don't.
+//
+// Acquire is fair to AcquireWait's waiters: while a waiter queued for the
+// lease, a free lease goes to the waiter at the head of the queue, and
+// Acquire by anyone else fails as if it were held (LeaseHeldError.Queued).
 func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (_ Lease, retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.acquire", c.d, attribute.String("sqlcoord.name", name))
 	defer func() { end(retErr) }()
+	return c.acquire(ctx, name, owner, ttl, "")
+}
+
+// acquire is Acquire whose free lease goes to the head of queue ("": the
+// lease's own; a semaphore's permits share its queue).
+func (c *Client[TTx]) acquire(ctx context.Context, name, owner string, ttl time.Duration, queue string) (Lease, error) {
 	if err := validName("lease", name); err != nil {
 		return Lease{}, err
 	}
@@ -60,7 +70,7 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 		return Lease{}, err
 	}
 	l := Lease{Name: name, Owner: owner, TTL: ttl, sentAt: time.Now()}
-	row, err := c.d.LeaseAcquire(ctx, c.pool(), dialects.LeaseSlot{Name: name, Owner: owner, TTLMicros: ttl.Microseconds(), HWM: c.drv.Epochs().Seen()})
+	row, err := c.d.LeaseAcquire(ctx, c.pool(), dialects.LeaseSlot{Name: name, Owner: owner, TTLMicros: ttl.Microseconds(), HWM: c.drv.Epochs().Seen(), Queue: queue})
 	if err != nil {
 		return Lease{}, c.wrap("acquire lease", name, err)
 	}
@@ -68,7 +78,7 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 		return Lease{}, err
 	}
 	if row.Owner != owner {
-		return Lease{}, &LeaseHeldError{Name: name, Holder: row.Owner, ExpiresAt: row.ExpiresAt}
+		return Lease{}, &LeaseHeldError{Name: name, Holder: row.Owner, ExpiresAt: row.ExpiresAt, Queued: row.Queued}
 	}
 	l.Token, l.ExpiresAt = row.Token, row.ExpiresAt
 	return l, nil
@@ -79,11 +89,17 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 // it existed; it is not a transaction's lock.
 type LeaseHeldError struct {
 	Name      string
-	Holder    string    // the owner id holding it
+	Holder    string    // the owner id holding it (Queued: its last holder)
 	ExpiresAt time.Time // when the holder's lease ends unless renewed (database clock)
+	// Queued: the lease is free, but goes to a waiter that queued for it
+	// before the caller (AcquireWait, Campaign, Semaphore.Acquire).
+	Queued bool
 }
 
 func (e *LeaseHeldError) Error() string {
+	if e.Queued {
+		return fmt.Sprintf("coord: lease %q is free but promised to the waiter at the head of its queue", truncate(e.Name))
+	}
 	return fmt.Sprintf("coord: lease %q is held by %q until %s", truncate(e.Name), e.Holder, e.ExpiresAt.UTC().Format(time.RFC3339Nano))
 }
 
@@ -136,7 +152,11 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.release", c.d, attribute.String("sqlcoord.name", l.Name))
 	defer func() { end(retErr) }()
-	ok, err := c.d.LeaseRelease(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token})
+	var ok bool
+	err := c.whileRevoking(ctx, func(ctx context.Context) (err error) {
+		ok, err = c.d.LeaseRelease(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token})
+		return err
+	})
 	if err != nil {
 		return c.wrap("release lease", l.Name, err)
 	}
@@ -149,8 +169,13 @@ func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 // releaseWaking releases l and wakes channel's listeners with it
 // (dialects.Dialect.LeaseReleaseWaking): an election's observers, a
 // semaphore's queue. false: l was no longer held.
-func (c *Client[TTx]) releaseWaking(ctx context.Context, l Lease, channel string) (bool, error) {
-	return c.d.LeaseReleaseWaking(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token}, channel)
+func (c *Client[TTx]) releaseWaking(ctx context.Context, l Lease, channel, queue string, observed bool) (bool, error) {
+	var ok bool
+	err := c.whileRevoking(ctx, func(ctx context.Context) (err error) {
+		ok, err = c.d.LeaseReleaseWaking(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token, Queue: queue, Observed: observed}, channel)
+		return err
+	})
+	return ok, err
 }
 
 // leaseOwner checks a lease's TTL and returns its owner: owner, or a

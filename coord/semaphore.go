@@ -2,9 +2,7 @@ package coord
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -157,9 +155,11 @@ func (s *Semaphore[TTx]) SetPermits(ctx context.Context, n int) (retErr error) {
 	if _, err := s.c.pool().Exec(ctx, s.c.q.SemaphoreSet, s.name, n); err != nil {
 		return s.c.wrap("set permits of semaphore", s.name, err)
 	}
-	if _, err := s.c.pool().Exec(ctx, s.c.q.SemaphoreRevoke, s.slotName(n), s.slotName(9999), s.prefix); err != nil {
+	if _, err := s.c.revoking(ctx, s.c.q.SemaphoreRevoke, s.slotName(n), s.slotName(9999), s.prefix); err != nil {
 		return s.c.wrap("revoke permits of semaphore", s.name, err)
 	}
+	// a raised count frees permits: wake the queue's head
+	_ = s.c.d.RingQueue(ctx, s.c.pool(), s.queue(), false)
 	return nil
 }
 
@@ -259,7 +259,7 @@ func (s *Semaphore[TTx]) tryAcquire(ctx context.Context, owner string, ttl time.
 		}
 	}
 	for _, slot := range try {
-		l, err := s.c.acquireRetrying(ctx, s.slotName(slot), owner, ttl)
+		l, err := s.c.acquireRetrying(ctx, s.slotName(slot), owner, ttl, s.queue())
 		if errors.Is(err, ErrLeaseHeld) {
 			continue // taken meanwhile
 		}
@@ -281,11 +281,16 @@ func (s *Semaphore[TTx]) tryAcquire(ctx context.Context, owner string, ttl time.
 }
 
 // Acquire is TryAcquire that waits, until ctx ends, for a permit to be
-// released, expire or be added, in a fair queue: waiters queue in the
-// database (as AcquireWait's), and only the head of the queue watches the
-// permits — woken on PostgreSQL by Release's NOTIFY, otherwise checking
-// every 5 ms, and when the first held permit expires. When ctx ends first
-// the error is the last *SemaphoreFullError joined with ctx's.
+// released, expire or be added, first come first served: the wait is a
+// ticket in the semaphore's queue (a committed row; nothing is held open
+// on the server while waiting), and a free permit goes only to the waiter
+// at the head of the queue — the database checks it when it grants the
+// permit, so a holder that releases and acquires again at once goes
+// behind the waiters, and TryAcquire fails while anyone waits. The head
+// is woken by a release (PostgreSQL: NOTIFY; MySQL/MariaDB: KILL QUERY of
+// its Client's sleeping connection), by SetPermits raising the count, and
+// at the first held permit's expiry. When ctx ends first the error is the
+// last *SemaphoreFullError joined with ctx's.
 func (s *Semaphore[TTx]) Acquire(ctx context.Context, owner string, ttl time.Duration) (_ Permit, retErr error) {
 	ctx, end := tracing.Start(ctx, s.c.drv, "semaphore.acquire", s.c.d, attribute.String("sqlcoord.name", s.name))
 	defer func() { end(retErr) }()
@@ -298,58 +303,40 @@ func (s *Semaphore[TTx]) Acquire(ctx context.Context, owner string, ttl time.Dur
 	if err == nil || !errors.As(err, &full) {
 		return p, err
 	}
-	sum := sha256.Sum256([]byte(s.name))
-	queue := "sqlcoord.semaphore-queue:" + hex.EncodeToString(sum[:16])
-	for {
+	w := &wait{kind: waitSemaphore, queue: s.queue(), key: s.name, owner: owner, ttl: ttl, kick: make(chan struct{}, 1)}
+	if err := s.c.w.join(ctx, w); err != nil {
 		if ctx.Err() != nil {
 			return Permit{}, errors.Join(full, context.Cause(ctx))
 		}
-		leave, retry, err := s.c.enterQueue(ctx, queue, "acquire permit (queue)", s.name)
-		if retry {
-			continue
+		return Permit{}, s.c.wrap("acquire permit (queue)", s.name, err)
+	}
+	for {
+		p, err := s.tryAcquire(ctx, owner, ttl)
+		if err == nil {
+			s.c.w.done(ctx, w, true) // a permit may be left for the next
+			return p, nil
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return Permit{}, errors.Join(full, context.Cause(ctx))
-			}
+		var last *SemaphoreFullError
+		if errors.As(err, &last) {
+			full = last
+		} else if ctx.Err() == nil {
+			s.c.w.done(ctx, w, true)
 			return Permit{}, err
 		}
-		p, err := s.watch(ctx, owner, ttl, &full)
-		leave()
-		if err != nil && ctx.Err() != nil {
-			return Permit{}, errors.Join(full, context.Cause(ctx))
+		if ctx.Err() == nil {
+			select {
+			case <-w.kick:
+				continue
+			case <-ctx.Done():
+			}
 		}
-		return p, err
+		s.c.w.done(ctx, w, true)
+		return Permit{}, errors.Join(full, context.Cause(ctx))
 	}
 }
 
-// watch is the head of the queue waiting for a permit.
-func (s *Semaphore[TTx]) watch(ctx context.Context, owner string, ttl time.Duration, full **SemaphoreFullError) (Permit, error) {
-	wake := make(chan struct{}, 1)
-	listening, unsubscribe := s.c.listen(s.channel(), wake)
-	defer unsubscribe()
-	for {
-		p, err := s.tryAcquire(ctx, owner, ttl)
-		if err == nil || !errors.As(err, full) {
-			return p, err
-		}
-		d := (*full).NextExpiry + time.Millisecond
-		if listening() {
-			d = min(d, time.Second) // a count raised by SetPermits wakes no one
-		} else {
-			d = min(d, headPoll)
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return Permit{}, ctx.Err()
-		case <-wake:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
+// queue is the semaphore's queue: its permits' leases share it.
+func (s *Semaphore[TTx]) queue() string { return semaphorePrefix + s.name }
 
 func (s *Semaphore[TTx]) channel() string { return notifyChannel("coord_semaphore_", s.name) }
 
@@ -366,7 +353,7 @@ func (s *Semaphore[TTx]) Release(ctx context.Context, p Permit) (retErr error) {
 }
 
 func (s *Semaphore[TTx]) releaseLease(ctx context.Context, l Lease) error {
-	released, err := s.c.releaseWaking(ctx, l, s.channel())
+	released, err := s.c.releaseWaking(ctx, l, s.channel(), s.queue(), false)
 	if err != nil {
 		return s.c.wrap("release permit of semaphore", s.name, err)
 	}
@@ -388,13 +375,14 @@ func (s *Semaphore[TTx]) Revoke(ctx context.Context, slot int) error {
 	if slot < 0 || slot >= MaxPermits {
 		return errs.Errorf("%w: slot %d", ErrInvalidPermits, slot)
 	}
-	n, err := s.c.pool().Exec(ctx, s.c.q.SemaphoreRevoke, s.slotName(slot), s.slotName(slot), s.prefix)
+	n, err := s.c.revoking(ctx, s.c.q.SemaphoreRevoke, s.slotName(slot), s.slotName(slot), s.prefix)
 	if err != nil {
 		return s.c.wrap("revoke permit of semaphore", s.name, err)
 	}
 	if n == 0 {
 		return errs.Errorf("coord: revoke permit %d of semaphore %s: %w", slot, valid.Quote(s.name), ErrLeaseLost)
 	}
+	_ = s.c.d.RingQueue(ctx, s.c.pool(), s.queue(), false) // the slot is free
 	return nil
 }
 

@@ -104,13 +104,8 @@ func TestSemaphore(t *testing.T) {
 					time.Sleep(50 * time.Millisecond)
 					s.Release(ctx, p)
 				}()
-				// the next waiter comes once this one waits in the queue (w1
-				// heads it, watching; w2 and w3 wait for its lock)
-				if i > 0 {
-					waitQueued(t, env, i)
-				} else {
-					time.Sleep(300 * time.Millisecond)
-				}
+				// the next waiter comes once this one has its ticket
+				waitQueued(t, env, "semaphore:queue", i+1)
 			}
 			start := time.Now()
 			if err := s.Release(ctx, held); err != nil {
@@ -211,35 +206,23 @@ func TestSemaphore(t *testing.T) {
 	})
 }
 
-// waitQueued waits (up to 10 s) until n transactions of this test's
-// database wait for a lock: the queue's waiters.
-func waitQueued(t *testing.T, env *dbtest.Env, n int) {
+// waitQueued waits (up to 10 s) until queue holds n tickets: n waiters
+// queued, in the order they took them.
+func waitQueued(t *testing.T, env *dbtest.Env, queue string, n int) {
 	t.Helper()
-	q := `SELECT count(*) FROM pg_locks WHERE NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
-	if env.Family != "postgres" {
-		// the head's lock statement returned; the waiters' are running
-		q = `SELECT count(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%INTO coord_locks%'`
-	}
+	q := env.DB.Rebind(`SELECT count(*) FROM coord_tickets WHERE queue = ?`)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var got int
-		if err := env.DB.QueryRowContext(context.Background(), q).Scan(&got); err != nil {
+		if err := env.DB.QueryRowContext(context.Background(), q, queue).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if got >= n {
-			if env.Family != "postgres" {
-				// a statement listed as running may not have reached its
-				// row-lock wait yet (the lock queue is not visible without
-				// the PROCESS privilege): give it a moment, or the next
-				// waiter can queue first
-				time.Sleep(200 * time.Millisecond)
-			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Logf("only %d of %d waiters queued after 10 s", got, n)
-			return
+			t.Fatalf("only %d of %d waiters queued after 10 s", got, n)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 }

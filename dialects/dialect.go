@@ -19,6 +19,7 @@ type Dialect struct {
 	numbered bool // placeholders are $1, $2 (PostgreSQL) rather than ?
 	classify func(error) error
 	ops      operations
+	w        *waitSQL // waiting, FenceLease and Reap (waiting.go)
 	// tokenCheck builds the condition of a fenced write that refuses a
 	// token issued before the current failover epoch began (at or below
 	// its base) and a stale primary (older than the client's high-water

@@ -34,3 +34,12 @@ type OwnedTx interface {
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 }
+
+// IDExecutor is an Executor that reports the id a MySQL-family statement
+// set (the auto-increment value of an INSERT, or LAST_INSERT_ID(expr) in
+// an UPDATE) with its affected rows: one round trip where MySQL has no
+// UPDATE … RETURNING. sqlcoord's database/sql executors implement it.
+type IDExecutor interface {
+	Executor
+	ExecID(ctx context.Context, query string, args ...any) (affected, id int64, err error)
+}

@@ -52,7 +52,7 @@ func (d *Dialect) fencedStatements(r FencedRow) (update, check string, args []an
 	}
 	var b strings.Builder
 	args = make([]any, 0, len(r.Values)+3)
-	fmt.Fprintf(&b, "UPDATE %s SET %s = %s", t, f, d.Placeholder(1))
+	fmt.Fprintf(&b, "%s UPDATE %s SET %s = %s", MarkFence, t, f, d.Placeholder(1))
 	args = append(args, r.Token)
 	for i, c := range r.Columns {
 		qc, err := d.quoteColumn(c)

@@ -46,6 +46,7 @@ func newGalera(name string, locks bool) *Dialect {
 	// holders of one token, TestGalera). The upsert, then a read after
 	// the commit, tells the truth.
 	d.Q.LeaseAcquireReturning, d.Q.FenceAdvanceReturning, d.Q.JobClaimReturning = "", "", ""
+	d.w.fenceLeaseReturning = ""
 	if !locks {
 		d.ops = galeraOps{d.ops.(mysqlOps)}
 	}

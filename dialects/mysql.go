@@ -43,8 +43,17 @@ ORDER BY created_at LIMIT ? FOR UPDATE SKIP LOCKED`,
 		IdleTxTimeoutSet:   `SET SESSION wait_timeout = CEIL(? / 1000)`,
 		IdleTxTimeoutReset: `SET SESSION wait_timeout = DEFAULT`,
 
-		LeaseRelease: `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6)
-WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
+		// The lease's revocation gate rises past its token with it (only
+		// a gate FenceLease created: a lease never fenced so has none),
+		// waiting for the transactions FenceLease admitted; the id of the
+		// waiter heading the queue (first argument), 0 for none, comes
+		// back as LAST_INSERT_ID in the same round trip (MySQL has no
+		// UPDATE … RETURNING), for the client to wake it. Args: queue,
+		// name, owner, token.
+		LeaseRelease: MarkRevoke + ` UPDATE coord_leases l LEFT JOIN coord_lease_gates g ON g.name = l.name
+SET l.expires_at = UTC_TIMESTAMP(6) + INTERVAL 0 * LAST_INSERT_ID(COALESCE((` + mysqlHead("waiter", "?") + `), 0)) MICROSECOND,
+  g.revoked_below = GREATEST(g.revoked_below, l.token + 1), g.updated_at = UTC_TIMESTAMP(6)
+WHERE l.name = ? AND l.owner = ? AND l.token = ? AND l.expires_at > UTC_TIMESTAMP(6)`,
 		LeaseGet: `SELECT owner, token, expires_at, UTC_TIMESTAMP(6) FROM coord_leases WHERE name = ?`,
 
 		// A locking read: a plain read could return an old snapshot of the
@@ -248,8 +257,9 @@ ON DUPLICATE KEY UPDATE permits = VALUES(permits), updated_at = VALUES(updated_a
 		SemaphoreHolders: `SELECT name, owner, token, acquired_at, expires_at, UTC_TIMESTAMP(6) FROM coord_leases
 WHERE name BETWEEN ? AND ? AND LENGTH(name) = LENGTH(?) + 4 AND expires_at > UTC_TIMESTAMP(6)
 ORDER BY name`,
-		SemaphoreRevoke: `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6)
-WHERE name BETWEEN ? AND ? AND LENGTH(name) = LENGTH(?) + 4 AND expires_at > UTC_TIMESTAMP(6)`,
+		SemaphoreRevoke: MarkRevoke + ` UPDATE coord_leases l LEFT JOIN coord_lease_gates g ON g.name = l.name
+SET l.expires_at = UTC_TIMESTAMP(6), g.revoked_below = GREATEST(g.revoked_below, l.token + 1), g.updated_at = UTC_TIMESTAMP(6)
+WHERE l.name BETWEEN ? AND ? AND LENGTH(l.name) = LENGTH(?) + 4 AND l.expires_at > UTC_TIMESTAMP(6)`,
 		SemaphoreList: `SELECT name, permits, updated_at FROM coord_semaphores ORDER BY name LIMIT ?`,
 		MemberJoin: `INSERT INTO coord_members (group_name, member_id, meta, joined_at, heartbeat_at, expires_at)
 VALUES (?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
@@ -276,7 +286,11 @@ func newMySQL(name string, patch func(*Queries), epoch string) *Dialect {
 	if patch != nil {
 		patch(&q)
 	}
-	d := &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q, ops: mysqlOps{q: &q}}
+	d := &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q, w: mysqlWaitSQL(epoch)}
+	d.ops = mysqlOps{q: &q, d: d}
+	if q.LeaseAcquireReturning != "" { // MariaDB: INSERT … RETURNING
+		d.w.fenceLeaseReturning = d.w.fenceLease + "\nRETURNING fence"
+	}
 	// NULL (no epoch recorded for this run yet) matches no row: the
 	// caller records one (epochNow) and runs the statement again.
 	d.tokenCheck = func(token, hwm string) string {
@@ -346,10 +360,10 @@ func mariaDBDirect(stmt string) (string, bool) {
 func mariaDBLeaseAcquire(q *Queries) string {
 	a, ok := mariaDBDirect(q.LeaseAcquire)
 	if !ok || strings.Count(a, "f.base + 1") != 1 {
-		return q.LeaseAcquire + "\nRETURNING owner, token, expires_at, " + q.EpochRead[len("SELECT "):]
+		return q.LeaseAcquire + "\nRETURNING owner, token, expires_at, " + q.EpochRead[len("SELECT "):] + ", expires_at <= UTC_TIMESTAMP(6)"
 	}
 	a = strings.Replace(a, "f.base + 1", "(@sqlcoord_epoch := f.base) + 1", 1)
-	return a + "\nRETURNING owner, token, expires_at, @sqlcoord_epoch"
+	return a + "\nRETURNING owner, token, expires_at, @sqlcoord_epoch, expires_at <= UTC_TIMESTAMP(6)"
 }
 
 func classifyMySQL(err error) error {

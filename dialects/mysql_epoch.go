@@ -58,29 +58,36 @@ ON DUPLICATE KEY UPDATE base = GREATEST(base, VALUES(base)), first_seen = VALUES
   server_id = @@server_id AND run <=> (SELECT r.id FROM coord_run r WHERE r.k = 1) AND base = (SELECT MAX(m.base) FROM coord_forks m)
 FROM coord_forks ORDER BY base`
 	}
-	// A new ownership — the lease expired, or it was granted in an earlier
-	// epoch — gets a token above the previous one and above the epoch
-	// base; a live lease re-acquired by its owner keeps its token.
-	// ON DUPLICATE KEY UPDATE assigns left to right and later expressions
-	// see earlier results: acquired_at and token are decided before owner
-	// changes, expiry after (owner = ours means we won). Nothing is
-	// inserted or changed when the epoch is NULL or below the client's
-	// high-water mark. Args: name, owner, ttl µs, high-water mark.
+	// A new ownership — the lease free (expired or released) and nobody
+	// else heading its queue, or ours but granted in an earlier epoch —
+	// gets a token above the previous one and above the epoch base; a live
+	// lease re-acquired by its owner keeps its token. A free lease goes
+	// only to the head of its queue while the queue has a live ticket
+	// (migration 25; the last argument names the queue). ON DUPLICATE KEY
+	// UPDATE assigns left to right and later expressions see earlier
+	// results, so the decisions are kept in session variables before owner
+	// changes: @sqlcoord_free (free, and the queue lets the caller in),
+	// @sqlcoord_take (it is the caller's now). Nothing is inserted or
+	// changed when the epoch is NULL or below the client's high-water mark.
+	// Args: name, owner, ttl µs, high-water mark, queue.
 	q.LeaseAcquire = `INSERT INTO coord_leases (name, owner, token, expires_at, acquired_at, renewed_at)
 SELECT ?, ?, e.b + 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
 FROM (SELECT ` + epoch + ` AS b) e WHERE e.b >= ?
 ON DUPLICATE KEY UPDATE
-  acquired_at = IF(expires_at <= UTC_TIMESTAMP(6) OR (owner = VALUES(owner) AND token < VALUES(token)), VALUES(acquired_at), acquired_at),
-  token       = IF(expires_at <= UTC_TIMESTAMP(6) OR (owner = VALUES(owner) AND token < VALUES(token)), GREATEST(token + 1, VALUES(token)), token),
-  owner       = IF(expires_at <= UTC_TIMESTAMP(6) OR owner = VALUES(owner), VALUES(owner), owner),
-  renewed_at  = IF(owner = VALUES(owner), VALUES(renewed_at), renewed_at),
-  expires_at  = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)`
+  acquired_at = IF((@sqlcoord_free := (expires_at <= UTC_TIMESTAMP(6)
+      AND COALESCE((` + mysqlHead("owner", "?") + `), VALUES(owner)) = VALUES(owner)))
+    OR (owner = VALUES(owner) AND expires_at > UTC_TIMESTAMP(6) AND token < VALUES(token)), VALUES(acquired_at), acquired_at),
+  token       = IF((@sqlcoord_take := (@sqlcoord_free OR (owner = VALUES(owner) AND expires_at > UTC_TIMESTAMP(6))))
+    AND (@sqlcoord_free OR token < VALUES(token)), GREATEST(token + 1, VALUES(token)), token),
+  owner       = IF(@sqlcoord_take, VALUES(owner), owner),
+  renewed_at  = IF(@sqlcoord_take, VALUES(renewed_at), renewed_at),
+  expires_at  = IF(@sqlcoord_take, VALUES(expires_at), expires_at)`
 	// Non-locking reads after the autocommit statement: the upsert or
 	// update is the only statement that locks the row, and its lock ends
 	// with it, so a holder frozen between round trips blocks nobody. An
 	// autocommit read sees the latest committed row. Columns: owner,
-	// token, expires_at, epoch.
-	q.LeaseRead = `SELECT owner, token, expires_at, ` + epoch + ` FROM coord_leases WHERE name = ?`
+	// token, expires_at, epoch, free (then the queue's head is another).
+	q.LeaseRead = `SELECT owner, token, expires_at, ` + epoch + `, expires_at <= UTC_TIMESTAMP(6) FROM coord_leases WHERE name = ?`
 	// A lease granted in an earlier epoch cannot be renewed. Args: ttl µs,
 	// name, owner, token, high-water mark.
 	q.LeaseRenew = `UPDATE coord_leases SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, renewed_at = UTC_TIMESTAMP(6)
@@ -91,7 +98,7 @@ WHERE name = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6) AND
 	// high-water mark, or with no epoch for this run yet (NULL): the
 	// caller then checks the epoch (epochNow). Args: resource, token,
 	// high-water mark, token.
-	q.FenceAdvanceChecked = `INSERT INTO coord_fences (resource, fence, updated_at) SELECT ?, ?, UTC_TIMESTAMP(6) FROM (SELECT ` + epoch + ` AS b) e WHERE e.b >= ? AND e.b < ?
+	q.FenceAdvanceChecked = MarkFence + ` INSERT INTO coord_fences (resource, fence, updated_at) SELECT ?, ?, UTC_TIMESTAMP(6) FROM (SELECT ` + epoch + ` AS b) e WHERE e.b >= ? AND e.b < ?
 ON DUPLICATE KEY UPDATE
   updated_at = IF(fence <= VALUES(fence), VALUES(updated_at), updated_at),
   fence      = IF(fence <= VALUES(fence), VALUES(fence), fence)`

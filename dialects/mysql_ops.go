@@ -14,7 +14,10 @@ import (
 // statement is followed by a read; a failed statement rolls back only
 // itself, so no savepoints. MariaDB and MySQL 8 differ only in statement
 // text (wait bounds, idle timeout), kept in their Queries.
-type mysqlOps struct{ q *Queries }
+type mysqlOps struct {
+	q *Queries
+	d *Dialect // for the wake-ups of a release (Ring)
+}
 
 func secs(d time.Duration) int { return max(int(math.Ceil(d.Seconds())), 1) }
 
@@ -98,28 +101,38 @@ func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) err
 // is what it is by then. The read also tells the epoch: NULL — the upsert
 // issued nothing because this server's history is not recorded as the
 // newest (a promoted replica) — records a new epoch and runs it again.
-func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl, hwm int64) (LeaseRow, error) {
+func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
+	name, owner, ttl, hwm := l.Name, l.Owner, l.TTLMicros, l.HWM
 	for i := 0; ; i++ {
 		var r LeaseRow
 		var e sql.NullInt64
+		// Ours only when the row says so and is live: an expired row of
+		// ours that the queue kept from us is someone else's turn.
+		mine := func() bool { return r.Owner == owner && !r.Queued }
 		if o.q.LeaseAcquireReturning != "" { // MariaDB: one round trip
-			err := pool.QueryRow(ctx, o.q.LeaseAcquireReturning, name, owner, ttl, hwm).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &e)
-			if err == nil && e.Valid && e.Int64 >= hwm && (r.Owner != owner || r.Token > e.Int64) {
+			err := pool.QueryRow(ctx, o.q.LeaseAcquireReturning, name, owner, ttl, hwm, l.Queue).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &e, &r.Queued)
+			if err == nil && e.Valid && e.Int64 >= hwm && (!mine() || r.Token > e.Int64) {
 				r.Epoch = e.Int64
+				if r.Owner == owner && r.Queued {
+					r.Owner = ""
+				}
 				return r, nil
 			}
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return r, err
 			}
-		} else if _, err := pool.Exec(ctx, o.q.LeaseAcquire, name, owner, ttl, hwm); err != nil {
+		} else if _, err := pool.Exec(ctx, o.q.LeaseAcquire, name, owner, ttl, hwm, l.Queue); err != nil {
 			return r, err
 		}
-		err := pool.QueryRow(ctx, o.q.LeaseRead, name).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &e)
+		err := pool.QueryRow(ctx, o.q.LeaseRead, name).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &e, &r.Queued)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return r, err
 		}
-		if err == nil && e.Valid && e.Int64 >= hwm && (r.Owner != owner || r.Token > e.Int64) {
+		if err == nil && e.Valid && e.Int64 >= hwm && (!mine() || r.Token > e.Int64) {
 			r.Epoch = e.Int64
+			if r.Owner == owner && r.Queued {
+				r.Owner = ""
+			}
 			return r, nil
 		}
 		// nothing issued: no epoch yet, a stale server, or (granted in an
@@ -159,13 +172,45 @@ func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner str
 	}
 }
 
-func (o mysqlOps) leaseReleaseWaking(ctx context.Context, pool Executor, name, owner string, token int64, _ string) (bool, error) {
-	return o.leaseRelease(ctx, pool, name, owner, token) // no NOTIFY: waiters poll
+func (o mysqlOps) leaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, _ string) (bool, error) {
+	released, head, err := o.release(ctx, pool, l)
+	if err != nil || !released {
+		return released, err
+	}
+	if l.Observed {
+		return true, o.d.RingQueue(ctx, pool, l.Queue, true)
+	}
+	return true, o.d.Ring(ctx, pool, head...)
 }
 
-func (o mysqlOps) leaseRelease(ctx context.Context, pool Executor, name, owner string, token int64) (bool, error) {
-	n, err := pool.Exec(ctx, o.q.LeaseRelease, name, owner, token)
-	return n > 0, err
+func (o mysqlOps) leaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
+	released, head, err := o.release(ctx, pool, l)
+	if err != nil || !released {
+		return released, err
+	}
+	return true, o.d.Ring(ctx, pool, head...)
+}
+
+// release ends the lease and returns the waiter heading its queue (none,
+// or one id) to wake: LAST_INSERT_ID of the statement where the executor
+// reports it, else read after it.
+func (o mysqlOps) release(ctx context.Context, pool Executor, l LeaseSlot) (bool, []int64, error) {
+	var (
+		n, head int64
+		err     error
+	)
+	if x, ok := pool.(IDExecutor); ok {
+		n, head, err = x.ExecID(ctx, o.q.LeaseRelease, l.Queue, l.Name, l.Owner, l.Token)
+	} else if n, err = pool.Exec(ctx, o.q.LeaseRelease, l.Queue, l.Name, l.Owner, l.Token); err == nil && n > 0 {
+		err = pool.QueryRow(ctx, `SELECT COALESCE((`+mysqlHead("waiter", "?")+`), 0)`, l.Queue).Scan(&head)
+	}
+	if err != nil || n == 0 {
+		return false, nil, err
+	}
+	if head > 0 {
+		return true, []int64{head}, nil
+	}
+	return true, nil, nil
 }
 
 // fenceAdvance: when the fence did not move to token — a newer fence, a

@@ -20,10 +20,10 @@ type operations interface {
 	outboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error)
 	setIdleTimeout(ctx context.Context, tx Executor, ms int64) error
 	txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error)
-	leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttlMicros, hwm int64) (LeaseRow, error)
+	leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error)
 	leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros, hwm int64) (Renewal, error)
-	leaseRelease(ctx context.Context, pool Executor, name, owner string, token int64) (bool, error)
-	leaseReleaseWaking(ctx context.Context, pool Executor, name, owner string, token int64, channel string) (bool, error)
+	leaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error)
+	leaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error)
 	fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error)
 	fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error)
 	idemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error)
@@ -51,6 +51,9 @@ type LeaseRow struct {
 	Token     int64
 	ExpiresAt time.Time
 	Epoch     int64
+	// Queued: the lease was free, but a waiter that queued before the
+	// caller heads its queue (Owner is the lease's last holder).
+	Queued bool
 }
 
 // Renewal is what a lease renewal did: OK false when the lease is no longer
@@ -131,7 +134,7 @@ func (d *Dialect) TxIdleTimeout(ctx context.Context, tx Executor, ms int64) (boo
 // failover-epoch high-water mark: a server in an older epoch refuses with
 // ErrStalePrimary (every statement below that takes hwm does).
 func (d *Dialect) LeaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
-	return d.ops.leaseAcquire(ctx, pool, l.Name, l.Owner, l.TTLMicros, l.HWM)
+	return d.ops.leaseAcquire(ctx, pool, l.withQueue())
 }
 
 // LeaseRenew extends a live lease held by l.Owner with l.Token.
@@ -141,21 +144,20 @@ func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, l LeaseSlot) (R
 
 // LeaseRelease ends the live lease l.Name held by l.Owner with l.Token,
 // keeping its row (and so its token); false when the lease was not live or
-// not held so. On PostgreSQL it also wakes the waiter at the head of the lease's
-// queue (LeaseQueue), if one waits, and commits without waiting for its
-// flush.
+// not held so. It waits until the transactions FenceLease admitted for the
+// lease ended, and wakes the waiter heading its queue (l.Queue), if one
+// waits. On PostgreSQL it commits without waiting for its flush.
 func (d *Dialect) LeaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
-	return d.ops.leaseRelease(ctx, pool, l.Name, l.Owner, l.Token)
+	return d.ops.leaseRelease(ctx, pool, l.withQueue())
 }
 
-// LeaseReleaseWaking is LeaseRelease that also wakes the listeners of
-// channel, whatever the lease's queue: an election's observers, a
-// semaphore's waiters. On PostgreSQL the NOTIFY is sent by the statement
-// that ends the lease, and the release waits for its flush (an observer
-// that saw the end must not see the lease live again after a crash).
-// MySQL/MariaDB have no NOTIFY: it is LeaseRelease, and waiters poll.
+// LeaseReleaseWaking is LeaseRelease that also wakes the queue's
+// observers with l.Observed (an election's), and on PostgreSQL the
+// listeners of channel (observers of a release before migration 25). The
+// release waits for its flush there (an observer that saw the end must
+// not see the lease live again after a crash).
 func (d *Dialect) LeaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error) {
-	return d.ops.leaseReleaseWaking(ctx, pool, l.Name, l.Owner, l.Token, channel)
+	return d.ops.leaseReleaseWaking(ctx, pool, l.withQueue(), channel)
 }
 
 // LeaseQueue is the name of the advisory lock that the waiter at the head
@@ -175,6 +177,19 @@ type LeaseSlot struct {
 	Name, Owner    string
 	Token          int64
 	TTLMicros, HWM int64
+	// Queue is the queue whose head alone may take the lease when it is
+	// free, and which its release wakes: "" means the lease's own name
+	// (a semaphore's permits share "semaphore:" + its name).
+	Queue string
+	// Observed: the release also wakes the queue's observers.
+	Observed bool
+}
+
+func (l LeaseSlot) withQueue() LeaseSlot {
+	if l.Queue == "" {
+		l.Queue = l.Name
+	}
+	return l
 }
 
 // IdemKey is an idempotency key to register: its scope and key, the

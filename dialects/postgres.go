@@ -175,7 +175,11 @@ FROM coord_forks ORDER BY base`,
 			// epoch's first token): then it grows past the epoch base.
 			// Args: name, owner, ttl µs, high-water mark. Columns: token,
 			// expires_at, epoch base; no row when held by another (a row is
-			// always the caller's: its owner is not sent back).
+			// always the caller's: its owner is not sent back). A lease that
+			// is free goes only to the head of its queue ($5: the lease's
+			// name, or a semaphore's queue) while the queue has a live
+			// ticket (migration 25): a waiter that queued first is served
+			// first, and nobody takes it past them.
 			LeaseAcquire: pgEpochCTE("$4") + `INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
 SELECT $1, $2, e.b + 1, clock_timestamp() + $3 * interval '1 microsecond', clock_timestamp(), clock_timestamp() FROM e
 ON CONFLICT (name) DO UPDATE SET
@@ -184,9 +188,12 @@ ON CONFLICT (name) DO UPDATE SET
   owner       = EXCLUDED.owner,
   expires_at  = EXCLUDED.expires_at,
   renewed_at  = EXCLUDED.renewed_at
-WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
+WHERE (l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp())
+  OR (l.expires_at <= clock_timestamp() AND COALESCE((` + pgHeadOwner("$5") + `), EXCLUDED.owner) = EXCLUDED.owner)
 RETURNING token, expires_at, (SELECT b FROM e)`,
-			LeaseRead: `SELECT owner, token, expires_at FROM coord_leases WHERE name = $1`,
+			// Columns: owner, token, expires_at, and whether the lease is
+			// free (then a waiter queued before the caller heads its queue).
+			LeaseRead: `SELECT owner, token, expires_at, expires_at <= clock_timestamp() FROM coord_leases WHERE name = $1`,
 			// A lease granted in an earlier epoch cannot be renewed: the
 			// promoted server may have lost a later grant to someone else.
 			// Args: ttl µs, name, owner, token, high-water mark.
@@ -211,17 +218,27 @@ RETURNING expires_at, e.b`,
 			//
 			// A release commits without waiting for its WAL flush
 			// (pgAsyncCommit): losing it in a crash only makes the next
-			// holder wait out the TTL.
-			LeaseRelease: `UPDATE coord_leases SET expires_at = clock_timestamp()
-WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp()
+			// holder wait out the TTL. The legacy wake-up (the queue's
+			// advisory lock, the lease's channel) serves waiters of a
+			// release before migration 25 during a rolling upgrade.
+			//
+			// The row is locked FOR UPDATE first: a transaction admitted by
+			// FenceLease holds it FOR KEY SHARE, so the release returns only
+			// after those transactions ended (Reap ends them when they
+			// stall), and none is admitted after it. The head of the queue
+			// ($5), if one waits, is woken on its own channel.
+			LeaseRelease: MarkRevoke + ` WITH k AS (SELECT name FROM coord_leases WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() FOR UPDATE)
+UPDATE coord_leases l SET expires_at = clock_timestamp() FROM k
+WHERE l.name = k.name AND l.owner = $2 AND l.token = $3 AND l.expires_at > clock_timestamp()
 RETURNING CASE WHEN coord_lock_legacy() OR NOT pg_try_advisory_xact_lock_shared(hashtextextended($4::text, ` + pgLockSpace + `))
-  THEN pg_notify('coord_lease_' || left(md5(name), 16), '') END, ` + pgAsyncCommit,
+  THEN pg_notify('coord_lease_' || left(md5(l.name), 16), '') END,
+  (SELECT pg_notify('coord_w_' || h.waiter, '') FROM (` + pgHead("$5", "NULL") + `) h), ` + pgAsyncCommit,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
 			// A token at or below the epoch's base is refused like one below
 			// the fence (no row written); a stale primary raises SC001.
 			// Args: resource, token, high-water mark.
-			FenceAdvanceChecked: `INSERT INTO coord_fences AS f (resource, fence, updated_at) SELECT $1, $2, clock_timestamp() WHERE ` + pgTokenCheck("$2", "$3") + `
+			FenceAdvanceChecked: MarkFence + ` INSERT INTO coord_fences AS f (resource, fence, updated_at) SELECT $1, $2, clock_timestamp() WHERE ` + pgTokenCheck("$2", "$3") + `
 ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = EXCLUDED.updated_at
 WHERE f.fence <= EXCLUDED.fence`,
 			FenceRead: `SELECT fence FROM coord_fences WHERE resource = $1 FOR UPDATE`,
@@ -466,7 +483,9 @@ WHERE l.name = $3 AND l.owner = $4 AND l.token = $5 AND l.expires_at > clock_tim
 ON CONFLICT (name, term) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at
 WHERE t.leader = EXCLUDED.leader
 RETURNING 1)
-SELECT pg_notify('coord_election_' || left(md5($1), 16), '') FROM t`,
+SELECT pg_notify('coord_election_' || left(md5($1), 16), ''),
+  (SELECT count(pg_notify('coord_w_' || o.waiter, '')) FROM coord_observers o JOIN coord_waiters x ON x.id = o.waiter
+   WHERE o.queue = $3 AND x.expires_at > clock_timestamp()) FROM t`,
 			ElectionLeader: `SELECT l.owner, l.token, l.acquired_at, l.expires_at, clock_timestamp(), t.value, t.updated_at
 FROM coord_leases l LEFT JOIN coord_election_terms t ON t.name = $1 AND t.term = l.token WHERE l.name = $2`,
 			ElectionTerms: `SELECT term, leader, value, elected_at, updated_at FROM coord_election_terms
@@ -474,9 +493,15 @@ WHERE name = $1 AND term >= $2 ORDER BY term LIMIT $3`,
 			ElectionPrune: `DELETE FROM coord_election_terms WHERE name = $1 AND term < $2 AND elected_at < clock_timestamp() - interval '1 hour'`,
 			ElectionList: `SELECT DISTINCT ON (name) name, term, leader, value, elected_at FROM coord_election_terms
 ORDER BY name, term DESC LIMIT $1`,
-			LeaseReleaseNotify: `WITH r AS (UPDATE coord_leases SET expires_at = clock_timestamp()
-WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() RETURNING name)
-SELECT pg_notify('coord_lease_' || left(md5(r.name), 16), ''), pg_notify($4, '') FROM r`,
+			// As LeaseRelease; wakes the head of queue $5 and, with $6, the
+			// queue's observers (an election's), and the legacy channels.
+			LeaseReleaseNotify: MarkRevoke + ` WITH k AS (SELECT name FROM coord_leases WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() FOR UPDATE),
+  r AS (UPDATE coord_leases l SET expires_at = clock_timestamp() FROM k
+    WHERE l.name = k.name AND l.owner = $2 AND l.token = $3 AND l.expires_at > clock_timestamp() RETURNING l.name)
+SELECT pg_notify('coord_lease_' || left(md5(r.name), 16), ''), pg_notify($4, ''),
+  (SELECT count(pg_notify('coord_w_' || s.w, '')) FROM (SELECT h.waiter AS w FROM (` + pgHead("$5", "NULL") + `) h
+    UNION SELECT o.waiter FROM coord_observers o JOIN coord_waiters x ON x.id = o.waiter WHERE $6 AND o.queue = $5 AND x.expires_at > clock_timestamp()) s)
+FROM r`,
 			SemaphoreGet:  `SELECT permits FROM coord_semaphores WHERE name = $1`,
 			SemaphoreInit: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES ($1, $2, clock_timestamp()) ON CONFLICT (name) DO NOTHING`,
 			SemaphoreSet: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES ($1, $2, clock_timestamp())
@@ -487,8 +512,11 @@ ON CONFLICT (name) DO UPDATE SET permits = EXCLUDED.permits, updated_at = EXCLUD
 			SemaphoreHolders: `SELECT name, owner, token, acquired_at, expires_at, clock_timestamp() FROM coord_leases
 WHERE name BETWEEN $1 AND $2 AND starts_with(name, $3) AND length(name) = length($3) + 4 AND expires_at > clock_timestamp()
 ORDER BY name`,
-			SemaphoreRevoke: `UPDATE coord_leases SET expires_at = clock_timestamp()
-WHERE name BETWEEN $1 AND $2 AND starts_with(name, $3) AND length(name) = length($3) + 4 AND expires_at > clock_timestamp()`,
+			// FOR UPDATE first, as LeaseRelease: the revoked permits' fenced
+			// transactions (FenceLease) end before it returns.
+			SemaphoreRevoke: MarkRevoke + ` WITH k AS (SELECT name FROM coord_leases
+  WHERE name BETWEEN $1 AND $2 AND starts_with(name, $3) AND length(name) = length($3) + 4 AND expires_at > clock_timestamp() FOR UPDATE)
+UPDATE coord_leases l SET expires_at = clock_timestamp() FROM k WHERE l.name = k.name AND l.expires_at > clock_timestamp()`,
 			SemaphoreList: `SELECT name, permits, updated_at FROM coord_semaphores ORDER BY name LIMIT $1`,
 
 			// Joins and leaves NOTIFY coord_members (payload: the group) in
@@ -517,6 +545,7 @@ WHERE group_name = $1 AND expires_at > clock_timestamp() ORDER BY member_id`,
 		}),
 	}
 	d.ops = pgOps{q: d.Q}
+	d.w = pgWaitSQL()
 	return d
 }
 

@@ -230,12 +230,16 @@ func (o pgOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error 
 	return tx.QueryRow(ctx, o.q.IdleTxTimeoutSet, strconv.FormatInt(ms, 10)).Scan(&s)
 }
 
-func (o pgOps) leaseAcquire(ctx context.Context, pool Executor, name, owner string, ttl, hwm int64) (LeaseRow, error) {
-	r := LeaseRow{Owner: owner} // a row returned is the caller's
-	err := pool.QueryRow(ctx, o.q.LeaseAcquire, name, owner, ttl, hwm).Scan(&r.Token, &r.ExpiresAt, &r.Epoch)
+func (o pgOps) leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
+	r := LeaseRow{Owner: l.Owner} // a row returned is the caller's
+	err := pool.QueryRow(ctx, o.q.LeaseAcquire, l.Name, l.Owner, l.TTLMicros, l.HWM, l.Queue).Scan(&r.Token, &r.ExpiresAt, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
-		// held by a live owner: the conditional upsert changed nothing
-		err = pool.QueryRow(ctx, o.q.LeaseRead, name).Scan(&r.Owner, &r.Token, &r.ExpiresAt)
+		// held by a live owner, or promised to the queue's head: the
+		// conditional upsert changed nothing
+		err = pool.QueryRow(ctx, o.q.LeaseRead, l.Name).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &r.Queued)
+		if err == nil && r.Owner == l.Owner {
+			r.Owner = "" // ours once, expired: not the caller's now
+		}
 	}
 	return r, err
 }
@@ -250,13 +254,13 @@ func (o pgOps) leaseRenew(ctx context.Context, pool Executor, name, owner string
 	return r, err
 }
 
-func (o pgOps) leaseRelease(ctx context.Context, pool Executor, name, owner string, token int64) (bool, error) {
-	n, err := pool.Exec(ctx, o.q.LeaseRelease, name, owner, token, LeaseQueue(name))
+func (o pgOps) leaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
+	n, err := pool.Exec(ctx, o.q.LeaseRelease, l.Name, l.Owner, l.Token, LeaseQueue(l.Name), l.Queue)
 	return n > 0, err
 }
 
-func (o pgOps) leaseReleaseWaking(ctx context.Context, pool Executor, name, owner string, token int64, channel string) (bool, error) {
-	n, err := pool.Exec(ctx, o.q.LeaseReleaseNotify, name, owner, token, channel)
+func (o pgOps) leaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error) {
+	n, err := pool.Exec(ctx, o.q.LeaseReleaseNotify, l.Name, l.Owner, l.Token, channel, l.Queue, l.Observed)
 	return n > 0, err
 }
 

@@ -98,3 +98,8 @@ func (s *Driver) Listen(ctx context.Context, channel string, opt sqlcoord.Listen
 // SQLDB is the database/sql pool under X (for package migrate; only
 // sqlcoord's own packages can call it).
 func (s *Driver) SQLDB(core.Seal) *sql.DB { return s.X.DB }
+
+// OwnConn: see sqlcoord.DB.OwnConn.
+func (s *Driver) OwnConn(ctx context.Context, seal core.Seal) (dialects.Executor, func() error, error) {
+	return s.db.OwnConn(ctx, seal)
+}

@@ -77,6 +77,26 @@ func (e SQLExec) Exec(ctx context.Context, query string, args ...any) (int64, er
 	return res.RowsAffected()
 }
 
+// ExecID is Exec that also returns the id the statement reported
+// (dialects.IDExecutor): MySQL's last insert id, or the value of
+// LAST_INSERT_ID(expr) evaluated by an UPDATE.
+func (e SQLExec) ExecID(ctx context.Context, query string, args ...any) (int64, int64, error) {
+	var res sql.Result
+	err := rerun(ctx, e.Auto, func() (err error) {
+		res, err = e.Q.ExecContext(ctx, query, Prepend(e.Pre, args)...)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, 0, err
+	}
+	id, err := res.LastInsertId()
+	return n, id, err
+}
+
 func (e SQLExec) QueryRow(ctx context.Context, query string, args ...any) dialects.Row {
 	var row *sql.Row
 	rerun(ctx, e.Auto, func() error {
