@@ -324,6 +324,15 @@ func TestSemaphoreFaultsAcrossProcesses(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		if len(got) < permits {
+			for _, q := range []string{`SELECT CONCAT(t.seq, ' ', t.owner, ' ', t.waiter, ' ', COALESCE(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), w.expires_at), -1)) FROM coord_tickets t LEFT JOIN coord_waiters w ON w.id = t.waiter`,
+				`SELECT CONCAT(name, ' ', owner, ' ', TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)) FROM coord_leases`} {
+				rows, _ := env.DB.QueryContext(ctx, q)
+				for rows != nil && rows.Next() {
+					var s string
+					rows.Scan(&s)
+					t.Log(s)
+				}
+			}
 			t.Fatalf("after the faults only %d of %d permits could be taken", len(got), permits)
 		}
 

@@ -21,8 +21,8 @@ import (
 // reads every queue the Client waits in with one statement per kind, and
 // one wake-up source — on PostgreSQL one listening connection (a NOTIFY on
 // the waiter's own channel, sent by the statement that freed what it waits
-// for), on MySQL/MariaDB one connection sleeping in SELECT SLEEP that a
-// releasing client interrupts with KILL QUERY. Each wait is a ticket in
+// for), on MySQL/MariaDB one connection waiting for a user-level lock
+// that another holds, which a releasing client interrupts with KILL QUERY. Each wait is a ticket in
 // its queue; the head of a queue is its oldest live ticket, and the
 // statement that grants a lease refuses anyone else while the queue has a
 // head, so waiters are served in the order they queued and a holder that
@@ -635,8 +635,8 @@ func (h *waiting) consider(w *wait, s dialects.QueueState, free bool, at func(di
 
 // startWake starts the wake-up source of waiter id: rung gets a value for
 // every wake-up. PostgreSQL: LISTEN on the waiter's channel (through
-// ClientOptions.Listener, or the driver); MySQL family: SELECT SLEEP on a
-// connection of its own.
+// ClientOptions.Listener, or the driver); MySQL family: a lock wait on a
+// connection of its own (sleepOn).
 func (h *waiting) startWake(parent context.Context, id int64, rung chan struct{}) (context.CancelFunc, chan struct{}) {
 	ctx, cancel := context.WithCancel(parent)
 	done := make(chan struct{})
@@ -657,22 +657,12 @@ func (h *waiting) startWake(parent context.Context, id int64, rung chan struct{}
 		go func() {
 			defer close(done)
 			for attempt := 1; ctx.Err() == nil; attempt++ {
-				conn, closeConn, err := opener.OwnConn(ctx, core.Seal{})
-				if err != nil {
-					if backoff.Sleep(ctx, backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.Full}.Delay(attempt)) != nil {
-						return
-					}
-					continue
+				if h.sleepOn(ctx, opener, id, ring) {
+					attempt = 0
 				}
-				h.sleepOn(ctx, conn, id, ring)
-				h.wakeable.Store(false)
-				if ctx.Err() != nil {
-					// interrupt our own sleep, so the server ends it now
-					ectx, ecancel := context.WithTimeout(context.Background(), 2*time.Second)
-					_ = h.d.Ring(ectx, h.pool(), id)
-					ecancel()
+				if backoff.Sleep(ctx, backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.Full}.Delay(attempt)) != nil {
+					return
 				}
-				closeConn()
 			}
 		}()
 		return cancel, done
@@ -704,24 +694,50 @@ func (h *waiting) startWake(parent context.Context, id int64, rung chan struct{}
 	return cancel, done
 }
 
-// sleepOn sleeps on conn until ctx ends or the connection fails; each
-// interrupted sleep is a wake-up.
-func (h *waiting) sleepOn(ctx context.Context, conn dialects.Executor, id int64, ring func()) {
+// sleepOn keeps waiter id's two connections of its own (MySQL family):
+// one holds the waiter's lock, the other waits for it until a releasing
+// client interrupts the wait (KILL QUERY) — each interruption is a
+// wake-up. It returns when ctx ends or a connection fails; true when it
+// got as far as waiting.
+func (h *waiting) sleepOn(ctx context.Context, opener interface {
+	OwnConn(context.Context, core.Seal) (dialects.Executor, func() error, error)
+}, id int64, ring func()) bool {
+	hold, closeHold, err := opener.OwnConn(ctx, core.Seal{})
+	if err != nil {
+		return false
+	}
+	defer closeHold()
+	if err := h.d.Hold(ctx, hold, id); err != nil {
+		return false
+	}
+	conn, closeConn, err := opener.OwnConn(ctx, core.Seal{})
+	if err != nil {
+		return false
+	}
+	defer closeConn()
+	defer h.wakeable.Store(false)
 	first := true
 	for ctx.Err() == nil {
 		if first {
-			// reachable from now on (the ring finds the sleep by its text;
-			// one sent before it starts is caught by the read this asks for)
+			// reachable from now on (a ring finds the wait by its text; one
+			// sent before it starts is caught by the read this asks for)
 			h.wakeable.Store(true)
 			ring()
 			first = false
 		}
-		woken, err := h.d.Sleep(ctx, conn, id)
-		if err != nil {
-			return
+		woken, unheld, err := h.d.Sleep(ctx, conn, id)
+		if err != nil || unheld {
+			break // the holding connection is gone: take the lock anew
 		}
 		if woken {
 			ring()
 		}
 	}
+	if ctx.Err() != nil {
+		// interrupt our own wait, so that the server ends it now
+		ectx, ecancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = h.d.Ring(ectx, h.pool(), id)
+		ecancel()
+	}
+	return true
 }

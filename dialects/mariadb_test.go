@@ -24,7 +24,7 @@ func TestMariaDBStatementsReadTheEpochDirectly(t *testing.T) {
 	}
 	t.Run("Acquire returns the base it read, once", func(t *testing.T) {
 		q := MariaDB.Q.LeaseAcquireReturning
-		if strings.Count(q, "@sqlcoord_epoch := f.base") != 1 || !strings.HasSuffix(q, "RETURNING owner, token, expires_at, @sqlcoord_epoch") {
+		if strings.Count(q, "@sqlcoord_epoch := f.base") != 1 || !strings.HasSuffix(q, "RETURNING owner, token, expires_at, @sqlcoord_epoch, expires_at <= UTC_TIMESTAMP(6)") {
 			t.Fatalf("epoch not carried to RETURNING:\n%s", q)
 		}
 	})

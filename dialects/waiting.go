@@ -20,7 +20,7 @@ import (
 // is woken when it may have become the head of a free resource: on
 // PostgreSQL by a NOTIFY on its own channel (WaiterChannel) sent by the
 // statement that freed the resource; on the MySQL family by KILL QUERY of
-// the SELECT SLEEP its Client runs on a connection of its own (Sleep),
+// the lock wait its Client sleeps in on a connection of its own (Sleep),
 // which the freeing client finds by the statement's text. Nothing here
 // takes a snapshot, a read view or a transaction that outlives one
 // statement.
@@ -308,39 +308,57 @@ func (d *Dialect) readQueues(ctx context.Context, pool Executor, names []string,
 	return out, nil
 }
 
-// CanSleep reports whether waiters of this dialect are woken on a
-// connection of their own (Sleep, KILL QUERY): the MySQL family.
+// CanSleep reports whether waiters of this dialect are woken on
+// connections of their own (Hold, Sleep, KILL QUERY): the MySQL family.
 // PostgreSQL waiters listen (WaiterChannel) instead.
 func (d *Dialect) CanSleep() bool { return d.family == "mysql" }
 
-// wakeSleep is the statement a MySQL-family waiter sleeps in; its text
-// names the waiter, so that a releasing client finds the connection in
-// the process list. It reads no table: no transaction, no read view.
+// wakeLock is waiter id's user-level lock, which its Client holds on one
+// connection and waits for on another.
+func wakeLock(id int64) string { return "sqlcoord:wake:" + strconv.FormatInt(id, 10) }
+
+// wakeSleep is the statement a MySQL-family waiter sleeps in: a wait for
+// its own lock, held by its other connection. Its text names the waiter,
+// so that a releasing client finds the connection in the process list
+// and interrupts it with KILL QUERY. It reads no table: no transaction,
+// no read view. (A lock wait, not SELECT SLEEP: MariaDB wakes a killed
+// SLEEP through one mutex that every sleeping session shares, and loses
+// the wake-up now and then; a lock wait has a mutex of its own.)
 func wakeSleep(id int64) string {
-	return "SELECT SLEEP(30) /*sqlcoord:wake " + strconv.FormatInt(id, 10) + "*/"
+	return "SELECT GET_LOCK('" + wakeLock(id) + "', 30) /*sqlcoord:wake " + strconv.FormatInt(id, 10) + "*/"
+}
+
+// Hold takes waiter id's lock on conn (a connection of its own, idle from
+// then on), so that Sleep on another connection waits.
+func (d *Dialect) Hold(ctx context.Context, conn Executor, id int64) error {
+	var got sql.NullInt64
+	if err := conn.QueryRow(ctx, `SELECT GET_LOCK(?, 0)`, wakeLock(id)).Scan(&got); err != nil {
+		return err
+	}
+	if got.Int64 != 1 {
+		return errors.New("sqlcoord: the waiter's wake-up lock is held elsewhere")
+	}
+	return nil
 }
 
 // Sleep runs waiter id's wake-up statement on conn (a connection of its
-// own): it returns woken true when another client interrupted it (Ring),
-// false after 30 s. Also returns the connection's id first, for
-// WaiterRenew (call with connID nil to skip).
-func (d *Dialect) Sleep(ctx context.Context, conn Executor, id int64) (woken bool, err error) {
+// own): woken when another client interrupted it (Ring), false after
+// 30 s; unheld when the lock was free (the holding connection is gone:
+// it is released again here, and Hold must take it anew).
+func (d *Dialect) Sleep(ctx context.Context, conn Executor, id int64) (woken, unheld bool, err error) {
 	var r sql.NullInt64
 	err = conn.QueryRow(ctx, wakeSleep(id)).Scan(&r)
 	if err != nil {
 		if errors.Is(d.Classify(err), ErrQueryCanceled) {
-			return true, nil // KILL QUERY may surface as 1317
+			return true, false, nil // KILL QUERY may surface as 1317
 		}
-		return false, err
+		return false, false, err
 	}
-	return r.Int64 == 1, nil
-}
-
-// ConnID is the server's id of the connection conn (MySQL family).
-func (d *Dialect) ConnID(ctx context.Context, conn Executor) (int64, error) {
-	var id int64
-	err := conn.QueryRow(ctx, `SELECT CONNECTION_ID()`).Scan(&id)
-	return id, err
+	if r.Valid && r.Int64 == 1 {
+		_, err := conn.Exec(ctx, `DO RELEASE_LOCK(?)`, wakeLock(id))
+		return false, true, err
+	}
+	return !r.Valid, false, nil // NULL: interrupted
 }
 
 // mysqlRing interrupts the wake-up sleeps of waiters ids: their
@@ -647,9 +665,9 @@ WHERE w.expires_at < ` + now + ` - INTERVAL ? MICROSECOND`,
 		drop:      `DELETE FROM coord_tickets WHERE seq = ?`,
 		observe:   `INSERT IGNORE INTO coord_observers (queue, waiter, created_at) VALUES (?, ?, ` + now + `)`,
 		unobserve: `DELETE FROM coord_observers WHERE queue = ? AND waiter = ?`,
-		// The wake-up sleeps of this user's connections (the process list
+		// The wake-up waits of this user's connections (the process list
 		// shows another user's only with PROCESS, and KILL needs it).
-		ring: `SELECT ID, INFO FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT SLEEP(30) /*sqlcoord:wake %*/'`,
+		ring: `SELECT ID, INFO FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT GET\\_LOCK(%) /*sqlcoord:wake %*/'`,
 		ringQueue: `SELECT h.waiter FROM (` + mysqlHead("waiter", "?") + `) h
 UNION SELECT o.waiter FROM coord_observers o JOIN coord_waiters x ON x.id = o.waiter WHERE ? AND o.queue = ? AND x.expires_at > ` + now,
 		tickets: `SELECT t.seq, t.owner, t.waiter, COALESCE(w.label, ''), t.created_at, COALESCE(w.expires_at, t.created_at), COALESCE(w.expires_at > ` + now + `, FALSE)

@@ -30,6 +30,7 @@ type Proxy struct {
 	rand  *randomCut
 	delay atomic.Int64 // ns added before each server -> client write
 	stall atomic.Bool  // hold every byte in both directions
+	stmts atomic.Int64 // statements clients sent through (Statements)
 }
 
 // randomCut cuts a share of all COMMITs, each in one of three ways chosen
@@ -103,8 +104,9 @@ func (p *Proxy) accept() {
 		p.conns[c] = s
 		p.mu.Unlock()
 		var muted atomic.Bool
-		go p.pipeUp(c, s, &muted)
-		go p.pipeDown(c, s, &muted)
+		sc := &stmtCounter{n: &p.stmts}
+		go p.pipeUp(c, s, &muted, sc)
+		go p.pipeDown(c, s, &muted, sc)
 	}
 }
 
@@ -119,13 +121,14 @@ func isCommit(chunk []byte) bool {
 
 // pipeUp copies client -> server, watching for an armed COMMIT cut.
 // pipeDown copies server -> client until the connection is muted.
-func (p *Proxy) pipeDown(c, s net.Conn, muted *atomic.Bool) {
+func (p *Proxy) pipeDown(c, s net.Conn, muted *atomic.Bool, sc *stmtCounter) {
 	defer c.Close()
 	defer s.Close()
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := s.Read(buf)
 		if n > 0 {
+			sc.serverSpoke.Store(true) // MySQL's server speaks first
 			if muted.Load() {
 				return
 			}
@@ -143,7 +146,7 @@ func (p *Proxy) pipeDown(c, s net.Conn, muted *atomic.Bool) {
 	}
 }
 
-func (p *Proxy) pipeUp(c, s net.Conn, muted *atomic.Bool) {
+func (p *Proxy) pipeUp(c, s net.Conn, muted *atomic.Bool, sc *stmtCounter) {
 	defer func() {
 		c.Close()
 		s.Close()
@@ -156,6 +159,7 @@ func (p *Proxy) pipeUp(c, s net.Conn, muted *atomic.Bool) {
 		n, err := c.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
+			sc.feed(chunk)
 			p.mu.Lock()
 			arm := p.arm
 			isCommit := (arm != nil || p.rand != nil) && isCommit(chunk)
@@ -203,6 +207,79 @@ func (p *Proxy) pipeUp(c, s net.Conn, muted *atomic.Bool) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// Statements is how many statements clients sent through the proxy so
+// far: PostgreSQL Query and Execute messages, MySQL COM_QUERY and
+// COM_STMT_EXECUTE packets — what the server runs for them.
+func (p *Proxy) Statements() int64 { return p.stmts.Load() }
+
+// Conns is how many client connections are open through the proxy: the
+// server connections of the clients that use it.
+func (p *Proxy) Conns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
+// stmtCounter follows one connection's client-to-server protocol stream
+// and counts its statements.
+type stmtCounter struct {
+	serverSpoke atomic.Bool // before the client's first bytes: MySQL
+	n           *atomic.Int64
+	fed         bool
+	mysql       bool
+	buf         []byte
+	started     bool // PostgreSQL: past the (untyped) startup message
+}
+
+func (sc *stmtCounter) feed(b []byte) {
+	if !sc.fed {
+		sc.fed, sc.mysql = true, sc.serverSpoke.Load()
+	}
+	sc.buf = append(sc.buf, b...)
+	for {
+		if sc.mysql {
+			if len(sc.buf) < 4 {
+				return
+			}
+			size := int(sc.buf[0]) | int(sc.buf[1])<<8 | int(sc.buf[2])<<16
+			if len(sc.buf) < 4+size {
+				return
+			}
+			if sc.buf[3] == 0 && size > 0 && (sc.buf[4] == 0x03 || sc.buf[4] == 0x17) {
+				sc.n.Add(1) // a command (sequence 0): COM_QUERY, COM_STMT_EXECUTE
+			}
+			sc.buf = sc.buf[4+size:]
+			continue
+		}
+		if !sc.started {
+			if len(sc.buf) < 8 {
+				return
+			}
+			size := int(sc.buf[0])<<24 | int(sc.buf[1])<<16 | int(sc.buf[2])<<8 | int(sc.buf[3])
+			if len(sc.buf) < size {
+				return
+			}
+			code := int(sc.buf[4])<<24 | int(sc.buf[5])<<16 | int(sc.buf[6])<<8 | int(sc.buf[7])
+			if code != 80877103 && code != 80877104 { // not SSL/GSS negotiation
+				sc.started = true
+			}
+			sc.buf = sc.buf[size:]
+			continue
+		}
+		if len(sc.buf) < 5 {
+			return
+		}
+		size := int(sc.buf[1])<<24 | int(sc.buf[2])<<16 | int(sc.buf[3])<<8 | int(sc.buf[4])
+		if len(sc.buf) < 1+size {
+			return
+		}
+		if sc.buf[0] == 'Q' || sc.buf[0] == 'E' {
+			sc.n.Add(1)
+		}
+		sc.buf = sc.buf[1+size:]
 	}
 }
 
