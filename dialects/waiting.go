@@ -702,7 +702,7 @@ JOIN information_schema.INNODB_TRX b ON b.trx_id = lw.blocking_trx_id
 JOIN information_schema.PROCESSLIST p ON p.ID = b.trx_mysql_thread_id
 WHERE r.trx_query LIKE ? AND b.trx_mysql_thread_id <> CONNECTION_ID() AND b.trx_started <= NOW(6) - INTERVAL ? MICROSECOND
   AND (? OR (p.COMMAND = 'Sleep' AND p.TIME_MS >= ?))`,
-		gate: `INSERT IGNORE INTO coord_lease_gates (name, revoked_below, updated_at) VALUES (?, 0, ` + now + `)`,
+		gate:      `INSERT IGNORE INTO coord_lease_gates (name, revoked_below, updated_at) VALUES (?, 0, ` + now + `)`,
 		gateLease: `SELECT COUNT(*) > 0 FROM coord_leases WHERE name = ? AND owner = ? AND token = ? AND expires_at > ` + now + ` LOCK IN SHARE MODE`,
 		// The fence rises only when the gate admits the token (the gate's
 		// row is share-locked by the caller: its value cannot change
