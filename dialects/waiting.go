@@ -711,8 +711,8 @@ WHERE r.trx_query LIKE ? AND b.trx_mysql_thread_id <> CONNECTION_ID() AND b.trx_
 		fenceLease: MarkFence + ` INSERT INTO coord_fences (resource, fence, updated_at) SELECT ?, ?, ` + now + `
 FROM coord_lease_gates g JOIN (SELECT ` + epoch + ` AS b) e WHERE g.name = ? AND g.revoked_below <= ? AND e.b >= ? AND e.b < ?
 ON DUPLICATE KEY UPDATE
-  updated_at = IF(fence <= VALUES(fence), VALUES(updated_at), updated_at),
-  fence      = IF(fence <= VALUES(fence), VALUES(fence), fence)`,
+  updated_at = IF(coord_fences.fence <= VALUES(fence), VALUES(updated_at), coord_fences.updated_at),
+  fence      = IF(coord_fences.fence <= VALUES(fence), VALUES(fence), coord_fences.fence)`,
 		// The fence (our own write, or a newer one) and the gate, both
 		// as last committed or written by the caller. Args: resource, lease.
 		fenceLeaseRead: `SELECT f.fence, g.revoked_below FROM coord_lease_gates g LEFT JOIN coord_fences f ON f.resource = ? WHERE g.name = ? LOCK IN SHARE MODE`,
