@@ -10,6 +10,8 @@ import (
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/core"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/internal/valid"
 )
 
 // Waiting costs the database one committed row per wait and nothing held
@@ -740,4 +742,60 @@ func (h *waiting) sleepOn(ctx context.Context, opener interface {
 		ecancel()
 	}
 	return true
+}
+
+// Waiter is one wait in a queue, as operators see it (Election.Waiters,
+// Semaphore.Waiters, Client.LeaseWaiters): in arrival order, the head
+// first.
+type Waiter struct {
+	// Owner is the lease owner it waits to become: a candidate's id, a
+	// permit's or a lease's owner.
+	Owner string
+	// Client names the waiting Client (host:pid:…); Since is when it
+	// queued (database clock).
+	Client string
+	Since  time.Time
+	// Live: its Client renewed its waiter row in time, so the wait counts;
+	// a dead one (its process died or froze) is skipped and cleaned up.
+	Live bool
+}
+
+// QueueWaiters lists up to limit waits in queue (a lease's name, an
+// election's "election:" + name, a semaphore's "semaphore:" + name), in
+// arrival order; limit ≤ 0 means 100. For any driver (the CLI's, the
+// console's).
+func QueueWaiters(ctx context.Context, db sqlcoord.Base, queue string, limit int) ([]Waiter, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	ts, err := db.Dialect().Tickets(ctx, db.Executor(), queue, limit)
+	if err != nil {
+		return nil, errs.Errorf("coord: list the waiters of %s: %w", valid.Quote(queue), db.Dialect().Classify(err))
+	}
+	out := make([]Waiter, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, Waiter{Owner: t.Owner, Client: t.Label, Since: t.Since, Live: t.Live})
+	}
+	return out, nil
+}
+
+// LeaseWaiters lists the waits for lease name (AcquireWait), in arrival
+// order.
+func (c *Client[TTx]) LeaseWaiters(ctx context.Context, name string) ([]Waiter, error) {
+	if err := validName("lease", name); err != nil {
+		return nil, err
+	}
+	return QueueWaiters(ctx, c.drv, name, 0)
+}
+
+// Waiters lists the candidates waiting in Campaign, in arrival order (the
+// next leader first).
+func (e *Election[TTx]) Waiters(ctx context.Context) ([]Waiter, error) {
+	return QueueWaiters(ctx, e.c.drv, e.lease, 0)
+}
+
+// Waiters lists the callers waiting in Acquire for a permit, in arrival
+// order.
+func (s *Semaphore[TTx]) Waiters(ctx context.Context) ([]Waiter, error) {
+	return QueueWaiters(ctx, s.c.drv, s.queue(), 0)
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -34,7 +36,7 @@ func TestLeaderAndSemaphoreCLI(t *testing.T) {
 		})
 		t.Run("leader show", func(t *testing.T) {
 			out, err := runCLI(t, "leader", "show", "scheduler", "--dsn", env.DSN, "--json")
-			if err != nil || !strings.Contains(out, `"ID": "node-a"`) {
+			if err != nil || !strings.Contains(out, `"id": "node-a"`) {
 				t.Fatalf("%v\n%s", err, out)
 			}
 		})
@@ -49,8 +51,40 @@ func TestLeaderAndSemaphoreCLI(t *testing.T) {
 			if err := l.Proclaim(ctx, "x"); !errors.Is(err, coord.ErrNotLeader) {
 				t.Fatalf("deposed leader's Proclaim: %v", err)
 			}
-			if _, err := runCLI(t, "leader", "show", "scheduler", "--dsn", env.DSN); err == nil {
-				t.Fatal("show without a leader succeeded")
+			if out, err := runCLI(t, "leader", "show", "scheduler", "--dsn", env.DSN); err != nil || !strings.Contains(out, "no leader") {
+				t.Fatalf("show without a leader: %v\n%s", err, out)
+			}
+		})
+		t.Run("leader show lists the candidates waiting, in queue order", func(t *testing.T) {
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			lead, err := e.Campaign(ctx, "again")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lead.Resign(ctx)
+			for i, id := range []string{"node-b", "node-c"} {
+				f, _ := coord.New(env.DB).Election("scheduler", coord.ElectionOptions{ID: id, TTL: 30 * time.Second})
+				go f.Campaign(wctx, id)
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					ws, _ := f.Waiters(ctx)
+					if len(ws) == i+1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the candidate did not queue")
+					}
+				}
+			}
+			out, err := runCLI(t, "leader", "show", "scheduler", "--dsn", env.DSN)
+			b, c := strings.Index(out, "node-b"), strings.Index(out, "node-c")
+			if err != nil || b < 0 || c < b || !strings.Contains(out, "waiting, in queue order (2)") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+		t.Run("an election nobody ever led or waited in is not found", func(t *testing.T) {
+			if out, err := runCLI(t, "leader", "show", "schedulr", "--dsn", env.DSN); exitCode(ctx, err) != exitNotFound {
+				t.Fatalf("exit %d: %s", exitCode(ctx, err), out)
 			}
 		})
 		t.Run("bad election name", func(t *testing.T) {
@@ -95,5 +129,62 @@ func TestLeaderAndSemaphoreCLI(t *testing.T) {
 				t.Fatalf("release of a revoked permit: %v", err)
 			}
 		})
+		t.Run("a mistyped semaphore is reported, not created", func(t *testing.T) {
+			for _, args := range [][]string{{"show", "exprots"}, {"set", "exprots", "3"}, {"release", "exprots", "0"}} {
+				out, err := runCLI(t, append(append([]string{"semaphore"}, args...), "--dsn", env.DSN)...)
+				if exitCode(ctx, err) != exitNotFound || !strings.Contains(err.Error(), "no semaphore") {
+					t.Fatalf("semaphore %v: exit %d, %v\n%s", args, exitCode(ctx, err), err, out)
+				}
+			}
+			if n := len(mustSemaphores(t, c)); n != 1 {
+				t.Fatalf("%d semaphores recorded, want 1", n)
+			}
+			if out, err := runCLI(t, "semaphore", "set", "exprots", "3", "--create", "--dsn", env.DSN); err != nil {
+				t.Fatalf("set --create: %v\n%s", err, out)
+			}
+		})
+		t.Run("semaphore show lists the waiters, in queue order", func(t *testing.T) {
+			q, _ := c.Semaphore("queued", 1)
+			held, err := q.TryAcquire(ctx, "holder", 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Release(ctx, held)
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			for i, id := range []string{"w-1", "w-2"} {
+				go q.Acquire(wctx, id, time.Minute)
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					ws, _ := q.Waiters(ctx)
+					if len(ws) == i+1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the waiter did not queue")
+					}
+				}
+			}
+			out, err := runCLI(t, "semaphore", "show", "queued", "--dsn", env.DSN, "--json")
+			var doc struct {
+				Waiters []struct {
+					Position int    `json:"position"`
+					Owner    string `json:"owner"`
+					Live     bool   `json:"live"`
+				} `json:"waiters"`
+			}
+			if err != nil || json.Unmarshal([]byte(out), &doc) != nil || len(doc.Waiters) != 2 ||
+				doc.Waiters[0].Owner != "w-1" || doc.Waiters[1].Position != 2 || !doc.Waiters[1].Live {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
 	})
+}
+
+func mustSemaphores(t *testing.T, c *coord.Client[*sql.Tx]) []coord.SemaphoreInfo {
+	t.Helper()
+	ss, err := c.Semaphores(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
 }

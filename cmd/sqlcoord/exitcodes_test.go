@@ -131,6 +131,12 @@ func TestExitCodeMatrix(t *testing.T) {
 			t.Errorf("outbox requeue of no message claims a result:\n%s", out)
 		}
 		check(exitNotFound, "jobs", "list", "--job", "nosuch")
+		check(exitNotFound, "semaphore", "show", "nosuch")
+		check(exitNotFound, "semaphore", "set", "nosuch", "3")
+		check(exitNotFound, "semaphore", "release", "nosuch", "0")
+		check(exitOK, "semaphore", "set", "nosuch", "3", "--create")
+		check(exitOK, "semaphore", "show", "nosuch")
+		check(exitNotFound, "leader", "show", "nosuch")
 		// SIGINT stops the relay cleanly, and it did not finish: 130
 		relay := exec.Command(bin, append([]string{"relay"}, dsn...)...)
 		relay.Env = append(os.Environ(), "SQLCOORD_DSN=", "SQLCOORD_POOLER=")

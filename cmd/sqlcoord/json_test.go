@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
@@ -85,7 +86,7 @@ func badKeys(v any, path string, nullable map[string]bool) []string {
 func TestJSONGolden(t *testing.T) {
 	t.Parallel()
 	// values that may be null: a time not reached yet, a fact not read
-	nullable := map[string]bool{"started_at": true, "heartbeat_at": true, "finished_at": true, "retry_at": true, "server": true, "schema": true}
+	nullable := map[string]bool{"started_at": true, "heartbeat_at": true, "finished_at": true, "retry_at": true, "server": true, "schema": true, "leader": true}
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		ctx := context.Background()
 		dsn := []string{"--json", "--dsn", env.DSN}
@@ -171,6 +172,38 @@ func TestJSONGolden(t *testing.T) {
 			}
 			t.Cleanup(func() { env.DB.Executor().Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot) })
 		}
+		// an election with a leader and a candidate waiting; a semaphore
+		// with a holder and a waiter
+		cl := coord.New(env.DB)
+		wctx, stopWaiting := context.WithCancel(ctx)
+		defer stopWaiting()
+		el, _ := cl.Election("golden", coord.ElectionOptions{ID: "leader", TTL: time.Minute})
+		if _, err := el.Campaign(ctx, "value"); err != nil {
+			t.Fatal(err)
+		}
+		follower, _ := coord.New(env.DB).Election("golden", coord.ElectionOptions{ID: "follower", TTL: time.Minute})
+		go follower.Campaign(wctx, "")
+		sem, _ := cl.Semaphore("golden", 1)
+		if _, err := sem.TryAcquire(ctx, "holder", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		go sem.Acquire(wctx, "waiter", time.Minute)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			a, _ := el.Waiters(ctx)
+			b, _ := sem.Waiters(ctx)
+			if len(a) == 1 && len(b) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the waiters did not queue")
+			}
+		}
+		golden("leader_list", "leader", "list")
+		golden("leader_show", "leader", "show", "golden")
+		golden("semaphore_list", "semaphore", "list")
+		golden("semaphore_show", "semaphore", "show", "golden")
+		golden("semaphore_set", "semaphore", "set", "golden", "2")
+		golden("leader_resign", "leader", "resign", "golden")
 		golden("doctor", "doctor")
 		golden("saga_list", "saga", "list", "--filter", "all")
 		golden("saga_show", "saga", "show", "order-1")
