@@ -411,18 +411,51 @@ func (c *Console) members(ctx context.Context, _ *http.Request, now time.Time) (
 }
 
 type electionsData struct {
-	Elections  []coord.Leader
-	Semaphores []coord.SemaphoreInfo
+	Elections  []electionRow
+	Semaphores []semaphoreRow
 }
 
+// electionRow and semaphoreRow carry their queue's first waiters (the
+// head first) and how many wait.
+type electionRow struct {
+	coord.Leader
+	Waiters []coord.Waiter
+}
+
+type semaphoreRow struct {
+	coord.SemaphoreInfo
+	Waiters []coord.Waiter
+}
+
+// shownWaiters is how many of a queue's waiters the page lists.
+const shownWaiters = 20
+
 func (c *Console) elections(ctx context.Context, _ *http.Request, now time.Time) (string, any, error) {
+	const title = "Leaders and semaphores"
 	var d electionsData
-	var err error
-	if d.Elections, err = coord.ListElections(ctx, c.db, 200); err != nil {
-		return "Leaders and semaphores", nil, err
+	es, err := coord.ListElections(ctx, c.db, 200)
+	if err != nil {
+		return title, nil, err
 	}
-	d.Semaphores, err = coord.ListSemaphores(ctx, c.db, 200)
-	return "Leaders and semaphores", d, err
+	for _, e := range es {
+		ws, err := coord.QueueWaiters(ctx, c.db, "election:"+e.Election, shownWaiters)
+		if err != nil {
+			return title, nil, err
+		}
+		d.Elections = append(d.Elections, electionRow{e, ws})
+	}
+	ss, err := coord.ListSemaphores(ctx, c.db, 200)
+	if err != nil {
+		return title, nil, err
+	}
+	for _, s := range ss {
+		ws, err := coord.QueueWaiters(ctx, c.db, "semaphore:"+s.Name, shownWaiters)
+		if err != nil {
+			return title, nil, err
+		}
+		d.Semaphores = append(d.Semaphores, semaphoreRow{s, ws})
+	}
+	return title, d, nil
 }
 
 func (c *Console) now(ctx context.Context) (time.Time, error) {

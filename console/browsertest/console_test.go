@@ -380,8 +380,21 @@ func TestConsoleInBrowser(t *testing.T) {
 			if _, err := sem.TryAcquire(ctx, "worker-1", time.Minute); err != nil {
 				t.Fatal(err)
 			}
+			// a candidate waiting in the election's queue
+			wctx, stop := context.WithCancel(ctx)
+			t.Cleanup(stop)
+			follower, _ := coord.New(db).Election("scheduler", coord.ElectionOptions{ID: "node-b", TTL: time.Minute})
+			go follower.Campaign(wctx, "")
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if ws, _ := follower.Waiters(ctx); len(ws) == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the candidate did not queue")
+				}
+			}
 			text := visit(t, ctx, srv.URL+"/elections")
-			wantText(t, "elections", text, "scheduler", "node-a", "10.0.0.7:8080", "exports")
+			wantText(t, "elections", text, "scheduler", "node-a", "10.0.0.7:8080", "exports", "node-b", "Waiting, in queue order")
 			noClumsyPlurals(t, "elections", text)
 			shot(t, ctx, fam+"-elections")
 		})
