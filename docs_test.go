@@ -55,7 +55,7 @@ func TestDocSnippetsCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	require := strings.Replace(string(gomod), "module github.com/sqlcoord/sqlcoord", "module snippets", 1)
-	require += fmt.Sprintf("\nrequire github.com/sqlcoord/sqlcoord v1.1.0\n\nreplace github.com/sqlcoord/sqlcoord => %s\n", root)
+	require += fmt.Sprintf("\nrequire github.com/sqlcoord/sqlcoord v1.2.0\n\nreplace github.com/sqlcoord/sqlcoord => %s\n", root)
 	write(t, filepath.Join(dir, "go.mod"), require)
 	sum, _ := os.ReadFile("go.sum")
 	write(t, filepath.Join(dir, "go.sum"), string(sum))

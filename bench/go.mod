@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/google/uuid v1.6.0
-	github.com/sqlcoord/sqlcoord v1.1.0
+	github.com/sqlcoord/sqlcoord v1.2.0
 	gonum.org/v1/plot v0.17.0
 )
 

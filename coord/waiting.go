@@ -77,10 +77,13 @@ const (
 	waiterLinger = 3 * time.Second
 	// minReadGap spaces reads that the clock (not a wake-up) asks for.
 	minReadGap = 2 * time.Millisecond
-	// safetyListening is the longest a Client that can be woken goes
-	// without reading its queues (a wake-up lost to a reconnecting
-	// listener, a MySQL ring between two sleeps or from another node).
-	safetyListening = 500 * time.Millisecond
+	// safetySleeping and safetyListening are the longest a Client that
+	// can be woken goes without reading its queues: on MySQL/MariaDB a
+	// ring can miss (it arrived between two waits, or from a client on
+	// another Galera node); on PostgreSQL a NOTIFY is lost only while the
+	// listener reconnects, which asks for a read when it is back.
+	safetySleeping  = 500 * time.Millisecond
+	safetyListening = 5 * time.Second
 	// DefaultWaitPoll is how often a Client that cannot be woken (a
 	// transaction-mode pooler in front of PostgreSQL, MySQL without
 	// KILL rights) reads its queues; ClientOptions.PollInterval.
@@ -409,6 +412,9 @@ func (h *waiting) loop() {
 		safety := h.opt.PollInterval
 		if h.wakeable.Load() {
 			safety = safetyListening
+			if h.d.CanSleep() {
+				safety = safetySleeping
+			}
 		}
 		d = min(max(d, minReadGap), safety, time.Until(renewAt), waiterLinger)
 		if !idleSince.IsZero() {

@@ -9,10 +9,10 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
-	github.com/sqlcoord/sqlcoord v1.1.0
-	github.com/sqlcoord/sqlcoord/bench v1.1.0
-	github.com/sqlcoord/sqlcoord/outbox/kafkapub v1.1.0
-	github.com/sqlcoord/sqlcoord/outbox/natspub v1.1.0
+	github.com/sqlcoord/sqlcoord v1.2.0
+	github.com/sqlcoord/sqlcoord/bench v1.2.0
+	github.com/sqlcoord/sqlcoord/outbox/kafkapub v1.2.0
+	github.com/sqlcoord/sqlcoord/outbox/natspub v1.2.0
 )
 
 require (

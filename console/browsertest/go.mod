@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/chromedp/chromedp v0.23.1
-	github.com/sqlcoord/sqlcoord v1.1.0
+	github.com/sqlcoord/sqlcoord v1.2.0
 )
 
 require (

@@ -3,7 +3,7 @@ module github.com/sqlcoord/sqlcoord/outbox/kafkapub
 go 1.26.0
 
 require (
-	github.com/sqlcoord/sqlcoord v1.1.0
+	github.com/sqlcoord/sqlcoord v1.2.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 )

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.56.0
-	github.com/sqlcoord/sqlcoord v1.1.0
+	github.com/sqlcoord/sqlcoord v1.2.0
 )
 
 require (

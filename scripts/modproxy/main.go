@@ -23,7 +23,7 @@ import (
 func main() {
 	root := flag.String("root", ".", "the checkout")
 	out := flag.String("out", "", "proxy directory to write")
-	version := flag.String("version", "v1.1.0", "version every module is published at")
+	version := flag.String("version", "v1.2.0", "version every module is published at")
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "modproxy: -out is required")
