@@ -281,7 +281,7 @@ func TestFrozenFencedLeaderDoesNotBlockSuccessor(t *testing.T) {
 			dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 				logDDL(t, env, "frozen_log")
 				a := dbtest.Spawn(t, "fenced-leader", "DSN="+env.DSN, "ID=a", "FENCE="+fence, "FENCE_GRACE="+os.Getenv("FENCE_GRACE"))
-				inside := strings.Fields(a.WaitLine(t, "INSIDE", 30*time.Second))
+				a.WaitLine(t, "INSIDE", 30*time.Second) // leading
 				b := dbtest.Spawn(t, "fenced-leader", "DSN="+env.DSN, "ID=b", "FENCE="+fence, "FENCE_GRACE="+os.Getenv("FENCE_GRACE"))
 				defer b.Kill()
 				// freeze a inside a fenced transaction (after an INSIDE line
@@ -290,7 +290,7 @@ func TestFrozenFencedLeaderDoesNotBlockSuccessor(t *testing.T) {
 				for tickets(t, env, "election:frozen") == 0 && time.Now().Before(deadline) {
 					time.Sleep(5 * time.Millisecond)
 				}
-				inside = strings.Fields(a.WaitLine(t, "INSIDE", 5*time.Second))
+				inside := strings.Fields(a.WaitLine(t, "INSIDE", 5*time.Second))
 				a.Signal(syscall.SIGSTOP)
 				frozen := time.Now()
 				term, _ := strconv.ParseInt(inside[1], 10, 64)

@@ -88,12 +88,17 @@ type candidate struct {
 }
 
 func startCandidate(sys electionSystem, name, id string) (*candidate, error) {
+	return startRole("candidate", "SYSTEM="+sys.name, "ADDR="+sys.addr, "NAME="+name, "ID="+id)
+}
+
+// startRole starts a process of this binary in role (PEERS_ROLE) with env.
+func startRole(role string, env ...string) (*candidate, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), "PEERS_ROLE=candidate", "SYSTEM="+sys.name, "ADDR="+sys.addr, "NAME="+name, "ID="+id)
+	cmd.Env = append(append(os.Environ(), "PEERS_ROLE="+role), env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -103,7 +108,7 @@ func startCandidate(sys electionSystem, name, id string) (*candidate, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &candidate{cmd: cmd, lines: make(chan string, 16)}
+	c := &candidate{cmd: cmd, lines: make(chan string, 4096)}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {

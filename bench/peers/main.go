@@ -44,7 +44,7 @@ var (
 	msgs       = flag.Int("msgs", 200000, "messages per drain (≥ 200,000 so that start-up does not dominate)")
 	dur        = flag.Duration("duration", 2*time.Second, "measuring time of a throughput case")
 	outPath    = flag.String("out", "", "also write the markdown table here")
-	only       = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, stream-idle, latency, latency-mariadb, snowflake, election, election-mariadb); default all")
+	only       = flag.String("only", "", "comma-separated comparisons to run (drain-pg, drain-mariadb, enqueue, stream, stream-idle, latency, latency-mariadb, snowflake, election, election-mariadb, waiters, waiters-mariadb, waiters-pgbouncer, waiters-etcd); default all")
 	rates      = flag.String("rates", "100,1000,10000", "offered rates (msgs/s) of the latency comparisons")
 	casesFlag  = flag.String("cases", "", "latency comparisons: run only the systems whose name contains one of these comma-separated words")
 	wmPoll     = flag.Duration("watermill-poll", time.Millisecond, "watermill-sql's PollInterval in the latency comparison")
@@ -182,8 +182,12 @@ func compare(name, unit, peer string, ours, theirs func() (float64, error)) row 
 }
 
 func main() {
-	if os.Getenv("PEERS_ROLE") == "candidate" { // a process of the election comparison
+	switch os.Getenv("PEERS_ROLE") {
+	case "candidate": // a process of the election comparison
 		candidateMain()
+		return
+	case "waiter": // a process of the waiters at scale
+		waiterMain()
 		return
 	}
 	flag.Parse()
@@ -258,6 +262,9 @@ func main() {
 	}
 	if want("election") || want("election-mariadb") {
 		rows = append(rows, elections(ctx, *only != "")...)
+	}
+	if want("waiters") || want("waiters-mariadb") || want("waiters-pgbouncer") || want("waiters-etcd") {
+		extra += waiterScale(ctx, *only != "")
 	}
 	md := table(rows) + extra
 	fmt.Print("\n" + md)
