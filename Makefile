@@ -12,7 +12,7 @@ MODULES := . bench cmd/sqlcoord outbox/natspub outbox/kafkapub console/browserte
 # bench/peers (River, watermill-sql, snowflake) builds only for `make bench-peers`.
 # scripts/modproxy writes a local module proxy for install-test.
 
-.PHONY: tidy setup test test-short test-ha lint vet demo bench bench-peers soak build clean install-test
+.PHONY: tidy setup test test-short test-ha lint vet demo bench bench-peers bench-regress soak build clean install-test
 
 # Idempotent: installs the database servers when missing, downloads modules.
 setup:
@@ -75,6 +75,13 @@ bench: setup build
 bench-peers: setup
 	@bash scripts/setup.sh --ha # etcd-server, for the election comparison
 	cd bench/peers && $(GO) run . -rounds 3 -out ../out-peers.md $(ARGS)
+
+# The working tree against the previous release (the newest in RELEASES,
+# or ARGS="-prev 1.0.0"): both CLIs built, the same throwaway servers
+# (fsync on), interleaved rounds; prints head ÷ previous per case and
+# names the cases slower in every round.
+bench-regress: setup
+	cd bench && $(GO) run ./regress $(ARGS)
 
 # Every primitive together for 30 minutes (ARGS="-duration 4h" for hours)
 # on throwaway PostgreSQL and MariaDB servers, with relays and schedulers

@@ -1,0 +1,244 @@
+// Command regress measures this working tree against the previous release
+// in the same run: it builds both CLIs (the release from its recorded
+// commit, see RELEASES), starts throwaway PostgreSQL and MariaDB servers
+// with fsync on, and runs `sqlcoord bench primitives` with each binary in
+// turn — rounds alternate which goes first, each run on a database of its
+// own migrated by that binary — then prints head ÷ previous per case with
+// the range over rounds, and names every case worse than 0.95× in all
+// rounds (the noise of the machine, measured by the rounds themselves).
+//
+// Run: make bench-regress (ARGS="-rounds 3 -prev v1.1.0 -groups locks").
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sqlcoord/sqlcoord/bench"
+	"github.com/sqlcoord/sqlcoord/internal/localdb"
+)
+
+var (
+	prev     = flag.String("prev", "", "the previous release: a version listed in RELEASES (default: the newest) or a commit")
+	rounds   = flag.Int("rounds", 2, "interleaved rounds (each runs both binaries on both dialects)")
+	groups   = flag.String("groups", "locks,idempotency,ids,jobs,outbox,saga", "bench primitives groups")
+	clients  = flag.String("clients", "8", "concurrent clients, comma-separated")
+	duration = flag.Duration("duration", 3*time.Second, "measuring time per case")
+	dialects = flag.String("dialects", "postgres,mysql", "families to run on")
+	outPath  = flag.String("out", "", "also write the report (markdown) here")
+	slower   = flag.Float64("threshold", 0.95, "a case below this head ÷ previous in every round is named a regression")
+)
+
+func main() {
+	flag.Parse()
+	ctx := context.Background()
+	root, err := repoRoot()
+	if err != nil {
+		fail(err)
+	}
+	version, commit, err := release(root, *prev)
+	if err != nil {
+		fail(err)
+	}
+	work, err := os.MkdirTemp("", "sqlcoord-regress")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(work)
+	fmt.Fprintf(os.Stderr, "regress: building the previous release %s (%s) and the working tree\n", version, commit)
+	prevBin, err := buildAt(ctx, root, work, commit)
+	if err != nil {
+		fail(err)
+	}
+	headBin := filepath.Join(work, "sqlcoord-head")
+	if err := run(ctx, filepath.Join(root, "cmd", "sqlcoord"), "go", "build", "-tags", "bench,full", "-o", headBin, "."); err != nil {
+		fail(err)
+	}
+	os.Setenv("SQLCOORD_PG_ARGS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_preload_libraries=pg_stat_statements")
+	os.Setenv("SQLCOORD_MYSQL_ARGS", "--innodb-flush-log-at-trx-commit=1")
+	type key struct{ dialect, group, name string }
+	ratios := map[key][]float64{}
+	var order []key
+	var notes []string
+	for _, fam := range strings.Split(*dialects, ",") {
+		srv, err := localdb.Start(ctx, fam)
+		if err != nil {
+			fail(err)
+		}
+		for r := 0; r < *rounds; r++ {
+			bins := []struct{ name, path string }{{"previous", prevBin}, {"head", headBin}}
+			if r%2 == 1 {
+				bins[0], bins[1] = bins[1], bins[0]
+			}
+			got := map[string]map[key]bench.Result{}
+			for _, b := range bins {
+				db := fmt.Sprintf("regress_%s_%d", b.name, r)
+				dsn, err := srv.CreateDatabase(ctx, db)
+				if err != nil {
+					fail(err)
+				}
+				res, err := primitives(ctx, b.path, dsn, filepath.Join(work, db))
+				if err != nil {
+					fail(fmt.Errorf("%s on %s: %w", b.name, fam, err))
+				}
+				got[b.name] = map[key]bench.Result{}
+				for _, x := range res {
+					got[b.name][key{x.Dialect, x.Group, fmt.Sprintf("%s, %d clients", x.Case, x.Clients)}] = x
+				}
+				srv.DropDatabase(ctx, db)
+			}
+			for k, h := range got["head"] {
+				p, ok := got["previous"][k]
+				if !ok || p.OpsPerS <= 0 || h.OpsPerS <= 0 {
+					continue
+				}
+				if _, seen := ratios[k]; !seen {
+					order = append(order, k)
+				}
+				ratios[k] = append(ratios[k], h.OpsPerS/p.OpsPerS)
+			}
+			for k := range got["previous"] {
+				if _, ok := got["head"][k]; !ok && r == 0 {
+					notes = append(notes, fmt.Sprintf("%s %s %q: only in the previous release", k.dialect, k.group, k.name))
+				}
+			}
+		}
+		srv.Stop()
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		if order[i].dialect != order[j].dialect {
+			return order[i].dialect < order[j].dialect
+		}
+		return order[i].group < order[j].group
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Regression: the working tree ÷ %s (%s)\n\n", version, commit)
+	fmt.Fprintf(&b, "`make bench-regress ARGS=\"-rounds %d -groups %s -clients %s -duration %v\"`: both CLIs' `bench primitives` on the same throwaway servers (fsync on), %d rounds alternating which goes first, a fresh database each. Throughput head ÷ previous: median of the rounds, and their range.\n\n",
+		*rounds, *groups, *clients, *duration, *rounds)
+	b.WriteString("| dialect | group | case | head ÷ previous | range | |\n|---|---|---|---|---|---|\n")
+	var regressions []string
+	for _, k := range order {
+		rs := ratios[k]
+		sort.Float64s(rs)
+		med := rs[len(rs)/2]
+		verdict := ""
+		if rs[len(rs)-1] < *slower {
+			verdict = "**slower**"
+			regressions = append(regressions, fmt.Sprintf("%s %s %s: %.2f×", k.dialect, k.group, k.name, med))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %.2f–%.2f | %s |\n", k.dialect, k.group, k.name, med, rs[0], rs[len(rs)-1], verdict)
+	}
+	if len(regressions) == 0 {
+		fmt.Fprintf(&b, "\nNo case below %.2f× in every round.\n", *slower)
+	} else {
+		fmt.Fprintf(&b, "\nBelow %.2f× in every round:\n\n", *slower)
+		for _, r := range regressions {
+			fmt.Fprintf(&b, "- %s\n", r)
+		}
+	}
+	for _, n := range notes {
+		fmt.Fprintf(&b, "\n%s", n)
+	}
+	fmt.Print(b.String())
+	if *outPath != "" {
+		if err := os.WriteFile(*outPath, []byte(b.String()), 0o644); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// primitives runs `bin bench primitives` against dsn and reads its JSON.
+func primitives(ctx context.Context, bin, dsn, out string) ([]bench.Result, error) {
+	args := []string{"bench", "primitives", "--dsn", dsn, "--groups", *groups, "--clients", *clients, "--duration", duration.String(), "--out", out}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "SQLCOORD_DSN=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, tail(string(b), 20))
+	}
+	data, err := os.ReadFile(filepath.Join(out, "primitives.json"))
+	if err != nil {
+		return nil, err
+	}
+	var rs []bench.Result
+	if err := json.Unmarshal(data, &rs); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// release resolves want (a version in RELEASES, "" for the newest, or a
+// commit) to its version and commit.
+func release(root, want string) (string, string, error) {
+	f, err := os.Open(filepath.Join(root, "RELEASES"))
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	var last [2]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 2 || strings.HasPrefix(fs[0], "#") {
+			continue
+		}
+		if want != "" && (fs[0] == want || "v"+fs[0] == want || strings.TrimPrefix(want, "v") == fs[0]) {
+			return fs[0], fs[1], nil
+		}
+		last = [2]string{fs[0], fs[1]}
+	}
+	if want != "" {
+		return want, want, nil // a commit
+	}
+	if last[1] == "" {
+		return "", "", errors.New("RELEASES lists no release")
+	}
+	return last[0], last[1], nil
+}
+
+// buildAt builds the CLI (with benchmarks) of commit in a worktree.
+func buildAt(ctx context.Context, root, work, commit string) (string, error) {
+	tree := filepath.Join(work, "prev")
+	if err := run(ctx, root, "git", "worktree", "add", "--detach", tree, commit); err != nil {
+		return "", err
+	}
+	defer run(context.Background(), root, "git", "worktree", "remove", "--force", tree)
+	bin := filepath.Join(work, "sqlcoord-prev")
+	return bin, run(ctx, filepath.Join(tree, "cmd", "sqlcoord"), "go", "build", "-tags", "bench,full", "-o", bin, ".")
+}
+
+func run(ctx context.Context, dir, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, tail(string(out), 20))
+	}
+	return nil
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+func tail(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "regress:", err)
+	os.Exit(1)
+}
