@@ -126,6 +126,7 @@ type sample struct {
 	DeadTuples      int64              `json:"dead_tuples,omitempty"`
 	Autovacuums     int64              `json:"autovacuums,omitempty"`
 	HistoryLength   int64              `json:"history_list_length,omitempty"`
+	OldestXminAge   int64              `json:"oldest_xmin_age,omitempty"`  // PostgreSQL: transactions since the oldest snapshot of the database's sessions
 	PurgeLag        int64              `json:"purge_lag_trx,omitempty"`    // MariaDB: transactions not yet purged (Trx id counter − purge done)
 	SlotMB          float64            `json:"slot_retained_mb,omitempty"` // PostgreSQL: WAL the streaming relays' slot retains
 	Errors          int64              `json:"errors"`                     // producer errors in the window (a restart's)
@@ -601,12 +602,13 @@ func (s *soakRun) sampler(ctx context.Context) {
 			s.mu.Lock()
 			if n := len(s.rep.Samples); n > 0 {
 				p := s.rep.Samples[n-1]
-				sm.ServerConns, sm.TableMB, sm.DeadTuples, sm.Autovacuums, sm.HistoryLength, sm.PurgeLag, sm.SlotMB = p.ServerConns, p.TableMB, p.DeadTuples, p.Autovacuums, p.HistoryLength, p.PurgeLag, p.SlotMB
+				sm.ServerConns, sm.TableMB, sm.DeadTuples, sm.Autovacuums, sm.HistoryLength, sm.PurgeLag, sm.SlotMB, sm.OldestXminAge = p.ServerConns, p.TableMB, p.DeadTuples, p.Autovacuums, p.HistoryLength, p.PurgeLag, p.SlotMB, p.OldestXminAge
 			}
 			s.mu.Unlock()
 			sm.ServerDown = true
 		} else if pg {
 			s.db.QueryRowContext(sctx, `SELECT COALESCE(SUM(n_dead_tup), 0), COALESCE(SUM(autovacuum_count), 0) FROM pg_stat_user_tables WHERE relname LIKE 'coord\_%'`).Scan(&sm.DeadTuples, &sm.Autovacuums)
+			s.db.QueryRowContext(sctx, `SELECT COALESCE(max(age(backend_xmin)), 0) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&sm.OldestXminAge)
 			if slots, err := outbox.Slots(sctx, s.db); err == nil {
 				for _, sl := range slots {
 					sm.SlotMB += float64(sl.LagBytes) / (1 << 20)
@@ -730,20 +732,28 @@ func judgeGrowth(rep *report) {
 		return
 	}
 	series := map[string]func(sample) float64{
-		"goroutines (this process)": func(s sample) float64 { return float64(s.Goroutines) },
-		"heap MB (this process)":    func(s sample) float64 { return s.HeapMB },
-		"goroutines (children)":     func(s sample) float64 { return float64(s.ChildGoroutines) },
-		"heap MB (children)":        func(s sample) float64 { return s.ChildHeapMB },
-		"pool connections":          func(s sample) float64 { return float64(s.PoolConns) },
-		"server connections":        func(s sample) float64 { return float64(s.ServerConns) },
-		"dead tuples":               func(s sample) float64 { return float64(s.DeadTuples) },
-		"purge lag (transactions)":  func(s sample) float64 { return float64(s.PurgeLag) },
-		"slot's retained WAL MB":    func(s sample) float64 { return s.SlotMB },
+		"goroutines (this process)":      func(s sample) float64 { return float64(s.Goroutines) },
+		"heap MB (this process)":         func(s sample) float64 { return s.HeapMB },
+		"goroutines (children)":          func(s sample) float64 { return float64(s.ChildGoroutines) },
+		"heap MB (children)":             func(s sample) float64 { return s.ChildHeapMB },
+		"pool connections":               func(s sample) float64 { return float64(s.PoolConns) },
+		"server connections":             func(s sample) float64 { return float64(s.ServerConns) },
+		"dead tuples":                    func(s sample) float64 { return float64(s.DeadTuples) },
+		"purge lag (transactions)":       func(s sample) float64 { return float64(s.PurgeLag) },
+		"slot's retained WAL MB":         func(s sample) float64 { return s.SlotMB },
+		"oldest xmin age (transactions)": func(s sample) float64 { return float64(s.OldestXminAge) },
+		"history list length":            func(s sample) float64 { return float64(s.HistoryLength) },
 	}
+	// A waiter holds no snapshot and no read view: a horizon pinned by one
+	// shows as a growing xmin age (PostgreSQL) or history list (MariaDB).
 	slack := map[string]float64{"goroutines (this process)": 30, "goroutines (children)": 30, "heap MB (this process)": 16, "heap MB (children)": 16,
-		"pool connections": 10, "server connections": 10, "dead tuples": 50_000, "purge lag (transactions)": 20_000, "slot's retained WAL MB": 64}
+		"pool connections": 10, "server connections": 10, "dead tuples": 50_000, "purge lag (transactions)": 20_000, "slot's retained WAL MB": 64,
+		"oldest xmin age (transactions)": 20_000, "history list length": 50_000}
 	if rep.Dialect != "postgres" {
 		delete(series, "slot's retained WAL MB") // no streaming relay
+		delete(series, "oldest xmin age (transactions)")
+	} else {
+		delete(series, "history list length")
 	}
 	for _, t := range tables {
 		series[t+" MB"] = func(s sample) float64 { return s.TableMB[t] }
@@ -763,12 +773,6 @@ func judgeGrowth(rep *report) {
 			v = "GROWING: " + v[len("bounded: "):]
 		}
 		rep.Growth[name] = v
-	}
-	if rep.Samples[n-1].HistoryLength > 0 {
-		// not judged: MariaDB counts undo logs that purge has processed
-		// until it frees them, lazily; the purge lag above is judged
-		rep.Growth["history list length (not judged)"] = fmt.Sprintf("%.0f in the second quarter, %.0f in the last",
-			mean(func(s sample) float64 { return float64(s.HistoryLength) }, n/4, n/2), mean(func(s sample) float64 { return float64(s.HistoryLength) }, n*3/4, n))
 	}
 }
 

@@ -97,7 +97,7 @@ func chart(reps []*report, path string) error {
 		{"heap in use (MB)", []line{{"this process", func(s sample) float64 { return s.HeapMB }}, {"relays, streamers, schedulers", func(s sample) float64 { return s.ChildHeapMB }}}},
 		{"connections", []line{{"pool (this process)", func(s sample) float64 { return float64(s.PoolConns) }}, {"server (all)", func(s sample) float64 { return float64(s.ServerConns) }}}},
 		{"tables + indexes (MB)", nil},
-		{"dead tuples / history list / purge lag", []line{{"PG dead tuples (coord_)", func(s sample) float64 { return float64(s.DeadTuples) }}, {"MariaDB history list", func(s sample) float64 { return float64(s.HistoryLength) }}, {"MariaDB purge lag (trx)", func(s sample) float64 { return float64(s.PurgeLag) }}, {"PG autovacuums ×1000", func(s sample) float64 { return float64(s.Autovacuums) * 1000 }}}},
+		{"dead tuples / history list / purge lag", []line{{"PG dead tuples (coord_)", func(s sample) float64 { return float64(s.DeadTuples) }}, {"MariaDB history list", func(s sample) float64 { return float64(s.HistoryLength) }}, {"MariaDB purge lag (trx)", func(s sample) float64 { return float64(s.PurgeLag) }}, {"PG autovacuums ×1000", func(s sample) float64 { return float64(s.Autovacuums) * 1000 }}, {"PG oldest xmin age (trx)", func(s sample) float64 { return float64(s.OldestXminAge) }}}},
 		{"WAL retained by the stream slot (MB, PostgreSQL)", []line{{"slot", func(s sample) float64 { return s.SlotMB }}}},
 	}
 	for _, t := range tables {
