@@ -95,9 +95,10 @@ type ClientOptions struct {
 	// transaction's session (see Fence); default DefaultFenceGrace.
 	// Negative: never.
 	FenceGrace time.Duration
-	// RevokeGrace is how long a release or revocation waits for the
-	// transactions FenceLease admitted with the lease before their
-	// sessions are ended; default DefaultRevokeGrace. Negative: never.
+	// RevokeGrace is how long a transaction FenceLease admitted with a
+	// lease may sit idle while a release or revocation of the lease waits
+	// for it before its session is ended; default DefaultRevokeGrace.
+	// Negative: never.
 	RevokeGrace time.Duration
 }
 

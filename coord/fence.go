@@ -93,8 +93,9 @@ func (c *Client[TTx]) Fence(ctx context.Context, tx TTx, resource string, token 
 // must not see an older snapshot). The release of the lease waits for tx
 // (PostgreSQL: the lease's row is locked FOR KEY SHARE, which renewals do
 // not wait for; MySQL/MariaDB: a row of coord_lease_gates), so keep
-// fenced transactions short; one that stalls past ClientOptions.
-// RevokeGrace when the lease is released has its session ended.
+// fenced transactions short; one that sits idle past ClientOptions.
+// RevokeGrace while a release of the lease waits for it has its session
+// ended.
 func (c *Client[TTx]) FenceLease(ctx context.Context, tx TTx, resource string, l Lease) (retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "fence.lease", c.d, attribute.String("sqlcoord.name", resource))
 	defer func() { end(retErr) }()
@@ -139,14 +140,14 @@ const reapEvery = 100 * time.Millisecond
 // nothing it wrote commits, and the write goes on within the grace instead
 // of waiting until TCP notices the dead peer.
 func (c *Client[TTx]) whileFencing(ctx context.Context, stmt func(context.Context) error) error {
-	return c.reaping(ctx, dialects.MarkFence, c.opt.FenceGrace, false, stmt)
+	return c.reaping(ctx, dialects.MarkFence, c.opt.FenceGrace, stmt)
 }
 
-// whileRevoking runs a release or revocation; when it has waited
-// RevokeGrace for the transactions FenceLease admitted with the lease,
-// their sessions are ended.
+// whileRevoking runs a release or revocation; a transaction FenceLease
+// admitted with the lease that it waits for and that has sat idle for
+// RevokeGrace — its holder frozen or cut off — has its session ended.
 func (c *Client[TTx]) whileRevoking(ctx context.Context, stmt func(context.Context) error) error {
-	return c.reaping(ctx, dialects.MarkRevoke, c.opt.RevokeGrace, true, stmt)
+	return c.reaping(ctx, dialects.MarkRevoke, c.opt.RevokeGrace, stmt)
 }
 
 // revoking runs a revoking statement on the pool (see whileRevoking).
@@ -159,7 +160,7 @@ func (c *Client[TTx]) revoking(ctx context.Context, query string, args ...any) (
 	return n, err
 }
 
-func (c *Client[TTx]) reaping(ctx context.Context, marker string, grace time.Duration, busy bool, stmt func(context.Context) error) error {
+func (c *Client[TTx]) reaping(ctx context.Context, marker string, grace time.Duration, stmt func(context.Context) error) error {
 	if grace < 0 {
 		return stmt(ctx)
 	}
@@ -172,7 +173,7 @@ func (c *Client[TTx]) reaping(ctx context.Context, marker string, grace time.Dur
 		defer tick.Stop()
 		for {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_, err := c.d.Reap(rctx, c.pool(), marker, grace, busy)
+			_, err := c.d.Reap(rctx, c.pool(), marker, grace)
 			cancel()
 			if err != nil && !errors.Is(c.d.Classify(err), sqlcoord.ErrQueryCanceled) {
 				return // not allowed here (MySQL without PROCESS), or down

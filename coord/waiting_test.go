@@ -311,8 +311,12 @@ func TestWaitersServedInArrivalOrder(t *testing.T) {
 }
 
 // helperCyclingWorker takes a permit of semaphore "cycle" (2 permits),
-// holds it 20 ms, releases it and at once takes it again, for DURATION;
-// it prints "CYCLE <arrived µs> <granted µs>" for every grant.
+// holds it 20 ms, releases it and at once takes it again, for DURATION.
+// For every grant it prints "CYCLE <ticket> <granted µs> <waited µs>": the
+// number of the ticket it queued with (0: it got a permit without
+// queueing), read from coord_tickets while it waits, and the database's
+// time of the grant (the permit's expiry less its TTL) — the database's
+// own order of arrivals and grants, which a loaded machine cannot blur.
 func helperCyclingWorker(ctx context.Context, db *sqlcoord.DB) error {
 	c := coord.New(db)
 	s, err := c.Semaphore("cycle", 2)
@@ -322,15 +326,39 @@ func helperCyclingWorker(ctx context.Context, db *sqlcoord.DB) error {
 	d, _ := time.ParseDuration(os.Getenv("DURATION"))
 	end := time.Now().Add(d)
 	id := os.Getenv("ID")
+	const ttl = 10 * time.Second
+	q := db.Rebind(`SELECT seq FROM coord_tickets WHERE queue = 'semaphore:cycle' AND owner = ?`)
 	for time.Now().Before(end) {
-		arrived := time.Now()
-		p, err := s.Acquire(ctx, id, 10*time.Second)
-		if err != nil {
-			return err
+		type grant struct {
+			p   coord.Permit
+			err error
 		}
-		fmt.Println("CYCLE", arrived.UnixMicro(), time.Now().UnixMicro())
+		got := make(chan grant, 1)
+		asked := time.Now()
+		go func() {
+			p, err := s.Acquire(ctx, id, ttl)
+			got <- grant{p, err}
+		}()
+		var ticket int64
+		var g grant
+	wait:
+		for {
+			select {
+			case g = <-got:
+				break wait
+			default:
+			}
+			if ticket == 0 {
+				db.QueryRowContext(ctx, q, id).Scan(&ticket)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if g.err != nil {
+			return g.err
+		}
+		fmt.Println("CYCLE", ticket, g.p.ExpiresAt.Add(-ttl).UnixMicro(), time.Since(asked).Microseconds())
 		time.Sleep(20 * time.Millisecond)
-		if err := s.Release(ctx, p); err != nil {
+		if err := s.Release(ctx, g.p); err != nil {
 			return err
 		}
 	}
@@ -339,10 +367,11 @@ func helperCyclingWorker(ctx context.Context, db *sqlcoord.DB) error {
 }
 
 // Four processes cycle through a semaphore of two permits, each taking a
-// permit again right after releasing it: no waiter is served before one
-// that arrived earlier than it (by more than the few milliseconds a call
-// takes to queue), and no wait is long. Before migration 25 a releaser
-// that re-acquired at once beat the queue's head: waits of seconds.
+// permit again right after releasing it: permits go in ticket order (a
+// grant to a later ticket while an earlier one still waits is counted),
+// and no wait is long. Before migration 25 a releaser that re-acquired at
+// once beat the queue's head: hundreds of grants out of order in 4 s and
+// waits of half a second.
 func TestSemaphoreFairAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
@@ -350,7 +379,7 @@ func TestSemaphoreFairAcrossProcesses(t *testing.T) {
 		for i := range 4 {
 			ps = append(ps, dbtest.Spawn(t, "cycling-worker", "DSN="+env.DSN, "ID=p"+strconv.Itoa(i), "DURATION=4s"))
 		}
-		type grant struct{ arrived, granted int64 }
+		type grant struct{ ticket, granted, waited int64 }
 		var gs []grant
 		for _, p := range ps {
 			for {
@@ -359,31 +388,38 @@ func TestSemaphoreFairAcrossProcesses(t *testing.T) {
 					break
 				}
 				f := strings.Fields(line)
-				if len(f) == 3 && f[0] == "CYCLE" {
-					a, _ := strconv.ParseInt(f[1], 10, 64)
-					g, _ := strconv.ParseInt(f[2], 10, 64)
-					gs = append(gs, grant{a, g})
+				if len(f) == 4 && f[0] == "CYCLE" {
+					var g grant
+					g.ticket, _ = strconv.ParseInt(f[1], 10, 64)
+					g.granted, _ = strconv.ParseInt(f[2], 10, 64)
+					g.waited, _ = strconv.ParseInt(f[3], 10, 64)
+					gs = append(gs, g)
 				}
 			}
 		}
-		const slack = 15_000 // µs: a call's own try and queueing, a loaded machine
-		violations, longest := 0, int64(0)
+		violations, queued, longest := 0, 0, int64(0)
 		for _, a := range gs {
-			longest = max(longest, a.granted-a.arrived)
+			longest = max(longest, a.waited)
+			if a.ticket == 0 {
+				continue
+			}
+			queued++
 			for _, b := range gs {
-				if a.arrived+slack < b.arrived && b.granted < a.granted {
+				if b.ticket > a.ticket && b.granted < a.granted {
 					violations++
 				}
 			}
 		}
-		sort.Slice(gs, func(i, j int) bool { return gs[i].granted-gs[i].arrived < gs[j].granted-gs[j].arrived })
-		p99 := gs[len(gs)*99/100]
-		t.Logf("%s: %d grants, longest wait %v, p99 %v, %d served out of order", env.Family, len(gs),
-			time.Duration(longest)*time.Microsecond, time.Duration(p99.granted-p99.arrived)*time.Microsecond, violations)
+		sort.Slice(gs, func(i, j int) bool { return gs[i].waited < gs[j].waited })
+		t.Logf("%s: %d grants (%d after queueing), longest wait %v, p99 %v, %d out of ticket order", env.Family, len(gs), queued,
+			time.Duration(longest)*time.Microsecond, time.Duration(gs[len(gs)*99/100].waited)*time.Microsecond, violations)
 		if violations > 0 {
-			t.Errorf("%d grants to a waiter that arrived after another still waiting", violations)
+			t.Errorf("%d grants to a later ticket while an earlier one waited", violations)
 		}
-		if longest > 2_000_000 {
+		if queued == 0 {
+			t.Error("nobody queued: the test measured nothing")
+		}
+		if longest > 5_000_000 {
 			t.Errorf("a wait of %v with four workers holding 20 ms each", time.Duration(longest)*time.Microsecond)
 		}
 	})

@@ -428,25 +428,23 @@ const (
 )
 
 // Reap ends the sessions that block a session waiting in a statement
-// starting with marker: on PostgreSQL pg_terminate_backend of the blockers
+// starting with marker and that have sat idle in their transaction for at
+// least age — a holder frozen (SIGSTOP, a GC pause) or cut off inside its
+// fenced transaction: on PostgreSQL pg_terminate_backend of the blockers
 // pg_blocking_pids names, on the MySQL family KILL CONNECTION of the
 // blocking transactions InnoDB reports (information_schema, which needs
-// the PROCESS privilege). Only sessions of the same database user (or a
-// role the caller is a member of) are ended, and only in a transaction
-// that began at least age ago (an autocommit renewal passing by is never
-// one). Unless busy, a blocker is ended only when it has also sat idle in
-// its transaction for age — a holder frozen or cut off inside its fenced
-// transaction; with busy, also one running a statement. Ending a session
-// rolls its transaction back: nothing it wrote commits. It returns how
-// many sessions it ended.
-func (d *Dialect) Reap(ctx context.Context, pool Executor, marker string, age time.Duration, busy bool) (int, error) {
-	idle, any := age, busy
+// the PROCESS privilege). A blocker that is running a statement or waits
+// for a lock itself is never ended, nor one of another database user
+// (or of a role the caller is not a member of). Ending a session rolls
+// its transaction back: nothing it wrote commits. It returns how many
+// sessions it ended.
+func (d *Dialect) Reap(ctx context.Context, pool Executor, marker string, age time.Duration) (int, error) {
 	if d.family == "postgres" {
 		var n int
-		err := pool.QueryRow(ctx, d.w.reap, marker+"%", idle.Microseconds(), any).Scan(&n)
+		err := pool.QueryRow(ctx, d.w.reap, marker+"%", age.Microseconds()).Scan(&n)
 		return n, err
 	}
-	rows, err := pool.Query(ctx, d.w.reap, marker+"%", idle.Microseconds(), any, idle.Milliseconds())
+	rows, err := pool.Query(ctx, d.w.reap, marker+"%", age.Microseconds(), age.Milliseconds())
 	if err != nil {
 		return 0, err
 	}
@@ -619,9 +617,9 @@ LEFT JOIN LATERAL (SELECT count(*) AS held, min(l.expires_at) AS next FROM coord
 LEFT JOIN LATERAL (` + pgHead("'semaphore:' || q.name", "NULL") + `) h ON true`
 		},
 		// Sessions waiting in a marked statement, their blockers in a
-		// transaction begun at least $2 µs ago and idle in it for as long
-		// (or busy, with $3), of a role the caller may end (a member of; a
-		// superuser's only by a superuser).
+		// transaction begun at least $2 µs ago and idle in it for as long,
+		// of a role the caller may end (a member of; a superuser's only by
+		// a superuser).
 		reap: `SELECT count(pg_terminate_backend(b.pid)) FROM pg_stat_activity w
 CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS x(pid)
 JOIN pg_stat_activity b ON b.pid = x.pid
@@ -630,7 +628,7 @@ WHERE w.datname = current_database() AND w.query LIKE $1 AND w.wait_event_type =
   AND pg_has_role(b.usesysid, 'MEMBER')
   AND (NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.oid = b.usesysid) OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user))
   AND b.xact_start <= clock_timestamp() - $2 * interval '1 microsecond'
-  AND ($3 OR (b.state IN ('idle in transaction', 'idle in transaction (aborted)') AND b.state_change <= clock_timestamp() - $2 * interval '1 microsecond'))`,
+  AND b.state IN ('idle in transaction', 'idle in transaction (aborted)') AND b.state_change <= clock_timestamp() - $2 * interval '1 microsecond'`,
 		// Args: resource, token, high-water mark, lease name, owner.
 		fenceLease: MarkFence + ` WITH l AS (SELECT 1 FROM coord_leases WHERE name = $4 AND owner = $5 AND token = $2 AND expires_at > clock_timestamp() FOR KEY SHARE)
 INSERT INTO coord_fences AS f (resource, fence, updated_at) SELECT $1, $2, clock_timestamp() FROM l WHERE ` + pgTokenCheck("$2", "$3") + `
@@ -694,14 +692,15 @@ LEFT JOIN coord_tickets t ON t.seq = (` + mysqlHead("seq", "CONCAT('semaphore:',
 LEFT JOIN coord_waiters w ON w.id = t.waiter`
 		},
 		// Blocking transactions of sessions waiting in a marked statement,
-		// begun at least ? µs ago and idle (COMMAND Sleep) for as long (in
-		// ms), or busy with ?. trx_started is the server's local time.
+		// begun at least ? µs ago and idle (COMMAND Sleep, not waiting for
+		// a lock) for as long (in ms). trx_started is the server's local
+		// time.
 		reap: `SELECT DISTINCT b.trx_mysql_thread_id FROM information_schema.INNODB_LOCK_WAITS lw
 JOIN information_schema.INNODB_TRX r ON r.trx_id = lw.requesting_trx_id
 JOIN information_schema.INNODB_TRX b ON b.trx_id = lw.blocking_trx_id
 JOIN information_schema.PROCESSLIST p ON p.ID = b.trx_mysql_thread_id
 WHERE r.trx_query LIKE ? AND b.trx_mysql_thread_id <> CONNECTION_ID() AND b.trx_started <= NOW(6) - INTERVAL ? MICROSECOND
-  AND (? OR (p.COMMAND = 'Sleep' AND p.TIME_MS >= ?))`,
+  AND b.trx_state = 'RUNNING' AND p.COMMAND = 'Sleep' AND p.TIME_MS >= ?`,
 		gate:      `INSERT IGNORE INTO coord_lease_gates (name, revoked_below, updated_at) VALUES (?, 0, ` + now + `)`,
 		gateLease: `SELECT COUNT(*) > 0 FROM coord_leases WHERE name = ? AND owner = ? AND token = ? AND expires_at > ` + now + ` LOCK IN SHARE MODE`,
 		// The fence rises only when the gate admits the token (the gate's
