@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
@@ -32,7 +33,29 @@ type Status struct {
 	Dirty   bool   `json:"dirty"`   // a migration failed half-way
 	Latest  uint   `json:"latest"`  // newest version this build of sqlcoord ships
 	Pending []uint `json:"pending"` // versions not yet applied (never nil)
+	// Ahead: the database is at a version newer than this build ships — a
+	// newer release migrated it (a rolling deploy, or this build was
+	// rolled back to). This build works on it (migrations only add within
+	// a major version) but cannot migrate it: see ErrSchemaAhead.
+	Ahead bool `json:"ahead"`
 }
+
+// ErrSchemaAhead: the database's schema is newer than this build of
+// sqlcoord knows (Status.Ahead). Reading and writing through it work;
+// migrating it does not — run the newer release's migrate, or roll the
+// schema back with it. migrate.Migrate(…, Up) is a no-op then; Down and To
+// refuse with this error.
+var ErrSchemaAhead = errors.New("sqlcoord: the schema is newer than this release")
+
+// SchemaAheadError says by how much (it matches ErrSchemaAhead).
+type SchemaAheadError struct{ Version, Latest uint }
+
+func (e *SchemaAheadError) Error() string {
+	return fmt.Sprintf("sqlcoord: schema %d is newer than this release's %d: run the newer release's migrate, or roll the schema back with it (this release works on it meanwhile)", e.Version, e.Latest)
+}
+
+// Is makes errors.Is(err, ErrSchemaAhead) true.
+func (e *SchemaAheadError) Is(target error) bool { return target == ErrSchemaAhead }
 
 // MigrationStatus reports the applied and pending versions.
 func MigrationStatus(ctx context.Context, db Base) (Status, error) {
@@ -45,6 +68,7 @@ func MigrationStatus(ctx context.Context, db Base) (Status, error) {
 	if err != nil {
 		return st, err
 	}
+	st.Ahead = st.Version > st.Latest
 	for _, v := range all {
 		if v > st.Version {
 			st.Pending = append(st.Pending, v)
@@ -53,9 +77,10 @@ func MigrationStatus(ctx context.Context, db Base) (Status, error) {
 	return st, nil
 }
 
-// CheckSchema returns nil when the schema is at the latest version and an
-// error wrapping ErrNoSchema that says to run `sqlcoord migrate up`
-// otherwise.
+// CheckSchema returns nil when the schema is at this release's latest
+// version or newer (a newer release migrated it: this one works on it; see
+// Status.Ahead), and an error wrapping ErrNoSchema that says to run
+// `sqlcoord migrate up` when it is older or missing.
 func CheckSchema(ctx context.Context, db Base) error {
 	st, err := MigrationStatus(ctx, db)
 	if err != nil {
@@ -64,8 +89,11 @@ func CheckSchema(ctx context.Context, db Base) error {
 	if st.Dirty {
 		return core.DirtyError(db.Dialect().Family(), st.Version, nil)
 	}
+	if st.Version == 0 {
+		return errs.Errorf("%w (no coord_ tables: run sqlcoord migrate up)", ErrNoSchema)
+	}
 	if st.Version < st.Latest {
-		return errs.Errorf("%w (database at version %d, this sqlcoord needs %d)", ErrNoSchema, st.Version, st.Latest)
+		return errs.Errorf("%w: the schema is at version %d, older than this release's %d: run sqlcoord migrate up", ErrNoSchema, st.Version, st.Latest)
 	}
 	return nil
 }

@@ -323,7 +323,8 @@ func TestSemaphoreFaultsAcrossProcesses(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if len(got) < permits {
+		if len(got) < permits && env.Family != "postgres" {
+			// what still held the queue or the permits (MySQL-only SQL)
 			for _, q := range []string{`SELECT CONCAT(t.seq, ' ', t.owner, ' ', t.waiter, ' ', COALESCE(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), w.expires_at), -1)) FROM coord_tickets t LEFT JOIN coord_waiters w ON w.id = t.waiter`,
 				`SELECT CONCAT(name, ' ', owner, ' ', TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)) FROM coord_leases`} {
 				rows, _ := env.DB.QueryContext(ctx, q)
@@ -333,6 +334,8 @@ func TestSemaphoreFaultsAcrossProcesses(t *testing.T) {
 					t.Log(s)
 				}
 			}
+		}
+		if len(got) < permits {
 			t.Fatalf("after the faults only %d of %d permits could be taken", len(got), permits)
 		}
 

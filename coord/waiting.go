@@ -171,6 +171,7 @@ func (h *waiting) join(ctx context.Context, w *wait) error {
 			h.remove(w)
 			return err
 		}
+		h.shorten(ctx, id)
 		seq, err := h.d.TicketTake(ctx, h.pool(), w.queue, id, w.owner)
 		if err != nil {
 			h.remove(w)
@@ -233,8 +234,14 @@ func (h *waiting) unobserve(o *observation) {
 	h.pokeNow()
 }
 
-// waiterTTL is the row's TTL for the current waits; mu held.
+// waiterTTL is the row's TTL for the current waits (the shortest of
+// theirs, within bounds; the shortest bound when none waits, so that the
+// next wait's ticket never outlives a dead process longer than its own
+// TTL); mu held.
 func (h *waiting) waiterTTLLocked() time.Duration {
+	if len(h.waits) == 0 && len(h.obs) == 0 {
+		return minWaiterTTL
+	}
 	ttl := maxWaiterTTL
 	for w := range h.waits {
 		ttl = min(ttl, w.ttl)
@@ -243,6 +250,26 @@ func (h *waiting) waiterTTLLocked() time.Duration {
 		ttl = min(ttl, o.ttl)
 	}
 	return max(ttl, minWaiterTTL)
+}
+
+// shorten renews the waiter row at once when a wait just joined needs a
+// shorter TTL than the row has: its ticket must not count for a dead
+// process longer than the wait's own TTL (the loop's next renewal could
+// come after the process died).
+func (h *waiting) shorten(ctx context.Context, id int64) {
+	h.mu.Lock()
+	want, have := h.waiterTTLLocked(), h.ttl
+	h.mu.Unlock()
+	if want >= have {
+		return
+	}
+	if ok, err := h.d.WaiterRenew(ctx, h.pool(), id, 0, want); err == nil && ok {
+		h.mu.Lock()
+		if h.id == id {
+			h.ttl = min(h.ttl, want)
+		}
+		h.mu.Unlock()
+	}
 }
 
 func (h *waiting) idle() bool {
@@ -339,7 +366,12 @@ func (h *waiting) loop() {
 	}
 
 	observed := map[*observation]bool{}
-	renewAt := time.Now().Add(h.ttl / 3)
+	ttl := func() time.Duration {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.ttl
+	}
+	renewAt := time.Now().Add(ttl() / 3)
 	cleanupAt := time.Now().Add(10 * time.Second)
 	var (
 		idleSince time.Time
@@ -374,8 +406,8 @@ func (h *waiting) loop() {
 		h.mu.Lock()
 		want := h.waiterTTLLocked()
 		h.mu.Unlock()
-		if want < h.ttl {
-			renewAt = now
+		if want != ttl() {
+			renewAt = now // a shorter TTL joined, or the longest left
 		}
 		if !now.Before(renewAt) {
 			rctx, rcancel := context.WithTimeout(ctx, want)
@@ -383,7 +415,9 @@ func (h *waiting) loop() {
 			rcancel()
 			switch {
 			case err == nil && ok:
+				h.mu.Lock()
 				h.ttl = want
+				h.mu.Unlock()
 				renewAt = now.Add(want / 3)
 			case err == nil && !ok:
 				// the row expired (this process froze, or could not reach
@@ -393,7 +427,7 @@ func (h *waiting) loop() {
 					return
 				}
 				observed = map[*observation]bool{}
-				renewAt = time.Now().Add(h.ttl / 3)
+				renewAt = time.Now().Add(ttl() / 3)
 			default:
 				renewAt = now.Add(min(want/10, time.Second))
 			}

@@ -56,7 +56,19 @@ var ErrNeedsDSN = errors.New("sqlcoord: migrating needs the DSN: use a *sqlcoord
 // The package imports no database driver (the connection is made through
 // the driver the application registered), so it compiles into a pgx
 // application without the MySQL driver and into a MariaDB one without pgx.
+//
+// A database a newer release migrated (sqlcoord.Status.Ahead: after a
+// rollback, or while a rolling deploy runs both) is left alone: Up is a
+// no-op (nil, so an application that migrates at start-up keeps
+// starting), Down and To refuse with a *sqlcoord.SchemaAheadError, since
+// this release does not know the newer migrations.
 func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
+	if st, err := sqlcoord.MigrationStatus(ctx, db); err == nil && st.Ahead {
+		if target.kind == 0 {
+			return nil
+		}
+		return &sqlcoord.SchemaAheadError{Version: st.Version, Latest: st.Latest}
+	}
 	m, err := migrator(ctx, db)
 	if err != nil {
 		return err

@@ -207,6 +207,30 @@ func doctor(ctx context.Context, db *sqlcoord.DB, require []string) doctorReport
 		}
 	}
 	rep.Guarantees = guarantees(rep)
+	// a requirement this server cannot meet is refused, never ignored
+	for _, name := range require {
+		if slices.ContainsFunc(rep.Guarantees, func(g doctorGuarantee) bool { return g.Name == name }) {
+			continue
+		}
+		g := doctorGuarantee{Name: name, Status: fails, What: name + " (required)"}
+		switch {
+		case rep.Server == nil:
+			g.Status, g.Why = unknown, "the server could not be inspected"
+		case name == "slots":
+			g.Status, g.What, g.Why = holds, "no streaming relay's replication slot keeps WAL with no relay attached", "no replication slot"
+		case name == "galera-locks":
+			g.Status, g.What, g.Why = holds, "row locks exclude holders on other nodes", "not a Galera cluster: a lock is the server's own"
+		case name == "listen":
+			g.What = "NOTIFY reaches relays and watchers (no polling delay)"
+			g.Why = fmt.Sprintf("%s has no LISTEN/NOTIFY: relays poll, waiters are woken by KILL QUERY of their own sleeping connection", rep.Server.Dialect)
+			if rep.Server.ReadOnly {
+				g.Why = "a read-only server: LISTEN was not tested"
+			}
+		default:
+			g.Why = fmt.Sprintf("not available on %s", rep.Server.Dialect)
+		}
+		rep.Guarantees = append(rep.Guarantees, g)
+	}
 	for i := range rep.Guarantees {
 		g := &rep.Guarantees[i]
 		g.Required = g.Name == "writes" || g.Name == "schema" || slices.Contains(require, g.Name)
@@ -225,6 +249,9 @@ func doctor(ctx context.Context, db *sqlcoord.DB, require []string) doctorReport
 	}
 	if len(rep.Unread) > 0 && rep.ExitCode == exitOK {
 		rep.ExitCode = exitUnread
+	}
+	if rep.Schema != nil && rep.Schema.Ahead && rep.ExitCode == exitOK {
+		rep.ExitCode = exitAhead
 	}
 	return rep
 }
@@ -269,6 +296,8 @@ func guarantees(r doctorReport) []doctorGuarantee {
 			schema.Status, schema.Why = fails, "not installed: run `sqlcoord migrate up`"
 		case st.Version < st.Latest:
 			schema.Status, schema.Why = fails, fmt.Sprintf("at version %d of %d: run `sqlcoord migrate up`", st.Version, st.Latest)
+		case st.Ahead:
+			schema.Status, schema.Why = holds, fmt.Sprintf("at version %d, ahead of this binary's %d: a newer release migrated it; this binary works on it but cannot migrate it (exit %d)", st.Version, st.Latest, exitAhead)
 		default:
 			schema.Status, schema.Why = holds, fmt.Sprintf("at version %d (latest)", st.Version)
 		}
@@ -377,6 +406,8 @@ func printDoctor(w io.Writer, r doctorReport) {
 		fmt.Fprintf(w, "schema       unknown (see below)\n")
 	case st.Version == st.Latest && !st.Dirty:
 		fmt.Fprintf(w, "schema       at version %d (latest)\n", st.Version)
+	case st.Ahead && !st.Dirty:
+		fmt.Fprintf(w, "schema       at version %d, AHEAD of this binary's %d: a newer release migrated it (a rolling deploy, or this binary was rolled back to); it works on it, but migrate with the newer release\n", st.Version, st.Latest)
 	case st.Dirty:
 		fmt.Fprintf(w, "schema       DIRTY at version %d of %d: see `sqlcoord migrate force --help`\n", st.Version, st.Latest)
 	default:

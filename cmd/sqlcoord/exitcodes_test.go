@@ -2,12 +2,14 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
@@ -152,5 +154,25 @@ func TestExitCodeMatrix(t *testing.T) {
 		}
 		check(exitNotFound, "jobs", "rerun", "--job", "nope", "--fire", "2026-01-01T00:00:00Z")
 		check(exitOK, "outbox", "requeue", "all")
+		// a requirement this server cannot meet is refused, not ignored
+		if env.Family != "postgres" {
+			check(exitUnhealthy, "doctor", "--require", "listen")
+		}
+		check(exitOK, "doctor", "--require", "galera-locks,slots")
+		// a schema a newer release migrated (a rollback): this binary
+		// works on it, migrate up is a no-op with a notice, doctor and
+		// the migrations it cannot run exit 6
+		dbtest.Exec(t, env.DB, `UPDATE coord_schema_migrations SET version = 99`)
+		check(exitOK, "migrate", "up")
+		if _, out := exitOf(t, bin, nil, append([]string{"migrate", "up"}, dsn...)...); !strings.Contains(out, "schema 99 is newer than this release's") {
+			t.Errorf("migrate up on a newer schema says nothing of it:\n%s", out)
+		}
+		check(exitOK, "migrate", "status")
+		check(exitAhead, "doctor")
+		check(exitAhead, "migrate", "to", "3")
+		check(exitAhead, "migrate", "down", "--yes")
+		check(exitOK, "outbox", "stats")
+		vs, _ := sqlcoord.Versions(env.DB.Dialect().Family())
+		dbtest.Exec(t, env.DB, fmt.Sprintf(`UPDATE coord_schema_migrations SET version = %d`, vs[len(vs)-1]))
 	}, dbtest.NoMigrate())
 }

@@ -41,6 +41,7 @@ const (
 	exitUnread      = 3   // doctor: some fact could not be read (what it printed is all it knows)
 	exitUnhealthy   = 4   // the database is not ready: no or old or dirty schema, read-only server, a required guarantee fails
 	exitNotFound    = 5   // the job, slot or message named does not exist
+	exitAhead       = 6   // the schema is newer than this binary (a rollback): it works on it, but cannot migrate it
 	exitInterrupted = 130 // SIGINT/SIGTERM before it finished
 )
 
@@ -76,6 +77,8 @@ func exitCode(ctx context.Context, err error) int {
 		return ee.code
 	case ctx.Err() != nil:
 		return exitInterrupted
+	case errors.Is(err, sqlcoord.ErrSchemaAhead):
+		return exitAhead
 	case errors.Is(err, sqlcoord.ErrNoSchema), errors.Is(err, sqlcoord.ErrDirty), errors.Is(err, sqlcoord.ErrReadOnly), errors.Is(err, sqlcoord.ErrStalePrimary):
 		return exitUnhealthy
 	}

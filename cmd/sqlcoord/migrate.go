@@ -40,6 +40,11 @@ coord_schema_migrations, so an application's own schema_migrations is untouched.
 				if err := migrate.Migrate(cmd.Context(), db, t); err != nil {
 					return err
 				}
+				if before.Ahead && t == migrate.Up {
+					// a newer release migrated it: nothing to do here, and
+					// nothing to fix (this release works on it)
+					fmt.Fprintln(cmd.ErrOrStderr(), (&sqlcoord.SchemaAheadError{Version: before.Version, Latest: before.Latest}).Error())
+				}
 				return printStatus(cmd, db, &before)
 			},
 		}
@@ -137,7 +142,7 @@ func printStatus(cmd *cobra.Command, db *sqlcoord.DB, before *sqlcoord.Status) e
 		}
 	}
 	out := map[string]any{"database": db.String(), "dialect": db.Dialect().Name(),
-		"version": st.Version, "latest": st.Latest, "dirty": st.Dirty, "pending": st.Pending}
+		"version": st.Version, "latest": st.Latest, "dirty": st.Dirty, "pending": st.Pending, "ahead": st.Ahead}
 	if before != nil {
 		out["applied"], out["reverted"] = nonNil(applied), nonNil(reverted)
 	}
@@ -154,6 +159,10 @@ func printStatus(cmd *cobra.Command, db *sqlcoord.DB, before *sqlcoord.Status) e
 		fmt.Fprintf(w, "reverted %d migration(s): %s\n", len(reverted), versionRange(reverted))
 	default:
 		fmt.Fprintln(w, "nothing to apply")
+	}
+	if st.Ahead {
+		fmt.Fprintf(w, "schema version: %d, newer than this release's %d: a newer release migrated it; this release works on it but cannot migrate it (run the newer release's migrate, or roll the schema back with it)\n", st.Version, st.Latest)
+		return nil
 	}
 	fmt.Fprintf(w, "schema version: %d of %d", st.Version, st.Latest)
 	if st.Dirty {

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The previous release (the newest line of RELEASES) against the schema
+# this checkout ships: its own conformance suite on a database this
+# checkout's CLI migrated, on PostgreSQL and MariaDB (compat/). The release
+# is built as a user gets it: a local module proxy made from its recorded
+# commit (scripts/modproxy -root), fetched in a module cache of its own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+read -r version commit _ < <(grep -v '^#' RELEASES | tail -1)
+if ! git cat-file -e "$commit^{commit}" 2>/dev/null; then
+  echo "compat-test: the previous release's commit $commit ($version) is not in this clone (a shallow clone?): fetch it to run this test" >&2
+  exit 1
+fi
+work=$(mktemp -d)
+cleanup() {
+  git worktree remove --force "$work/prev" >/dev/null 2>&1 || true
+  chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"
+}
+trap cleanup EXIT
+git worktree add -q --detach "$work/prev" "$commit"
+$GO run ./scripts/modproxy -root "$work/prev" -out "$work/proxy" -version "v$version" >/dev/null
+( cd cmd/sqlcoord && $GO build -o "$work/sqlcoord" . )
+cp -r compat "$work/compat"
+cd "$work/compat"
+upstream=$($GO env GOPROXY)
+cache=$($GO env GOMODCACHE)/cache/download
+export GOWORK=off GOFLAGS=-mod=mod GONOSUMDB=github.com/sqlcoord GOSUMDB=off \
+  GOMODCACHE="$work/modcache" GOPROXY="file://$work/proxy,file://$cache,$upstream"
+$GO mod edit -require="github.com/sqlcoord/sqlcoord@v$version"
+echo "compat-test: $version ($commit) on the schema of this checkout"
+SQLCOORD_NEW_CLI="$work/sqlcoord" $GO test -count=1 -timeout 15m ./...
