@@ -12,7 +12,7 @@ MODULES := . bench cmd/sqlcoord outbox/natspub outbox/kafkapub console/browserte
 # bench/peers (River, watermill-sql, snowflake) builds only for `make bench-peers`.
 # scripts/modproxy writes a local module proxy for install-test.
 
-.PHONY: tidy setup test test-short test-ha lint vet demo bench bench-peers bench-regress soak build clean install-test
+.PHONY: tidy setup test test-short test-ha lint vet demo bench bench-peers bench-regress soak build clean install-test compat-test
 
 # Idempotent: installs the database servers when missing, downloads modules.
 setup:
@@ -45,6 +45,12 @@ vet:
 test: setup lint
 	@bash scripts/test.sh -race -count=1 -timeout 20m
 	@bash scripts/install-test.sh
+	@bash scripts/compat-test.sh
+
+# The previous release (RELEASES) on this checkout's schema: its own
+# conformance suite, both dialects (also run by `make test`).
+compat-test:
+	@bash scripts/compat-test.sh
 
 # What a user does, in an empty module cache: go install the CLI and go get
 # + build a new application, from a module proxy holding this checkout's

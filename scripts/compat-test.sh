@@ -29,4 +29,5 @@ export GOWORK=off GOFLAGS=-mod=mod GONOSUMDB=github.com/sqlcoord GOSUMDB=off \
   GOMODCACHE="$work/modcache" GOPROXY="file://$work/proxy,file://$cache,$upstream"
 $GO mod edit -require="github.com/sqlcoord/sqlcoord@v$version"
 echo "compat-test: $version ($commit) on the schema of this checkout"
-SQLCOORD_NEW_CLI="$work/sqlcoord" $GO test -count=1 -timeout 15m ./...
+SQLCOORD_NEW_CLI="$work/sqlcoord" $GO test -count=1 -timeout 15m -v ./... | grep -E -- '--- |^(ok|FAIL|PASS)|_test.go:'
+exit "${PIPESTATUS[0]}"
