@@ -148,6 +148,11 @@ func openPool(name, driverDSN, shown, dsn string) (*sql.DB, error) {
 		imp := map[string]string{"pgx": "github.com/jackc/pgx/v5/stdlib (or use package pgxv5)", "mysql": "github.com/go-sql-driver/mysql"}[name]
 		return nil, errs.Errorf("%w %s: the %q database/sql driver is not registered: import _ %q", ErrBadDSN, shown, name, imp)
 	}
+	if name == "pgx" && core.PgxParseConfig != nil {
+		if err := core.PgxParseConfig(driverDSN); err != nil { // a parameter that does not parse
+			return nil, redact.Error{Msg: fmt.Sprintf("%v %s: %s", ErrBadDSN, shown, redactErr(err, dsn)), Err: ErrBadDSN}
+		}
+	}
 	probe, err := sql.Open(name, driverDSN)
 	if err != nil { // the driver parses the DSN here (go-sql-driver/mysql)
 		return nil, redact.Error{Msg: fmt.Sprintf("%v %s: %s", ErrBadDSN, shown, redactErr(err, dsn)), Err: ErrBadDSN}
@@ -229,9 +234,21 @@ func (db *DB) Close() error {
 // String is the DSN with its password hidden.
 func (db *DB) String() string { return db.shown }
 
-// DSN returns the driver DSN sqlcoord opened (with the password; "" for
-// a wrapped pool), e.g. to hand to a child process in tests.
-func (db *DB) DSN() string { return db.dsn }
+// DSN returns the DSN sqlcoord opened with its password hidden (as
+// String; "" for a wrapped pool). No exported method returns the password:
+// the application has its DSN already.
+func (db *DB) DSN() string {
+	if db.dsn == "" {
+		return ""
+	}
+	return db.shown
+}
+
+// ConnString returns the driver DSN sqlcoord opened, password included
+// ("" for a wrapped pool): for sqlcoord's own packages (a migration's or a
+// stream's own connection, a helper process in tests), which alone can
+// call it.
+func (db *DB) ConnString(core.Seal) string { return db.dsn }
 
 // Dialect is the database's dialect (detected from the server).
 func (db *DB) Dialect() *dialects.Dialect { return db.dialect }

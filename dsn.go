@@ -32,12 +32,20 @@ func ParseDSN(dsn string) (family, driverDSN, shown string, err error) {
 	lower := strings.ToLower(dsn)
 	switch {
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+		if err := ambiguousUserinfo(dsn); err != nil {
+			return "", "", "", err
+		}
 		if _, err := url.Parse(dsn); err != nil {
 			return "", "", "", errs.Errorf("%w %s: %s", ErrBadDSN, redact.DSN(dsn), redactErr(err, dsn))
 		}
 		return "postgres", dsn, redact.DSN(dsn), nil
 	case strings.HasPrefix(lower, "mysql://"), strings.HasPrefix(lower, "mariadb://"):
 		rest := dsn[strings.Index(dsn, "://")+3:]
+		if !strings.Contains(rest, "@tcp(") && !strings.Contains(rest, "@unix(") {
+			if err := ambiguousUserinfo(dsn); err != nil {
+				return "", "", "", err
+			}
+		}
 		if !strings.Contains(rest, "@tcp(") && !strings.Contains(rest, "@unix(") && !strings.HasPrefix(rest, "tcp(") {
 			converted, cerr := mysqlURLToDSN(dsn)
 			if cerr != nil {
@@ -251,4 +259,20 @@ func behindPooler(ctx context.Context, name, driverDSN string) bool {
 		return false
 	}
 	return int(port.Int64) != want
+}
+
+// ambiguousUserinfo refuses a URL whose userinfo — up to the last @ — has
+// a character a URL must escape there (@ # / ?): a parser would take part
+// of the password for the host, a path or a fragment, connect elsewhere,
+// and show it in its errors.
+func ambiguousUserinfo(dsn string) error {
+	rest := dsn[strings.Index(dsn, "://")+3:]
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return nil
+	}
+	if strings.ContainsAny(rest[:at], "@#/?") {
+		return errs.Errorf("%w %s: the user or password has an unescaped @, #, / or ?: percent-encode it (%%40, %%23, %%2F, %%3F)", ErrBadDSN, redact.DSN(dsn))
+	}
+	return nil
 }

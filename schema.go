@@ -90,10 +90,10 @@ func CheckSchema(ctx context.Context, db Base) error {
 		return core.DirtyError(db.Dialect().Family(), st.Version, nil)
 	}
 	if st.Version == 0 {
-		return errs.Errorf("%w (no coord_ tables: run sqlcoord migrate up)", ErrNoSchema)
+		return errs.Errorf("%w: no coord_ tables", ErrNoSchema)
 	}
 	if st.Version < st.Latest {
-		return errs.Errorf("%w: the schema is at version %d, older than this release's %d: run sqlcoord migrate up", ErrNoSchema, st.Version, st.Latest)
+		return errs.Errorf("%w: at version %d, this release needs %d", ErrNoSchema, st.Version, st.Latest)
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ var (
 	// COMMIT. The transaction (if any) is gone and was not committed.
 	ErrConnLost = errors.New("sqlcoord: connection lost")
 	// ErrNoSchema: a coord_ table does not exist in this database.
-	ErrNoSchema = errors.New("sqlcoord: schema not installed; run `sqlcoord migrate up`")
+	ErrNoSchema = errors.New("sqlcoord: the schema is missing or older than this release (run `sqlcoord migrate up`)")
 	// ErrDirty: a migration failed half-way; the schema needs a repair
 	// by hand and `sqlcoord migrate force`.
 	ErrDirty = errors.New("sqlcoord: schema is dirty")

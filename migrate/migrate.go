@@ -193,8 +193,8 @@ func migrationConn(ctx context.Context, db sqlcoord.Base) (*sql.Conn, func(), er
 	var pool *sql.DB
 	switch x := db.(type) {
 	case *sqlcoord.DB:
-		if x.DSN() != "" {
-			dsn := x.DSN()
+		if x.ConnString(core.Seal{}) != "" {
+			dsn := x.ConnString(core.Seal{})
 			if d.Family() == "mysql" {
 				dsn = withMultiStatements(dsn)
 			}

@@ -37,6 +37,10 @@ func init() {
 	// sqlcoord.WrapDB) gets the Pooler option and LISTEN from here.
 	core.PgxExecMode = pgx.QueryExecModeExec
 	core.PgxStdlibListen = stdlibListen
+	core.PgxParseConfig = func(dsn string) error {
+		_, err := pgx.ParseConfig(dsn)
+		return err
+	}
 }
 
 func (e Executor) Exec(ctx context.Context, query string, args ...any) (int64, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/core"
+	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/outbox"
@@ -137,8 +138,8 @@ retry horizon and your relays' redelivery window.`,
 			if !cmd.Flags().Changed("older-than") {
 				return usageError{errors.New("--older-than is required (e.g. --older-than 168h): what is newer stays")}
 			}
-			if olderThan < 0 {
-				return usageError{fmt.Errorf("--older-than %v: want a duration ≥ 0", olderThan)}
+			if olderThan <= 0 {
+				return usageError{fmt.Errorf("--older-than %v: want a duration above 0 (what finished longer ago than it is deleted; 0 would take everything, keys still protecting retries included)", olderThan)}
 			}
 			if batch < 1 || batch > 100000 {
 				return usageError{fmt.Errorf("--batch %d: want 1 to 100000", batch)}
@@ -167,7 +168,7 @@ retry horizon and your relays' redelivery window.`,
 				n, err := t.run(ctx, db, olderThan, batch)
 				r := cleanupResult{Table: t.name, Deleted: n, Seconds: time.Since(start).Seconds()}
 				if err != nil {
-					r.Error = redact.Text(err.Error(), dsnFrom(cmd))
+					r.Error = errs.Once(redact.Text(err.Error(), dsnFrom(cmd)))
 					failed = append(failed, t.name)
 				}
 				results, total = append(results, r), total+n
@@ -180,7 +181,12 @@ retry horizon and your relays' redelivery window.`,
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', tabwriter.AlignRight)
 				fmt.Fprintln(w, "TABLE\tDELETED\tTIME\t")
 				for _, r := range results {
-					fmt.Fprintf(w, "%s\t%d\t%v\t%s\n", r.Table, r.Deleted, time.Duration(r.Seconds*float64(time.Second)).Round(time.Millisecond), r.Error)
+					took := time.Duration(r.Seconds * float64(time.Second)).Round(time.Millisecond)
+					if r.Error != "" {
+						fmt.Fprintf(w, "%s\t%d\t%v\tFAILED: %s\n", r.Table, r.Deleted, took, r.Error)
+						continue
+					}
+					fmt.Fprintf(w, "%s\t%d\t%v\t\n", r.Table, r.Deleted, took)
 				}
 				fmt.Fprintf(w, "total\t%d\t\t\n", total)
 				if err := w.Flush(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,7 +151,7 @@ func demoIDs(ctx context.Context, e *demoEnv) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := demoChild(ctx, e.Self, e.DB.DSN(), "__draw-segment", "--tag", "orders", "--n", "50000")
+			cmd := demoChild(ctx, e.Self, e.DB.ConnString(core.Seal{}), "__draw-segment", "--tag", "orders", "--n", "50000")
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			out, err := cmd.Output()
 			if err != nil {

@@ -82,6 +82,12 @@ func TestExitCodeMatrix(t *testing.T) {
 		{args: []string{"doctor", "--dsn", nowhere}, want: exitFailed},
 		{args: []string{"cleanup", "--dsn", nowhere}, want: exitUsage}, // --older-than is required
 		{args: []string{"cleanup", "--older-than", "-1h", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"cleanup", "--older-than", "0s", "--dsn", nowhere}, want: exitUsage},
+		// a DSN parameter that does not parse is a bad argument
+		{args: []string{"migrate", "status", "--dsn", "postgres://u@127.0.0.1:1/db?sslmode=disabel"}, want: exitUsage},
+		{args: []string{"migrate", "status", "--dsn", "host=127.0.0.1 port=1 user=u connect_timeout=abc"}, want: exitUsage},
+		{args: []string{"migrate", "status", "--dsn", "u:p@tcp(127.0.0.1:1)/db?timeout=abc"}, want: exitUsage},
+		{args: []string{"migrate", "status", "--dsn", "postgres://u:p@ss#w0rd@127.0.0.1:1/db"}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "1h", "--tables", "outbox,ledger", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "1h", "--tables", "keys,keys", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "1h", "--tables", "", "--dsn", nowhere}, want: exitUsage},

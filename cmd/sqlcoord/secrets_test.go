@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
@@ -206,4 +208,111 @@ func closedPortCLI(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// hostileDSNs are DSNs whose password (pw) a careless redaction shows:
+// misspelled keys, characters a URL must escape left unescaped, quoting,
+// spacing, several hosts, parameters that do not parse, secrets in query
+// parameters — PostgreSQL and MySQL forms, all pointing at a closed port
+// (a connection error is where a DSN is most often printed).
+func hostileDSNs(pw string, port int) []string {
+	a := "127.0.0.1:" + strconv.Itoa(port)
+	return []string{
+		"postgres://app:" + pw + "@" + a + "/x?sslmode=disable",
+		"postgres://app:p@ss#" + pw + "@" + a + "/x",
+		"postgres://app:" + pw + "#frag@" + a + "/x",
+		"postgres://app:a/b" + pw + "@" + a + "/x",
+		"postgres://app:" + pw + "?x@" + a + "/x",
+		"postgresql://app@" + a + "/x?password=" + pw,
+		"postgres://app@" + a + "/x?pasword=" + pw,
+		"postgres://app@" + a + "/x?passwd=" + pw + "&sslmode=disable",
+		"postgres://app@" + a + "/x?sslpassword=" + pw,
+		"postgres://app:%40" + pw + "@" + a + "/x",
+		"postgres://app:" + pw + "@" + a + ",127.0.0.2:" + strconv.Itoa(port) + "/x",
+		"postgres://app:" + pw + "@" + a + "/x?sslmode=disabel",
+		"postgres://app:" + pw + "@" + a + "/x?connect_timeout=abc",
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app password=" + pw + " dbname=x",
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app pasword=" + pw + " dbname=x",
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app passwd=" + pw + " dbname=x",
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app pwd=" + pw + " dbname=x",
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app passwrd=" + pw + " dbname=x",
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app password='" + pw + " with spaces' dbname=x",
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app password = " + pw + " dbname=x",
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app sslmode=disabel password=" + pw,
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app connect_timeout=abc password=" + pw,
+		"host=127.0.0.1 port=" + strconv.Itoa(port) + " user=app secret=" + pw,
+		"app:" + pw + "@tcp(" + a + ")/x?parseTime=true",
+		"app:p@ss" + pw + "@tcp(" + a + ")/x",
+		"app:" + pw + "@tcp(" + a + ")/x?timeout=abc",
+		"mysql://app:" + pw + "@tcp(" + a + ")/x",
+		"mysql://app:" + pw + "@" + a + "/x",
+		"mysql://app:p#" + pw + "@" + a + "/x",
+		"mariadb://app:" + pw + "@" + a + "/x?tls=skip-verify",
+		"mysql://app@" + a + "/x?password=" + pw,
+		"oracle://app:" + pw + "@" + a + "/x",
+		"app:" + pw + "@" + a + "/x",
+	}
+}
+
+// argsFor gives the commands that need arguments plausible ones.
+var argsFor = map[string][]string{
+	"leader show": {"x"}, "leader resign": {"x"}, "semaphore show": {"x"}, "semaphore set": {"x", "2"},
+	"semaphore release": {"x", "0"}, "outbox requeue": {"1"}, "saga show": {"g"}, "saga retry": {"g"},
+	"saga resolve": {"g", "--yes"}, "jobs rerun": {"--job", "j", "--fire", "2026-01-01T00:00:00Z"},
+	"cleanup": {"--older-than", "1h"}, "migrate to": {"3"}, "migrate force": {"3"}, "migrate down": {"--yes"},
+	"locks protocol": {}, "sessions revoke": {"--user", "u"}, "epoch advance": {"--yes"},
+	"relay drop-slot": {"--group", "g"},
+}
+
+// leaves lists every runnable command path below c.
+func leaves(c *cobra.Command, prefix string) []string {
+	var out []string
+	for _, sub := range c.Commands() {
+		if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+			continue
+		}
+		path := strings.TrimSpace(prefix + " " + sub.Name())
+		if sub.HasSubCommands() {
+			out = append(out, leaves(sub, path)...)
+		} else if sub.Runnable() {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// No hostile DSN shows its password through any command that takes
+// --dsn: on stdout, on stderr (the error as printed), whatever the exit
+// status — each DSN against every command.
+func TestHostileDSNsNeverPrinted(t *testing.T) {
+	t.Parallel()
+	const pw = "Hst1le-Pw_7q"
+	port := closedPortCLI(t)
+	cmds := leaves(newRoot(), "")
+	var skip = map[string]bool{"version": true, "demo": true, "bench": true} // no --dsn, or their own servers
+	ran := 0
+	for _, path := range cmds {
+		first := strings.Fields(path)[0]
+		if skip[path] || skip[first] {
+			continue
+		}
+		ran++
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			for _, dsn := range hostileDSNs(pw, port) {
+				args := append(strings.Fields(path), argsFor[path]...)
+				args = append(args, "--dsn", dsn)
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				var stdout, stderr bytes.Buffer
+				run(ctx, args, &stdout, &stderr)
+				cancel()
+				if s := stdout.String() + stderr.String(); strings.Contains(s, pw) || strings.Contains(s, "1le-Pw") {
+					t.Errorf("%s --dsn %q printed the password:\n%s", path, dsn, s)
+				}
+			}
+		})
+	}
+	if ran < 20 {
+		t.Fatalf("only %d commands found", ran)
+	}
 }

@@ -21,6 +21,12 @@ var (
 	// one of db's connections, which must be pgx's stdlib driver). nil:
 	// pgxv5 not imported.
 	PgxStdlibListen func(ctx context.Context, db *sql.DB, dsn, channel string, opt ListenOptions, notify func(ctx context.Context, channel, payload string) error, wake func()) error
+	// PgxParseConfig parses a PostgreSQL DSN as pgx will when it connects
+	// (pgx.ParseConfig), so that a parameter that does not parse
+	// (sslmode=disabel, connect_timeout=abc) is a bad DSN before anything
+	// connects. nil: pgxv5 not imported (pgx's stdlib driver parses only
+	// when it connects).
+	PgxParseConfig func(dsn string) error
 )
 
 // ListenOptions mirrors sqlcoord.ListenOptions.

@@ -61,3 +61,78 @@ func TestSecretsIncludesPGPASSWORD(t *testing.T) {
 		t.Errorf("Text = %q", got)
 	}
 }
+
+// HostileDSNs are DSNs whose password (pw) a careless redaction shows:
+// misspelled keys, characters a URL must escape left unescaped, quoting,
+// odd spacing, several hosts, secrets in query parameters. Shared with
+// the CLI's test (every command that takes --dsn).
+func hostileDSNs(pw string) []string {
+	return []string{
+		"postgres://app:" + pw + "@127.0.0.1:1/x?sslmode=disable",
+		"postgres://app:p@ss#" + pw + "@127.0.0.1:1/x",
+		"postgres://app:" + pw + "#frag@127.0.0.1:1/x",
+		"postgres://app:a/b" + pw + "@127.0.0.1:1/x",
+		"postgres://app:" + pw + "?x@127.0.0.1:1/x",
+		"postgresql://app@127.0.0.1:1/x?password=" + pw,
+		"postgres://app@127.0.0.1:1/x?pasword=" + pw,
+		"postgres://app@127.0.0.1:1/x?passwd=" + pw + "&sslmode=disable",
+		"postgres://app@127.0.0.1:1/x?sslpassword=" + pw,
+		"postgres://app:%40" + pw + "@127.0.0.1:1/x",
+		"postgres://app:" + pw + "@127.0.0.1:1,127.0.0.2:1/x",
+		"host=127.0.0.1 port=1 user=app password=" + pw + " dbname=x",
+		"host=127.0.0.1 port=1 user=app pasword=" + pw + " dbname=x",
+		"host=127.0.0.1 port=1 user=app passwd=" + pw + " dbname=x",
+		"host=127.0.0.1 port=1 user=app pwd=" + pw + " dbname=x",
+		"host=127.0.0.1 port=1 user=app passwrd=" + pw + " dbname=x",
+		"host=127.0.0.1 port=1 user=app password='" + pw + " with spaces' dbname=x",
+		"host=127.0.0.1 port=1 user=app password = " + pw + " dbname=x",
+		"host=127.0.0.1 port=1 user=app PASSWORD=" + pw + " dbname=x",
+		"host=127.0.0.1 port=1 user=app sslmode=disabel password=" + pw,
+		"host=127.0.0.1 port=1 user=app connect_timeout=abc password=" + pw,
+		"host=127.0.0.1 port=1 user=app passw0rd=" + pw,
+		"host=127.0.0.1 port=1 user=app secret=" + pw,
+		"app:" + pw + "@tcp(127.0.0.1:1)/x?parseTime=true",
+		"app:p@ss" + pw + "@tcp(127.0.0.1:1)/x",
+		"app:" + pw + "@tcp(127.0.0.1:1)/x?timeout=abc",
+		"mysql://app:" + pw + "@tcp(127.0.0.1:1)/x",
+		"mysql://app:" + pw + "@127.0.0.1:1/x",
+		"mysql://app:p#" + pw + "@127.0.0.1:1/x",
+		"mariadb://app:" + pw + "@127.0.0.1:1/x?tls=skip-verify",
+		"mysql://app@127.0.0.1:1/x?password=" + pw,
+		"app:" + pw + "@/x",
+		"oracle://app:" + pw + "@127.0.0.1:1/x",
+		"app:" + pw + "@127.0.0.1:1/x",
+	}
+}
+
+func TestHostileDSNsShowNoPassword(t *testing.T) {
+	t.Parallel()
+	ds := hostileDSNs(pw)
+	if len(ds) < 30 {
+		t.Fatalf("only %d hostile DSNs", len(ds))
+	}
+	for _, dsn := range ds {
+		t.Run(dsn, func(t *testing.T) {
+			if got := DSN(dsn); strings.Contains(got, pw) {
+				t.Errorf("DSN = %q", got)
+			}
+			if got := Text("cannot connect to "+dsn+": refused", dsn); strings.Contains(got, pw) {
+				t.Errorf("Text = %q", got)
+			}
+		})
+	}
+}
+
+func TestMisspelledKeysAreSecret(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{"password", "pasword", "passwd", "pwd", "passwrd", "pssword", "PassWord", "sslpasword", "pw"} {
+		if !SecretKey(k) {
+			t.Errorf("%q not taken for a secret", k)
+		}
+	}
+	for _, k := range []string{"host", "port", "user", "dbname", "sslmode", "application_name"} {
+		if SecretKey(k) {
+			t.Errorf("%q taken for a secret", k)
+		}
+	}
+}

@@ -170,8 +170,8 @@ func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 	default:
 		if c, ok := db.(pgConfigured); ok {
 			s.cfg = c.PgConnConfig()
-		} else if c, ok := db.(interface{ DSN() string }); ok && c.DSN() != "" {
-			dsn := c.DSN()
+		} else if c, ok := db.(interface{ ConnString(core.Seal) string }); ok && c.ConnString(core.Seal{}) != "" {
+			dsn := c.ConnString(core.Seal{})
 			if cfg, err := pgx.ParseConfig(dsn); err == nil { // pgx's own parameters (default_query_exec_mode) removed
 				s.cfg = &cfg.Config
 			}
