@@ -17,7 +17,9 @@ import (
 	"errors"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -35,8 +37,26 @@ import (
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
-// ErrInvalid: invalid topic, key or option.
+// ErrInvalid: invalid topic, key, header or option.
 var ErrInvalid = errors.New("outbox: invalid")
+
+// validHeaders refuses a header name or value that would not be stored
+// byte for byte: not UTF-8 (JSON would replace the bytes), or holding NUL
+// (PostgreSQL's jsonb refuses it); and an empty name.
+func validHeaders(h map[string]string) error {
+	for k, v := range h {
+		if k == "" {
+			return errs.Errorf("%w: a header with an empty name", ErrInvalid)
+		}
+		if !utf8.ValidString(k) || strings.ContainsRune(k, 0) {
+			return errs.Errorf("%w: header name %q is not UTF-8 text without NUL", ErrInvalid, k)
+		}
+		if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+			return errs.Errorf("%w: header %q: value %q is not UTF-8 text without NUL", ErrInvalid, k, v)
+		}
+	}
+	return nil
+}
 
 // ErrNotPending: Cancel came too late — the message was published or
 // dead-lettered, or a relay is publishing it right now. Nothing changed.
@@ -126,6 +146,9 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...Msg) (retErr 
 		}
 		if m.Delay < 0 {
 			return errs.Errorf("%w: negative delay %v", ErrInvalid, m.Delay)
+		}
+		if err := validHeaders(m.Headers); err != nil {
+			return err
 		}
 		if m.Payload == nil {
 			m.Payload = []byte{}

@@ -66,6 +66,17 @@ func TestEnqueueAtomicity(t *testing.T) {
 		if err := ob.EnqueueNow(ctx, outbox.Msg{Topic: ""}); !errors.Is(err, outbox.ErrInvalid) {
 			t.Fatalf("empty topic: %v", err)
 		}
+		// a header that would not be stored byte for byte is refused, and
+		// nothing of the call is enqueued
+		for _, h := range []map[string]string{{"hdr": "bad\xff"}, {"bad\xfe": "v"}, {"hdr": "nul\x00"}, {"": "v"}} {
+			err := ob.EnqueueNow(ctx, outbox.Msg{Topic: "headers", Payload: []byte("x")}, outbox.Msg{Topic: "headers", Headers: h})
+			if !errors.Is(err, outbox.ErrInvalid) {
+				t.Fatalf("headers %q: %v, want ErrInvalid", h, err)
+			}
+		}
+		if n := dbtest.Count(t, db, db.Rebind(`SELECT count(*) FROM coord_outbox WHERE topic = ?`), "headers"); n != 0 {
+			t.Fatalf("%d messages of a refused call enqueued", n)
+		}
 		// delayed delivery: not claimed before it is due
 		var got atomic.Int64
 		r, _ := outbox.NewRelay(db, outbox.PublisherFunc(func(ctx context.Context, m outbox.Message) error { got.Add(1); return nil }), outbox.RelayOptions{})

@@ -294,3 +294,41 @@ func TestWorkerCrashReuseAndClockBehind(t *testing.T) {
 		w2.Close(ctx)
 	})
 }
+
+// A fetch that never reached the server — every connection refused — is
+// ErrUnreachable, never "commit outcome unknown": nothing was sent, so
+// nothing can have been committed (an operator reading the error during
+// a restore must not go looking for a range that was never issued).
+func TestFetchThatNeverConnectedIsUnreachable(t *testing.T) {
+	t.Parallel()
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		ctx := context.Background()
+		if err := ids.CreateTag(ctx, env.DB, "down", 0); err != nil {
+			t.Fatal(err)
+		}
+		proxy := dbtest.ProxyFor(t, env)
+		db, err := sqlcoord.Open(ctx, proxy.Via(env), sqlcoord.Options{MaxOpenConns: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		s, _ := ids.NewSegments(db, "down", ids.SegmentOptions{Step: 1, MaxStep: 1})
+		if _, err := s.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		proxy.SetDown(true) // cuts every connection and refuses new ones
+		db.SetMaxIdleConns(0)
+		for range 3 {
+			_, err = s.Next(ctx)
+			if err == nil {
+				t.Fatal("a fetch through a proxy that refuses every connection succeeded")
+			}
+			if errors.Is(err, sqlcoord.ErrCommitUnknown) {
+				t.Fatalf("a fetch that never connected: %v, reported as a commit of unknown outcome", err)
+			}
+		}
+		if !errors.Is(err, sqlcoord.ErrUnreachable) && !errors.Is(err, sqlcoord.ErrConnLost) {
+			t.Fatalf("%v, want ErrUnreachable", err)
+		}
+	})
+}

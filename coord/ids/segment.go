@@ -254,6 +254,10 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 	d := s.db.Dialect()
 	var max int64
 	for attempt := 0; ; attempt++ {
+		// Only the COMMIT's own error can leave the outcome unknown: one
+		// before it (no connection, a statement that failed) rolled the
+		// fetch back, or never began it.
+		committing := false
 		err := func() error {
 			tx, err := s.db.BeginOwned(ctx, nil)
 			if err != nil {
@@ -264,9 +268,11 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 			if err != nil {
 				return err
 			}
+			committing = true
 			if err := tx.Commit(ctx); err != nil {
 				return err
 			}
+			committing = false
 			max = got.Value
 			return s.db.Epochs().Observe(got.Epoch)
 		}()
@@ -280,7 +286,10 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 			continue
 		}
 		if err != nil {
-			cerr := d.ClassifyCommit(err)
+			cerr := d.ClassifyCommit(err) // outcome unknown, or unreachable: nothing sent
+			if !committing && !errors.Is(cerr, sqlcoord.ErrUnreachable) {
+				cerr = d.Classify(err) // rolled back: a lost connection is ErrConnLost
+			}
 			// A deadlock (or, on Galera, a certification conflict with a
 			// fetch on another node) rolled the whole fetch back: run it
 			// again. An unknown commit outcome is not retried: the range

@@ -136,13 +136,6 @@ func maskPairs(s string, unknownToo bool) string {
 	})
 }
 
-func cut(s, sep string) string {
-	if i := strings.Index(s, sep); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
 func maskQuery(raw string) string {
 	parts := strings.Split(raw, "&")
 	for i, p := range parts {
