@@ -54,9 +54,18 @@ ON DUPLICATE KEY UPDATE base = GREATEST(base, VALUES(base)), first_seen = VALUES
 		// this server recorded one before (then this is a new run).
 		q.EpochKnown = `SELECT COUNT(*) FROM coord_forks WHERE server_id = @@server_id`
 		q.EpochAdvance = q.EpochEnsure
-		q.EpochList = `SELECT CAST(server_id AS CHAR), base, first_seen, reason,
-  server_id = @@server_id AND run <=> (SELECT r.id FROM coord_run r WHERE r.k = 1) AND base = (SELECT MAX(m.base) FROM coord_forks m)
-FROM coord_forks ORDER BY base`
+		// The epoch just recorded, appended to the history (migration 26).
+		q.EpochLog = `INSERT IGNORE INTO coord_fork_log (base, history, first_seen, reason)
+SELECT base, CAST(server_id AS CHAR), first_seen, reason FROM coord_forks WHERE server_id = @@server_id`
+		// Every epoch the database has had (the log; a history a release
+		// before migration 26 recorded, from coord_forks), oldest first.
+		q.EpochList = `SELECT l.history, l.base, l.first_seen, l.reason,
+  COALESCE(f.server_id = @@server_id AND f.run <=> (SELECT r.id FROM coord_run r WHERE r.k = 1) AND f.base = (SELECT MAX(m.base) FROM coord_forks m), FALSE)
+FROM (SELECT history, base, first_seen, reason FROM coord_fork_log
+  UNION ALL SELECT CAST(c.server_id AS CHAR), c.base, c.first_seen, c.reason FROM coord_forks c
+    WHERE NOT EXISTS (SELECT 1 FROM coord_fork_log x WHERE x.base = c.base)) l
+LEFT JOIN coord_forks f ON f.base = l.base
+ORDER BY l.base`
 	}
 	// A new ownership — the lease free (expired or released) and nobody
 	// else heading its queue, or ours but granted in an earlier epoch —
@@ -167,6 +176,9 @@ func (o mysqlOps) epochNow(ctx context.Context, x Executor, hwm int64) (epoch in
 			why = "the server restarted (a new run): a restart, a crash, or a data directory restored from a snapshot or backup, which can have lost what was issued since the copy"
 		}
 		if _, err := x.Exec(ctx, o.q.EpochEnsure, why); err != nil {
+			return 0, false, err
+		}
+		if _, err := x.Exec(ctx, o.q.EpochLog); err != nil {
 			return 0, false, err
 		}
 		if err := x.QueryRow(ctx, o.q.EpochRead).Scan(&e); err != nil {

@@ -332,6 +332,9 @@ func (o mysqlOps) epochAdvance(ctx context.Context, x Executor) (int64, error) {
 	if _, err := x.Exec(ctx, o.q.EpochAdvance, "advance"); err != nil {
 		return 0, err
 	}
+	if _, err := x.Exec(ctx, o.q.EpochLog); err != nil {
+		return 0, err
+	}
 	var b int64
 	err := x.QueryRow(ctx, o.q.EpochRead).Scan(&b)
 	return b, err

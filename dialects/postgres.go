@@ -98,16 +98,22 @@ func newPostgres() *Dialect {
 			Now:      `SELECT clock_timestamp()`,
 			// Starts a new failover epoch and returns its base (migration 16).
 			EpochAdvance: `SELECT coord_epoch_advance('advance')`,
-			// Every recorded history, oldest first; current: this server's
+			// Every epoch the database has had, oldest first (coord_fork_log,
+			// migration 26; a history only coord_forks has, from a release
+			// before it). current: this server's
 			// in this run, and the newest (false on a standby; false for
 			// every history after a restart or restore, until the first
 			// counter statement starts a new epoch).
-			EpochList: `SELECT system_id::text || '/' || timeline::text, base, first_seen, reason,
-  CASE WHEN pg_is_in_recovery() THEN false ELSE system_id = (SELECT system_identifier FROM pg_control_system())
-    AND timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
-    AND boot IS NOT DISTINCT FROM pg_postmaster_start_time() AND rel IS NOT DISTINCT FROM tableoid
-    AND base = (SELECT max(base) FROM coord_forks) END
-FROM coord_forks ORDER BY base`,
+			EpochList: `SELECT l.history, l.base, l.first_seen, l.reason,
+  COALESCE(CASE WHEN pg_is_in_recovery() THEN false ELSE f.system_id = (SELECT system_identifier FROM pg_control_system())
+    AND f.timeline = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint
+    AND f.boot IS NOT DISTINCT FROM pg_postmaster_start_time() AND f.rel IS NOT DISTINCT FROM f.tableoid
+    AND f.base = (SELECT max(base) FROM coord_forks) END, false)
+FROM (SELECT history, base, first_seen, reason FROM coord_fork_log
+  UNION ALL SELECT c.system_id::text || '/' || c.timeline::text, c.base, c.first_seen, c.reason FROM coord_forks c
+    WHERE NOT EXISTS (SELECT 1 FROM coord_fork_log x WHERE x.base = c.base)) l
+LEFT JOIN coord_forks f ON f.base = l.base
+ORDER BY l.base`,
 
 			// Locks (schema 15): a transaction-scoped advisory lock on the
 			// name's 64-bit hash (pgLockKey), one statement, nothing written.

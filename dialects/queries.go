@@ -33,6 +33,9 @@ type Queries struct {
 	// the MEMORY table coord_run, empty after every start) and EpochKnown
 	// counts this server's recorded histories (to name a new run as one).
 	EpochRun, EpochKnown string
+	// EpochLog (MySQL family) appends the epoch just recorded for this
+	// server to coord_fork_log, the history of every epoch.
+	EpochLog string
 	// EpochList lists coord_forks: history, base, first_seen, reason,
 	// current.
 	EpochList string

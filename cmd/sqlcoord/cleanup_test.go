@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
@@ -60,7 +61,8 @@ func TestCleanupCLI(t *testing.T) {
 			}
 		})
 		t.Run("finished rows go, pending ones stay", func(t *testing.T) {
-			out, err := runCLI(t, "cleanup", "--older-than", "0s", "--tables", "outbox,keys", "--duty", "0", "--batch", "1", "--dsn", env.DSN)
+			time.Sleep(20 * time.Millisecond) // everything finished is older than 10 ms
+			out, err := runCLI(t, "cleanup", "--older-than", "10ms", "--tables", "outbox,keys", "--duty", "0", "--batch", "1", "--dsn", env.DSN)
 			if err != nil {
 				t.Fatalf("cleanup: %v\n%s", err, out)
 			}
