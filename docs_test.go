@@ -2,6 +2,7 @@ package sqlcoord_test
 
 import (
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,4 +232,44 @@ func refsFile(refs []string) string {
 		fmt.Fprintf(&imports, "import %s %q\n", name, snippetImports[name])
 	}
 	return "package refs\n\n" + imports.String() + "\nfunc _() {\n" + b.String() + "}\n"
+}
+
+// README's first program is not only built (scripts/install-test.sh
+// builds it as a user would): it runs, against a real database, and does
+// what it says.
+func TestReadmeProgramRuns(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the program")
+	}
+	text, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(text), "<!-- install-test: main.go -->")
+	if !ok {
+		t.Fatal("README.md has no install-test program")
+	}
+	_, after, _ = strings.Cut(after, "```go\n")
+	program, _, _ := strings.Cut(after, "```")
+	root, _ := os.Getwd()
+	dir := t.TempDir()
+	gomod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod := strings.Replace(string(gomod), "module github.com/sqlcoord/sqlcoord", "module readmeapp", 1)
+	mod += fmt.Sprintf("\nrequire github.com/sqlcoord/sqlcoord v1.2.0\n\nreplace github.com/sqlcoord/sqlcoord => %s\n", root)
+	write(t, filepath.Join(dir, "go.mod"), mod)
+	sum, _ := os.ReadFile("go.sum")
+	write(t, filepath.Join(dir, "go.sum"), string(sum))
+	write(t, filepath.Join(dir, "main.go"), program)
+	env := dbtest.New(t, "postgres")
+	cmd := exec.Command("go", "run", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GONOSUMDB=github.com/sqlcoord", "GOPROXY=off", "DATABASE_URL="+env.DSN)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "invoice 42 is ours") {
+		t.Fatalf("README's program: %v\n%s", err, out)
+	}
 }

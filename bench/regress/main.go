@@ -37,6 +37,7 @@ var (
 	dialects = flag.String("dialects", "postgres,mysql", "families to run on")
 	outPath  = flag.String("out", "", "also write the report (markdown) here")
 	slower   = flag.Float64("threshold", 0.95, "a case below this head ÷ previous in every round is named a regression")
+	suites   = flag.String("suites", "primitives,leasewait", "what to compare: primitives (bench primitives throughput), leasewait (lease hand-off latency)")
 )
 
 func main() {
@@ -87,13 +88,34 @@ func main() {
 				if err != nil {
 					fail(err)
 				}
-				res, err := primitives(ctx, b.path, dsn, filepath.Join(work, db))
-				if err != nil {
-					fail(fmt.Errorf("%s on %s: %w", b.name, fam, err))
-				}
 				got[b.name] = map[key]bench.Result{}
-				for _, x := range res {
-					got[b.name][key{x.Dialect, x.Group, fmt.Sprintf("%s, %d clients", x.Case, x.Clients)}] = x
+				if strings.Contains(*suites, "primitives") {
+					res, err := primitives(ctx, b.path, dsn, filepath.Join(work, db))
+					if err != nil {
+						fail(fmt.Errorf("%s on %s: %w", b.name, fam, err))
+					}
+					for _, x := range res {
+						got[b.name][key{x.Dialect, x.Group, fmt.Sprintf("%s, %d clients", x.Case, x.Clients)}] = x
+					}
+				}
+				if strings.Contains(*suites, "leasewait") {
+					rows, err := leaseWait(ctx, b.path, dsn, filepath.Join(work, db+"-lw"))
+					if err != nil {
+						fail(fmt.Errorf("%s leasewait on %s: %w", b.name, fam, err))
+					}
+					for _, x := range rows {
+						if x.P50 <= 0 || x.P99 <= 0 {
+							continue
+						}
+						// latency: a speed figure (1/latency), so that head ÷
+						// previous above 1 is better, as for throughput
+						for _, m := range []struct {
+							name string
+							v    time.Duration
+						}{{"p50", x.P50}, {"p99", x.P99}} {
+							got[b.name][key{x.Dialect, "hand-off", fmt.Sprintf("%s, %d waiters, %s (1/latency)", x.Mode, x.Waiters, m.name)}] = bench.Result{OpsPerS: float64(time.Second) / float64(m.v)}
+						}
+					}
 				}
 				srv.DropDatabase(ctx, db)
 			}
@@ -170,6 +192,25 @@ func primitives(ctx context.Context, bin, dsn, out string) ([]bench.Result, erro
 		return nil, err
 	}
 	var rs []bench.Result
+	if err := json.Unmarshal(data, &rs); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// leaseWait runs `bin bench leasewait` against dsn and reads its JSON.
+func leaseWait(ctx context.Context, bin, dsn, out string) ([]bench.LeaseWaitRow, error) {
+	args := []string{"bench", "leasewait", "--dsn", dsn, "--waiters", "1,32", "--handoffs", "200", "--out", out}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "SQLCOORD_DSN=")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, tail(string(b), 20))
+	}
+	data, err := os.ReadFile(filepath.Join(out, "leasewait.json"))
+	if err != nil {
+		return nil, err
+	}
+	var rs []bench.LeaseWaitRow
 	if err := json.Unmarshal(data, &rs); err != nil {
 		return nil, err
 	}
