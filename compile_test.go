@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 12: helpers that must run inside the caller's transaction take
+// Helpers that must run inside the caller's transaction take
 // only that stack's transaction type: a lock or a fence on a bare pool
 // does not compile. Each snippet is built as a tiny program in the module;
 // the control snippet (a real transaction) must build, so a failure is the

@@ -111,7 +111,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 	})
 }
 
-// Issue 12: the conformance suite on every dialect and every stack, each
+// The conformance suite on every dialect and every stack, each
 // pool limited to ONE connection (a helper that needs a second connection
 // under the caller's transaction hangs and fails), and on a 16-connection
 // pool with 8 goroutines.
@@ -124,7 +124,7 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// Issue 12: the same suite through PgBouncer in transaction mode with one
+// The same suite through PgBouncer in transaction mode with one
 // and with five server connections. pgx caches named prepared statements
 // by default, which a transaction pooler hands to other clients; each
 // stack is told, either the way its own queries need anyway
@@ -146,7 +146,7 @@ func TestConformancePgBouncer(t *testing.T) {
 	}
 }
 
-// Issue 12: not told, pgx's default statement cache through a
+// Not told, pgx's default statement cache through a
 // transaction-mode PgBouncer fails — loudly, with an error that says what
 // to set.
 func TestPgBouncerNotToldIsATypedError(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/migrate"
 )
 
-// Issue 40: a promotion that loses acknowledged terms never hands a term
+// A promotion that loses acknowledged terms never hands a term
 // out twice. B is elected while replication stalls (its term and fenced
 // write exist only on the old primary); the standby is promoted without
 // them. The next leader's term is above B's, B's late fenced write and

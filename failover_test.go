@@ -88,7 +88,7 @@ func (w *failoverWorld) ids(ctx context.Context) ([]int64, error) {
 	return out, nil
 }
 
-// Issue 13: asynchronous replication, a replication stall, then the whole
+// Asynchronous replication, a replication stall, then the whole
 // primary is killed and the standby promoted without the stalled tail.
 // The promoted server must never reissue a fencing token, a segment range
 // or a job attempt the old primary acknowledged, and a paused holder of
@@ -311,7 +311,7 @@ func throughProxy(t *testing.T, dsn string) (*dbtest.Proxy, string) {
 	return p, u.String()
 }
 
-// Issue 13: a hot standby is refused at Open with ErrReadOnly, not
+// A hot standby is refused at Open with ErrReadOnly, not
 // discovered later as an unmapped 25006.
 func TestOpenRefusesHotStandby(t *testing.T) {
 	t.Parallel()
@@ -384,7 +384,7 @@ func TestOpenRefusesHotStandby(t *testing.T) {
 	})
 }
 
-// Issue 13: a MariaDB replica (read_only) is refused too.
+// A MariaDB replica (read_only) is refused too.
 func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
 	t.Parallel()
 	env := dbtest.New(t, "mysql")
@@ -411,7 +411,7 @@ func TestOpenRefusesReadOnlyMariaDB(t *testing.T) {
 	}
 }
 
-// Issue 13: synchronous replication (synchronous_standby_names='*'): a
+// Synchronous replication (synchronous_standby_names='*'): a
 // write during the replication stall is never acknowledged, and after the
 // failover everything acknowledged before it is there.
 func TestSyncFailoverLosesNothingAcknowledged(t *testing.T) {

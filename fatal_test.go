@@ -34,7 +34,7 @@ func readOnlyDSN(env *dbtest.Env) string {
 	return env.DSN + sep + "tx_read_only=1"
 }
 
-// Issue 11.8: conditions that retrying cannot fix end Scheduler.Run and
+// Conditions that retrying cannot fix end Scheduler.Run and
 // Relay.Run with a typed error instead of running nothing silently.
 func TestFatalConditionsEndRun(t *testing.T) {
 	t.Parallel()

@@ -22,7 +22,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
-// Issue 22: counters that never go backwards on any fork of a database's
+// Counters that never go backwards on any fork of a database's
 // history — two promotions in a row without re-pointing, a split brain, a
 // restore from a dump, a point-in-time recovery. On each history the same
 // work is done; what a later history issues must be above everything an

@@ -20,7 +20,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 13: a 3-node MariaDB Galera cluster, every node written to.
+// A 3-node MariaDB Galera cluster, every node written to.
 func TestGalera(t *testing.T) {
 	t.Parallel()
 	g := dbtest.NewGalera(t, 3)
@@ -139,7 +139,7 @@ func TestGalera(t *testing.T) {
 			t.Fatalf("GaleraSingleWriter on a second node while the first writes: %v, want ErrGaleraLocks naming the writer", err)
 		}
 		t.Logf("%v", err)
-		// Before issue 22 both were allowed and their row locks overlapped.
+		// Both were allowed once and their row locks overlapped.
 		tx1, _ := first.BeginTx(ctx, nil)
 		defer tx1.Rollback()
 		if err := coord.New(first).TryLock(ctx, tx1, "checked-writer"); err != nil {

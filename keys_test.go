@@ -70,7 +70,7 @@ func probe(t *testing.T, db *sqlcoord.DB, fn func(tx *sql.Tx)) {
 	fn(tx)
 }
 
-// Issue 11.2: every identifying column of every coord_ table compares byte
+// Every identifying column of every coord_ table compares byte
 // for byte, and every input is validated with a typed error.
 func TestKeysAreBytes(t *testing.T) {
 	t.Parallel()

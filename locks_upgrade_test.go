@@ -15,7 +15,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 14: PostgreSQL locks are advisory locks on a permanent per-name
+// PostgreSQL locks are advisory locks on a permanent per-name
 // id (nothing written). During a rolling upgrade, instances older than
 // schema version 14 still lock the row: until the protocol is switched,
 // this version takes both, so old and new instances exclude each other.
@@ -158,7 +158,7 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 	})
 }
 
-// Issue 21: from schema 14 (advisory locks on each name's permanent id)
+// From schema 14 (advisory locks on each name's permanent id)
 // to 15 (advisory locks on a hash of the name, rows only for display):
 // until the protocol is switched, new instances take the id lock too.
 func TestLockProtocolUpgradeFrom14(t *testing.T) {
@@ -294,7 +294,7 @@ func TestLockProtocolUpgradeFrom14(t *testing.T) {
 	})
 }
 
-// Issue 39: the lock statement no longer reads coord_lock_protocol; the
+// The lock statement no longer reads coord_lock_protocol; the
 // protocol is a constant the planner folds (coord_lock_legacy, rewritten
 // by a trigger). A switch back to an older protocol must reach a session
 // whose lock statement is prepared and planned with the old constant, and

@@ -16,7 +16,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/localdb"
 )
 
-// Issue 22: MariaDB primary + replica with GTID replication, failed over
+// MariaDB primary + replica with GTID replication, failed over
 // by hand the way MaxScale does it (STOP SLAVE; RESET SLAVE ALL;
 // read_only off). Asynchronous: the replica misses the primary's last
 // acknowledged commits; semi-synchronous AFTER_SYNC: it misses none. On
@@ -81,7 +81,7 @@ func mariaDBFailover(t *testing.T, semi bool) {
 		t.Fatal(err)
 	}
 	zombie := maxOf(tail.tokens) // the paused holder of the old primary's last token
-	// a leader elected on the old primary's last commits (issue 40)
+	// a leader elected on the old primary's last commits
 	tailElection, err := f.c.Election("mfo", coord.ElectionOptions{ID: "tail-leader", TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func count(t *testing.T, reg *prometheus.Registry, name string, want map[string]
 	return n
 }
 
-// Issue 16: metrics everywhere, with bounded labels, off unless a
+// Metrics everywhere, with bounded labels, off unless a
 // Recorder is set on the driver.
 func TestMetrics(t *testing.T) {
 	t.Parallel()

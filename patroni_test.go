@@ -78,7 +78,7 @@ func patroniCaughtUp(p *localdb.Patroni) func(testing.TB) {
 	}
 }
 
-// Issue 13 (make test-ha): Patroni 3 in its default asynchronous mode. The
+// make test-ha: Patroni 3 in its default asynchronous mode. The
 // leader's replication stalls, acknowledged writes pile up on it alone, the
 // leader machine is killed (Patroni and PostgreSQL, SIGKILL) and Patroni
 // promotes the replica after its ttl. Clients follow through the
@@ -110,7 +110,7 @@ func patroniHooks(p *localdb.Patroni, proxies []*dbtest.Proxy) failoverHooks {
 	}
 }
 
-// Issue 13 (make test-ha): Patroni with synchronous_mode: a write during
+// make test-ha: Patroni with synchronous_mode: a write during
 // the stall is never acknowledged, and Patroni promotes the synchronous
 // standby, which has everything acknowledged before.
 func TestPatroniSyncFailover(t *testing.T) {

@@ -32,7 +32,7 @@ func listenFor(ctx context.Context, l sqlcoord.Listener, opt sqlcoord.ListenOpti
 	return done
 }
 
-// Issue 12: LISTEN through a transaction-mode PgBouncer "succeeds" and
+// LISTEN through a transaction-mode PgBouncer "succeeds" and
 // never delivers; the probe finds that out, and a direct listener works.
 func TestListenProbeBehindPgBouncer(t *testing.T) {
 	t.Parallel()
@@ -132,7 +132,7 @@ func TestListenProbeBehindPgBouncer(t *testing.T) {
 	}
 }
 
-// Issue 12: a relay in the default (auto) listen mode behind PgBouncer
+// A relay in the default (auto) listen mode behind PgBouncer
 // logs why it does not listen and delivers everything by polling; given a
 // direct Listener it is woken by NOTIFY.
 func TestRelayBehindPgBouncer(t *testing.T) {
@@ -200,7 +200,7 @@ func TestRelayBehindPgBouncer(t *testing.T) {
 	}
 }
 
-// Issue 12: migrations and the schema check through a transaction-mode
+// Migrations and the schema check through a transaction-mode
 // PgBouncer (golang-migrate's own statements used to be cached prepared
 // statements: "42P05 … already exists" from the second run on).
 func TestMigrateThroughPgBouncer(t *testing.T) {

@@ -26,7 +26,7 @@ func closedPort(t *testing.T) int {
 	return port
 }
 
-// Issue 11.3: no form of DSN leaks its password through String(), Open's
+// No form of DSN leaks its password through String(), Open's
 // errors or the migration status.
 func TestPasswordNeverShown(t *testing.T) {
 	t.Parallel()

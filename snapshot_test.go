@@ -24,7 +24,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
-// Issue 36: a database restored from a disk snapshot in place of the
+// A database restored from a disk snapshot in place of the
 // server it was taken from — same address, same system identifier and
 // timeline (PostgreSQL), same server id (MariaDB) — while clients keep
 // their pools and DSN. Clients in goroutines and in two other OS processes

@@ -28,7 +28,7 @@ func attr(s tracetest.SpanStub, key string) string {
 	return ""
 }
 
-// Issue 16: OpenTelemetry spans for every helper, with the dialect and the
+// OpenTelemetry spans for every helper, with the dialect and the
 // outcome, off unless a tracer provider is given; the traceparent goes from
 // Enqueue through the message headers to the publisher.
 func TestTracing(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
-// Growth measures each primitive's hot path and cleanup as its table grows
-// (issue 27): for each size, the table first holds that many rows a
+// Growth measures each primitive's hot path and cleanup as its table grows:
+// for each size, the table first holds that many rows a
 // production table accumulates (published messages no cleanup removed yet,
 // done idempotency keys 30 days old, a job's past runs, sessions of which
 // one in ten expired), then each case runs for cfg.Duration. A case's ratio

@@ -55,7 +55,7 @@ RETURNING token`
 	}
 	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_upsert`)
 	defer db.ExecContext(context.WithoutCancel(ctx), `DROP TABLE bench_lease`)
-	// The same two baselines with the guarantee sqlcoord adds (issue 36):
+	// The same two baselines with the guarantee sqlcoord adds:
 	// no token at or below the failover epoch's base, so that a restored
 	// disk snapshot, a promotion or a restart never hands a token out
 	// twice — through dialects.Dialect.EpochBase, the expression

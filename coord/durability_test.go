@@ -11,7 +11,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 39: on PostgreSQL an Acquire waits for its WAL flush and a
+// On PostgreSQL an Acquire waits for its WAL flush and a
 // Release does not (a lost release only makes the next holder wait out
 // the TTL). Counted on a server of its own with fsync on: the WAL syncs
 // of 100 acquires, one after another, then of their 100 releases.

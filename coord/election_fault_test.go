@@ -69,7 +69,7 @@ func helperCandidate(ctx context.Context, db *sqlcoord.DB) error {
 	}})
 }
 
-// Issue 40: leaders in real processes, SIGKILLed and SIGSTOPped in turn.
+// Leaders in real processes, SIGKILLed and SIGSTOPped in turn.
 // At most one leader acts per term (every fenced write carries a term no
 // older than the last committed one, each term is one process's), a next
 // leader is elected after each fault (its speed is the benchmark's), and
@@ -255,7 +255,7 @@ func helperPermitHolder(ctx context.Context, db *sqlcoord.DB) error {
 	return nil
 }
 
-// Issue 40: holders of a 2-permit semaphore in 5 processes, SIGKILLed and
+// Holders of a 2-permit semaphore in 5 processes, SIGKILLed and
 // SIGSTOPped at random. Never more than N permits act (every slot's
 // fenced writes carry non-decreasing tokens: a frozen holder's late write
 // is refused once its slot's next holder wrote), no slot above N is used,

@@ -10,7 +10,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 40: the database restarts under two campaigning instances. A
+// The database restarts under two campaigning instances. A
 // leader is elected again after it, with a term above every term before
 // it, and every committed fenced write carries a term no older than the
 // last (MariaDB: the restart starts a new epoch, so the old term cannot

@@ -16,7 +16,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
 
-// Issue 40: an election's API on both dialects — campaign, leader value,
+// An election's API on both dialects — campaign, leader value,
 // resign hands over with a larger term, a deposed leader's fenced write is
 // refused by the row, observers see every term in order.
 func TestElection(t *testing.T) {
@@ -352,7 +352,7 @@ func TestElection(t *testing.T) {
 	})
 }
 
-// Issue 40: bad input gets a typed error and changes nothing.
+// Bad input gets a typed error and changes nothing.
 func TestElectionAndSemaphoreBadInput(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {

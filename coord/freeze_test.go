@@ -38,7 +38,7 @@ func helperRenewer(ctx context.Context, db *sqlcoord.DB) error {
 	return nil
 }
 
-// Issue 11.7: a holder frozen (SIGSTOP) in the middle of a lease operation
+// A holder frozen (SIGSTOP) in the middle of a lease operation
 // must not block takeover: 20 freezes at random points of a tight Renew
 // loop; each time the taker gets the lease within TTL + margin of the
 // freeze (the holder stays frozen for 3 s, far longer).

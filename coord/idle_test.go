@@ -11,7 +11,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 21: SetIdleTimeout bounds one transaction. On MySQL/MariaDB it is
+// SetIdleTimeout bounds one transaction. On MySQL/MariaDB it is
 // a session variable; a pool Open made resets it before the connection
 // serves anyone else, so the next transaction (here on the same and only
 // connection) is not cut by a timeout it never asked for.

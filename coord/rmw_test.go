@@ -102,7 +102,7 @@ func rmwOnce(ctx context.Context, db *sqlcoord.DB, c *coord.Client[*sql.Tx], iso
 	return d.ClassifyCommit(tx.Commit())
 }
 
-// Issue 21: the user's invariant across OS processes — a counter read
+// The user's invariant across OS processes — a counter read
 // and written back under a lock never loses an update — with waiting and
 // NOWAIT holders, pools of 2 and 32 connections, a holder process
 // SIGKILLed (and replaced) and another SIGSTOPped past its idle timeout,

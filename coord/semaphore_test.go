@@ -11,7 +11,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 40: a semaphore's API on both dialects.
+// A semaphore's API on both dialects.
 func TestSemaphore(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {

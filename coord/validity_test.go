@@ -10,7 +10,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 11.6: the keeper's context cannot outlive the lease by the Acquire
+// The keeper's context cannot outlive the lease by the Acquire
 // round trip. Replies are delayed 250ms (a slow network): the database
 // starts the TTL when it runs the statement, so the lease expires about
 // TTL after Acquire was sent. Renewals then fail (network down); the

@@ -14,7 +14,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
-// Issue 36: a statement that never left because no connection could be
+// A statement that never left because no connection could be
 // opened is ErrUnreachable, not a commit of unknown outcome.
 func TestClassifyCommitConnectionRefused(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -10,7 +10,7 @@ import (
 
 // Driver errors are recognised by what they offer, not by importing the
 // drivers: an application on pgx must not compile go-sql-driver/mysql,
-// nor a MariaDB application pgx (issue 23).
+// nor a MariaDB application pgx.
 //
 //   - pgx (pgconn.PgError): a SQLState() method; its Error() ends with
 //     "(SQLSTATE xxxxx)" and carries the server's message.

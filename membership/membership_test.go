@@ -173,7 +173,7 @@ func runStopper(ctx context.Context, db *sqlcoord.DB) error {
 	return nil
 }
 
-// Issue 15: a member frozen (SIGSTOP) past its TTL is gone from the list,
+// A member frozen (SIGSTOP) past its TTL is gone from the list,
 // and when it resumes it learns it was expelled before acting again.
 func TestFrozenMemberExpelled(t *testing.T) {
 	t.Parallel()
@@ -224,7 +224,7 @@ func TestFrozenMemberExpelled(t *testing.T) {
 	})
 }
 
-// Issue 15: on PostgreSQL Watch hears joins and leaves through NOTIFY,
+// On PostgreSQL Watch hears joins and leaves through NOTIFY,
 // well before its (long) polling interval.
 func TestWatchNotify(t *testing.T) {
 	t.Parallel()

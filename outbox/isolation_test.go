@@ -11,7 +11,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
-// Issue 14: a slow or failing topic must not hold up the others. A batch
+// A slow or failing topic must not hold up the others. A batch
 // holds 100 messages to a topic whose broker hangs (each publish runs into
 // PublishTimeout) enqueued before 100 messages to a healthy topic: the
 // healthy ones are published at once, the hanging topic is tried once

@@ -34,7 +34,7 @@ func drain(t *testing.T, db *sqlcoord.DB, pub outbox.Publisher) {
 	}
 }
 
-// Issue 11.4: a message id means one message, across services, schema
+// A message id means one message, across services, schema
 // reinstalls and failovers that reuse the ordering sequence.
 func TestMessageIDsAreGlobal(t *testing.T) {
 	t.Parallel()

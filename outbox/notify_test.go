@@ -14,7 +14,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
-// Issue 14 and 27: a NOTIFY serialises the commits of every notifying
+// A NOTIFY serialises the commits of every notifying
 // transaction, so Enqueue sends it only while a listening relay sleeps
 // (holds the sleep lock, after its polls found nothing); a listening relay
 // is also a member of dialects.OutboxListeners (for operators).
@@ -142,7 +142,7 @@ func TestSleepingRelayMissesNoWakeUp(t *testing.T) {
 	}
 }
 
-// Issue 38: while messages trickle in (slower than SleepBelow) the relay
+// While messages trickle in (slower than SleepBelow) the relay
 // sleeps right after each batch, so the next message is delivered on its
 // commit's NOTIFY, not at the next poll: with PollBusy and PollMin at 5 s,
 // a relay that waited for its next poll after a batch would deliver every
@@ -189,7 +189,7 @@ func TestTrickleDeliveredOnCommit(t *testing.T) {
 	}
 }
 
-// Issue 38: above SleepBelow the relay stays awake and producers send no
+// Above SleepBelow the relay stays awake and producers send no
 // NOTIFY (a NOTIFY serialises notifying commits): 8 producers enqueue as
 // fast as they can for 2 s beside a listening relay; the notifications
 // sent (a watcher listens too) stay a small fraction of the messages —
@@ -233,7 +233,7 @@ func TestBusyRelayDrawsFewNotifications(t *testing.T) {
 	}
 }
 
-// Issue 38: a woken relay lets go of its sleep lock as soon as its claim
+// A woken relay lets go of its sleep lock as soon as its claim
 // returns messages, not when the batch commits, so a slow publish does not
 // make producers notify: while the relay publishes one message for 3 s,
 // 20 producers' commits send no NOTIFY (a relay that kept the lock

@@ -13,7 +13,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 
-// Issue 38: relay groups by topic. Two polling relays with disjoint topic
+// Relay groups by topic. Two polling relays with disjoint topic
 // filters, on both dialects, each publish only their own topics, and
 // together every message once; an ordered relay with a filter keeps its
 // keys in order.

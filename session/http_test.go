@@ -98,7 +98,7 @@ func cookieOf(t *testing.T, resp *http.Response) *http.Cookie {
 	return nil
 }
 
-// Issue 15: a real HTTP server, two instances of the application.
+// A real HTTP server, two instances of the application.
 func TestHTTP(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {

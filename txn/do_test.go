@@ -189,7 +189,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	})
 }
 
-// Issue 11.1: with verification on, a COMMIT whose reply is lost must never
+// With verification on, a COMMIT whose reply is lost must never
 // lead to a second effect or a false error, even when the COMMIT is still in
 // flight on the server while Do checks. The proxy cuts a third of all
 // COMMITs at random (never sent / sent at once / sent up to 80 ms later)

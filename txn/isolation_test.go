@@ -14,7 +14,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
-// Issue 21 audit: the helpers that run in the caller's transaction decide
+// The helpers that run in the caller's transaction decide
 // on unique indexes and locking statements, never on a plain read that an
 // older snapshot could answer. Each runs here at every isolation level
 // after the transaction already read the table (on MySQL/MariaDB

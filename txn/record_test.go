@@ -63,7 +63,7 @@ func runRecorder(ctx context.Context, db *sqlcoord.DB) error {
 	return nil
 }
 
-// Issue 14: Keys.Record writes the key once (done, with its response) after
+// Keys.Record writes the key once (done, with its response) after
 // the effect; duplicates racing from goroutines and from other processes
 // still commit exactly one effect per key and all answer with its response.
 func TestIdempotencyRecord(t *testing.T) {

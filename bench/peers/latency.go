@@ -20,7 +20,7 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 )
 
-// --- commit→delivery against the peers (issue 38) ---
+// --- commit→delivery against the peers ---
 //
 // Every system gets the same producers (32 goroutines, one message per
 // transaction, paced to the offered rate) and the same clock: from the

@@ -1,7 +1,7 @@
 // Command soak runs sqlcoord's primitives together for a long time against
 // throwaway PostgreSQL and MariaDB servers, with faults, and checks that
 // nothing is lost or doubled and that no resource grows without bound
-// (issue 27, `make soak`; not part of `make test`).
+// (`make soak`; not part of `make test`).
 //
 // Per dialect: producers enqueue an outbox message with each business row
 // (one transaction); three relay processes publish them into a consumer

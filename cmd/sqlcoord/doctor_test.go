@@ -13,7 +13,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 13: doctor reports what it detects, on both dialects, directly and
+// Doctor reports what it detects, on both dialects, directly and
 // through a transaction-mode PgBouncer (where LISTEN is lost), in text and
 // JSON, without the password.
 func TestDoctorCLI(t *testing.T) {
@@ -54,7 +54,7 @@ func TestDoctorCLI(t *testing.T) {
 	})
 }
 
-// Issue 13: doctor on a primary with an asynchronous standby, and on the
+// Doctor on a primary with an asynchronous standby, and on the
 // standby itself.
 func TestDoctorOnReplicatedPostgres(t *testing.T) {
 	t.Parallel()
@@ -76,7 +76,7 @@ func TestDoctorOnReplicatedPostgres(t *testing.T) {
 	if exitCode(context.Background(), err) != exitUnhealthy || !strings.Contains(out, "hot standby / read-only replica") || !strings.Contains(out, "*[no ] locks, leases") {
 		t.Fatalf("doctor on the standby: %v, want exit 4\n%s", err, out)
 	}
-	// issue 37: the standby's own view, not a primary's
+	// the standby's own view, not a primary's
 	for _, want := range []string{"replication  a standby: WAL receiver streaming", "timeline     none here", "LISTEN       not tested: a standby"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor on the standby lacks %q:\n%s", want, out)
@@ -103,7 +103,7 @@ func TestDoctorOnReplicatedPostgres(t *testing.T) {
 	t.Logf("doctor on the standby:\n%s", out)
 }
 
-// Issue 37: doctor as a role that may not read sqlcoord's tables lists
+// Doctor as a role that may not read sqlcoord's tables lists
 // every fact it could not read (schema, forks) and says the epoch is
 // unknown, instead of dropping those lines; it exits 3.
 func TestDoctorWithoutReadRights(t *testing.T) {

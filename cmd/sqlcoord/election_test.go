@@ -13,7 +13,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 40: operators list, show and depose leaders, and list, show,
+// Operators list, show and depose leaders, and list, show,
 // resize and revoke semaphores.
 func TestLeaderAndSemaphoreCLI(t *testing.T) {
 	t.Parallel()

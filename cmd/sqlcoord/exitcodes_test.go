@@ -55,7 +55,7 @@ func TestExitCodeMatrix(t *testing.T) {
 		{args: []string{"migrate", "down", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"migrate", "status"}, want: exitUsage}, // no DSN at all
 		{args: []string{"migrate", "status", "--dsn", "oracle://u@h/db"}, want: exitUsage},
-		// issue 37: a mistyped MySQL DSN is a bad argument, named as one
+		// a mistyped MySQL DSN is a bad argument, named as one
 		{args: []string{"migrate", "status", "--dsn", "mysql://u@tcp(127.0.0.1:1/db"}, want: exitUsage},
 		// a group alone is an incomplete command line
 		{args: []string{"migrate"}, want: exitUsage},

@@ -83,7 +83,7 @@ func TestMigrateCLI(t *testing.T) {
 	}, dbtest.NoMigrate(), dbtest.Serial())
 }
 
-// Issue 16: a CLI that scripts well — usage errors (exit 2) for unknown
+// A CLI that scripts well — usage errors (exit 2) for unknown
 // subcommands and bad limits, before any connection; --version.
 func TestCLIUsage(t *testing.T) {
 	t.Parallel()
@@ -210,7 +210,7 @@ func TestJobsCLI(t *testing.T) {
 		if _, err := runCLI(t, "jobs", "rerun", "--job", "report", "--fire", "yesterday", "--dsn", env.DSN); err == nil {
 			t.Fatal("bad --fire accepted")
 		}
-		// issue 11.5: a job nobody registered, and a time the schedule
+		// a job nobody registered, and a time the schedule
 		// does not produce, are refused (not found, exit 5) and mark nothing
 		_, err = runCLI(t, "jobs", "rerun", "--job", "nope", "--fire", fire.Format(time.RFC3339Nano), "--dsn", env.DSN)
 		if !errors.Is(err, jobs.ErrUnknownJob) || exitCode(context.Background(), err) != exitNotFound {
@@ -286,7 +286,7 @@ func TestOutboxCLI(t *testing.T) {
 	})
 }
 
-// Issue 15: sqlcoord sessions stats|revoke --user.
+// Sqlcoord sessions stats|revoke --user.
 func TestSessionsCLI(t *testing.T) {
 	t.Parallel()
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {

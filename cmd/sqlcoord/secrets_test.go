@@ -61,7 +61,7 @@ func noSecret(t *testing.T, where, s string) {
 	}
 }
 
-// Issue 11.3: the password of the DSN and of a webhook URL appears in no
+// The password of the DSN and of a webhook URL appears in no
 // output channel: stdout and stderr of every command, the relay's JSON log,
 // coord_outbox.last_error, `outbox dead`, and /healthz with the database
 // down (which returns a status only).

@@ -55,7 +55,7 @@ func helperFrozenGenerator(ctx context.Context, db *sqlcoord.DB) error {
 	}
 }
 
-// Issue 11.6: a generator frozen (SIGSTOP) for longer than its worker-id
+// A generator frozen (SIGSTOP) for longer than its worker-id
 // lease issues not one id after it resumes: Next checks the lease's local
 // validity itself, on every id, not only when the heartbeat goroutine
 // gets around to noticing.

@@ -39,7 +39,7 @@ func writeEffect(ctx context.Context, db *sqlcoord.DB, runs *jobs.Runs, run jobs
 	return tx.Commit()
 }
 
-// Issue 11.5: a superseded runner's effect is refused by the database.
+// A superseded runner's effect is refused by the database.
 // 200 slots: A claims, goes stale, B takes over; then A writes (before or
 // after B, alternating) — A's write is refused every time and every slot
 // has exactly B's effect. Then 200 slots where A's write and B's takeover
@@ -193,7 +193,7 @@ func effectsFor(t *testing.T, env *dbtest.Env, us int64) []string {
 	return out
 }
 
-// Issue 11.5 with real processes: runner A is SIGSTOPped past its grace
+// The same with real processes: runner A is SIGSTOPped past its grace
 // while running a slot, B takes the slot over and writes; A is resumed and
 // writes at once, before it can notice anything — the database refuses
 // A's write. Then: A is SIGKILLed right after committing effect+completion

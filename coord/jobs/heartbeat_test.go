@@ -10,7 +10,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/dbtest"
 )
 
-// Issue 11.6: a run whose heartbeats fail (database unreachable) has its
+// A run whose heartbeats fail (database unreachable) has its
 // context cancelled once no heartbeat succeeded for Grace — from then on
 // another instance may take the run over — instead of running on.
 func TestRunContextEndsWhenHeartbeatsFail(t *testing.T) {

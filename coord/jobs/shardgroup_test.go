@@ -12,7 +12,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/membership"
 )
 
-// Issue 15: a sharded job takes its shard total from the live members of a
+// A sharded job takes its shard total from the live members of a
 // group at the slot's fire time, fixed once per slot; each shard of a slot
 // is claimed exactly once, by two schedulers.
 func TestShardTotalFromMembership(t *testing.T) {
@@ -149,7 +149,7 @@ func TestShardTotalFromMembership(t *testing.T) {
 	})
 }
 
-// Issue 15: shards spread across members — each member's scheduler claims
+// Shards spread across members — each member's scheduler claims
 // the shard of its rank first, even when another instance reaches the
 // slot first (its clock runs ahead); a shard without a live scheduler
 // (a member that runs none) is claimed by someone after the spread delay.

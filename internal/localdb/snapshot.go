@@ -14,7 +14,7 @@ import (
 // Disk snapshots of a local server's data directory, restored in place
 // (same address, same system identifier / server id): what a cloud
 // "restore from snapshot", an LVM or EBS snapshot, a copied data directory
-// or a base backup started where the server was gives (issue 36).
+// or a base backup started where the server was gives.
 
 // How a snapshot is taken.
 const (

@@ -290,7 +290,7 @@ func TestStreamAcrossFailover(t *testing.T) {
 	}
 }
 
-// TestFrozenStreamerTakeover (issue 38): at more than 1,000 messages/s the
+// TestFrozenStreamerTakeover: at more than 1,000 messages/s the
 // streaming relay that is publishing is frozen (SIGSTOP) and stays frozen.
 // Its lease (2 s) passes to the other relay, which must publish on its own
 // within the lease TTL and about one more: the frozen one's batch

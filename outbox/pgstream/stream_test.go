@@ -561,7 +561,7 @@ func TestStreamThroughPgBouncer(t *testing.T) {
 	}
 }
 
-// TestStreamFlakyPublisherKeepsFlowing (issue 38): a publisher that
+// TestStreamFlakyPublisherKeepsFlowing: a publisher that
 // refuses 5 % of first attempts costs the ordered stream milliseconds per
 // failure, not a second: with the default backoff (10 ms, doubling) 2,000
 // messages drain within seconds, in order. With the 1 s first backoff of
@@ -620,7 +620,7 @@ func TestStreamFlakyPublisherKeepsFlowing(t *testing.T) {
 	}
 }
 
-// TestStreamTopicGroups (issue 38): two streaming groups with disjoint
+// TestStreamTopicGroups: two streaming groups with disjoint
 // topic filters on one outbox each publish only their topics, in commit
 // order, every message once between them; a bad filter is refused.
 func TestStreamTopicGroups(t *testing.T) {
@@ -666,7 +666,7 @@ func TestStreamTopicGroups(t *testing.T) {
 	}
 }
 
-// TestStreamStuckHeadIsVisible (issue 38): while the group's head message
+// TestStreamStuckHeadIsVisible: while the group's head message
 // keeps failing, it shows where operators look — Stats.Failing, the row's
 // attempts and last error — and stops showing once it is published.
 func TestStreamStuckHeadIsVisible(t *testing.T) {

@@ -1,4 +1,4 @@
--- Lock names with a bounded cost (issue 21): InnoDB locks need the name's
+-- Lock names with a bounded cost: InnoDB locks need the name's
 -- row, created by the first lock in the locker's transaction; rows of
 -- names no longer in use may be deleted (CleanupLocks, oldest first,
 -- skipping rows someone holds). A deleted name is simply created again by

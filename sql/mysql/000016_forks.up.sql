@@ -1,4 +1,4 @@
--- Failover epochs for MySQL/MariaDB (issue 22): the same design as
+-- Failover epochs for MySQL/MariaDB: the same design as
 -- PostgreSQL's (see the postgres migration 16). A history is a server
 -- writing as the primary, named by @@server_id (unique per server in a
 -- replication topology): a promoted replica has another one, so its first

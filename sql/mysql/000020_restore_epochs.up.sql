@@ -1,4 +1,4 @@
--- A restore from a disk snapshot starts a new epoch (issue 36; the design
+-- A restore from a disk snapshot starts a new epoch (the design
 -- is PostgreSQL's migration 20). A data directory restored from a
 -- snapshot, a copy or mariabackup keeps @@server_id and the rows of
 -- coord_forks, and from the inside it cannot be told from a restart: both

@@ -1,4 +1,4 @@
--- Locks without writing the row (issue 14). Each lock name gets a
+-- Locks without writing the row. Each lock name gets a
 -- permanent integer id; TryLock / Lock take a transaction-scoped advisory
 -- lock on (1936813155, id) instead of locking the row, so a transaction
 -- that only locks writes no WAL and its COMMIT flushes nothing.

@@ -1,4 +1,4 @@
--- Lock names with a bounded cost (issue 21). A lock is now a
+-- Lock names with a bounded cost. A lock is now a
 -- transaction-scoped advisory lock on a 64-bit hash of the name,
 -- hashtextextended(name, 1936813155): nothing is written to take it, and
 -- it needs no row. Two names whose hashes collide exclude each other (a

@@ -1,4 +1,4 @@
--- Failover epochs that survive every fork of history (issue 22).
+-- Failover epochs that survive every fork of history.
 --
 -- Schema 10 took the epoch from the WAL timeline, which forks do not
 -- keep unique: two standbys promoted one after the other without the

@@ -1,4 +1,4 @@
--- Job retries (issue 26). A run that returns an error is retried when its
+-- Job retries. A run that returns an error is retried when its
 -- job has a retry policy: the row goes to 'retry' with retry_at, and the
 -- next instance to scan takes it over like a dead run (attempt + 1, the
 -- fencing token). failures counts the attempts that ended in an error, in

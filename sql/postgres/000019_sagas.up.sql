@@ -1,4 +1,4 @@
--- Global transactions (issue 25): sagas and TCC driven by package saga.
+-- Global transactions: sagas and TCC driven by package saga.
 -- coord_gtx is written in the caller's business transaction (Begin), so a
 -- global transaction exists because that transaction committed. A driver
 -- claims a due row (FOR UPDATE SKIP LOCKED), sets claim to a token of its

@@ -1,4 +1,4 @@
--- A restore from a disk snapshot starts a new epoch (issue 36).
+-- A restore from a disk snapshot starts a new epoch.
 --
 -- A snapshot of the data directory — a cloud or LVM/EBS snapshot, a copied
 -- data directory, a base backup started in place — keeps the system

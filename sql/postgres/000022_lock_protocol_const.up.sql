@@ -1,5 +1,5 @@
 -- A lock in one statement at the cost of the database's own advisory lock
--- (issue 39). The lock statement asked coord_lock_protocol on every lock
+--. The lock statement asked coord_lock_protocol on every lock
 -- whether an older lock protocol is on (a table read per lock). Now it
 -- calls coord_lock_legacy(): an IMMUTABLE function whose body is that
 -- answer as a constant, which the planner folds into the statement. A

@@ -1,4 +1,4 @@
--- Issue 39: no CHECK constraints on the tables written on every
+-- No CHECK constraints on the tables written on every
 -- operation (leases, fences, locks, idempotency keys, the outbox and the
 -- inbox, TCC/saga barriers, commit markers).
 -- PostgreSQL rebuilds a table's CHECK expressions from their stored text

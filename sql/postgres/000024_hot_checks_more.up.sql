@@ -1,4 +1,4 @@
--- Issue 39, after migration 23: no CHECK constraints on the other tables
+-- No CHECK constraints on the other tables
 -- sqlcoord writes per operation — job runs (a claim, a finish, a retry),
 -- sessions (a touch), members (a heartbeat), saga and TCC rows (a step)
 -- and election terms. PostgreSQL parses and plans a table's CHECK
