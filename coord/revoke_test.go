@@ -182,6 +182,35 @@ func TestRevocationRefusesAtOnce(t *testing.T) {
 			}
 		})
 
+		t.Run("Release by a later holder of a lease fenced before", func(t *testing.T) {
+			first, err := c.Acquire(ctx, "rev-later", "first", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := leaseLog(ctx, env.DB, c, "rev_log", "rev-later-work", first, 0, "first"); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Release(ctx, first); err != nil {
+				t.Fatal(err)
+			}
+			for round := range 3 {
+				l, err := c.Acquire(ctx, "rev-later", "later-"+strconv.Itoa(round), time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := keepWriting(t, env, c, "rev_log", "rev-later-work", l)
+				if err := c.Release(ctx, l); err != nil {
+					stop()
+					t.Fatal(err)
+				}
+				n := writesAfter(t, env, "rev_log", 0, l.Token)
+				stop()
+				if n != 0 {
+					t.Fatalf("holder %d: %d writes committed after Release returned", round, n)
+				}
+			}
+		})
+
 		t.Run("a refused write says the lease is gone", func(t *testing.T) {
 			l, err := c.Acquire(ctx, "rev-gone", "holder", time.Minute)
 			if err != nil {

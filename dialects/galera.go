@@ -46,7 +46,7 @@ func newGalera(name string, locks bool) *Dialect {
 	// holders of one token, TestGalera). The upsert, then a read after
 	// the commit, tells the truth.
 	d.Q.LeaseAcquireReturning, d.Q.FenceAdvanceReturning, d.Q.JobClaimReturning = "", "", ""
-	d.w.fenceLeaseReturning = ""
+	d.w.fenceLeaseReturning, d.w.acquireOwnReturning = "", ""
 	if !locks {
 		d.ops = galeraOps{d.ops.(mysqlOps)}
 	}

@@ -288,8 +288,10 @@ func newMySQL(name string, patch func(*Queries), epoch string) *Dialect {
 	}
 	d := &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q, w: mysqlWaitSQL(epoch)}
 	d.ops = mysqlOps{q: &q, d: d}
+	d.w.acquireOwn = mysqlOwnQueue(q.LeaseAcquire)
 	if q.LeaseAcquireReturning != "" { // MariaDB: INSERT … RETURNING
 		d.w.fenceLeaseReturning = d.w.fenceLease + "\nRETURNING fence"
+		d.w.acquireOwnReturning = mysqlOwnQueue(q.LeaseAcquireReturning)
 	}
 	// NULL (no epoch recorded for this run yet) matches no row: the
 	// caller records one (epochNow) and runs the statement again.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Failover epochs on the MySQL family (migration 16; the design is
@@ -29,6 +30,23 @@ import (
 // would take turns starting epochs.
 const mysqlEpoch = `(SELECT f.base FROM coord_forks f WHERE f.server_id = @@server_id AND f.run = (SELECT r.id FROM coord_run r WHERE r.k = 1)
   AND f.base = (SELECT MAX(m.base) FROM coord_forks m))`
+
+// mysqlQueueLetsIn is LeaseAcquire's condition that the caller may take
+// a free lease: nobody else heads the queue (args: queue, queue).
+var mysqlQueueLetsIn = `IF(attention & 1 OR name <> ?, COALESCE((` + mysqlHead("owner", "?") + `), VALUES(owner)), VALUES(owner)) = VALUES(owner)`
+
+// mysqlOwnQueue is an acquire of a lease with its own queue that reads no
+// ticket: a free lease whose row says a waiter may be queued (attention
+// bit 1) is not taken but reported free and not ours (LeaseRow.Queued),
+// and the caller runs the full statement, which reads the queue. A
+// statement that names the queue's tables costs MariaDB their opening
+// whether it reads them or not. Same args as stmt.
+func mysqlOwnQueue(stmt string) string {
+	if !strings.Contains(stmt, mysqlQueueLetsIn) {
+		panic("dialects: LeaseAcquire without its queue check")
+	}
+	return strings.Replace(stmt, mysqlQueueLetsIn, `(attention & 1 = 0 AND name = ? AND ? IS NOT NULL)`, 1)
+}
 
 // mysqlEpochQueries sets the statements that issue or check counters with
 // epoch as the failover epoch expression.
@@ -76,15 +94,18 @@ ORDER BY l.base`
 	// UPDATE assigns left to right and later expressions see earlier
 	// results, so the decisions are kept in session variables before owner
 	// changes: @sqlcoord_free (free, and the queue lets the caller in),
-	// @sqlcoord_take (it is the caller's now). Nothing is inserted or
-	// changed when the epoch is NULL or below the client's high-water mark.
-	// Args: name, owner, ttl µs, high-water mark, queue.
+	// @sqlcoord_take (it is the caller's now). A lease's own queue is
+	// read only when the row's attention (migration 27) says a waiter may
+	// be queued; a shared queue (a semaphore's) always (see also
+	// mysqlOwnQueue). Nothing is inserted or changed when the epoch is
+	// NULL or below the client's high-water mark.
+	// Args: name, owner, ttl µs, high-water mark, queue, queue.
 	q.LeaseAcquire = `INSERT INTO coord_leases (name, owner, token, expires_at, acquired_at, renewed_at)
 SELECT ?, ?, e.b + 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)
 FROM (SELECT ` + epoch + ` AS b) e WHERE e.b >= ?
 ON DUPLICATE KEY UPDATE
   acquired_at = IF((@sqlcoord_free := (expires_at <= UTC_TIMESTAMP(6)
-      AND COALESCE((` + mysqlHead("owner", "?") + `), VALUES(owner)) = VALUES(owner)))
+      AND ` + mysqlQueueLetsIn + `))
     OR (owner = VALUES(owner) AND expires_at > UTC_TIMESTAMP(6) AND token < VALUES(token)), VALUES(acquired_at), acquired_at),
   token       = IF((@sqlcoord_take := (@sqlcoord_free OR (owner = VALUES(owner) AND expires_at > UTC_TIMESTAMP(6))))
     AND (@sqlcoord_free OR token < VALUES(token)), GREATEST(token + 1, VALUES(token)), token),

@@ -103,14 +103,25 @@ func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) err
 // newest (a promoted replica) — records a new epoch and runs it again.
 func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
 	name, owner, ttl, hwm := l.Name, l.Owner, l.TTLMicros, l.HWM
+	stmtReturning, stmt := o.q.LeaseAcquireReturning, o.q.LeaseAcquire
+	own := l.Queue == l.Name
+	if own {
+		stmtReturning, stmt = o.d.w.acquireOwnReturning, o.d.w.acquireOwn
+	}
 	for i := 0; ; i++ {
 		var r LeaseRow
 		var e sql.NullInt64
 		// Ours only when the row says so and is live: an expired row of
 		// ours that the queue kept from us is someone else's turn.
 		mine := func() bool { return r.Owner == owner && !r.Queued }
-		if o.q.LeaseAcquireReturning != "" { // MariaDB: one round trip
-			err := pool.QueryRow(ctx, o.q.LeaseAcquireReturning, name, owner, ttl, hwm, l.Queue).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &e, &r.Queued)
+		if stmtReturning != "" { // MariaDB: one round trip
+			err := pool.QueryRow(ctx, stmtReturning, name, owner, ttl, hwm, l.Queue, l.Queue).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &e, &r.Queued)
+			if err == nil && r.Queued && own {
+				// free, but a waiter may be queued: ask the queue
+				own, stmtReturning, stmt = false, o.q.LeaseAcquireReturning, o.q.LeaseAcquire
+				i--
+				continue
+			}
 			if err == nil && e.Valid && e.Int64 >= hwm && (!mine() || r.Token > e.Int64) {
 				r.Epoch = e.Int64
 				if r.Owner == owner && r.Queued {
@@ -121,12 +132,17 @@ func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) 
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return r, err
 			}
-		} else if _, err := pool.Exec(ctx, o.q.LeaseAcquire, name, owner, ttl, hwm, l.Queue); err != nil {
+		} else if _, err := pool.Exec(ctx, stmt, name, owner, ttl, hwm, l.Queue, l.Queue); err != nil {
 			return r, err
 		}
 		err := pool.QueryRow(ctx, o.q.LeaseRead, name).Scan(&r.Owner, &r.Token, &r.ExpiresAt, &e, &r.Queued)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return r, err
+		}
+		if err == nil && r.Queued && own {
+			own, stmtReturning, stmt = false, o.q.LeaseAcquireReturning, o.q.LeaseAcquire
+			i--
+			continue
 		}
 		if err == nil && e.Valid && e.Int64 >= hwm && (!mine() || r.Token > e.Int64) {
 			r.Epoch = e.Int64
@@ -183,12 +199,48 @@ func (o mysqlOps) leaseReleaseWaking(ctx context.Context, pool Executor, l Lease
 	return true, o.d.Ring(ctx, pool, head...)
 }
 
+// leaseRelease ends a lease in one single-table UPDATE unless its row's
+// attention (migration 27) says more is needed: a gated lease is ended by
+// the full statement, which raises its gate; a lease whose queue may
+// hold a waiter has the queue's head woken (and the mark cleared when
+// the queue is empty).
 func (o mysqlOps) leaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
-	released, head, err := o.release(ctx, pool, l)
-	if err != nil || !released {
-		return released, err
+	if l.Queue != l.Name {
+		released, head, err := o.release(ctx, pool, l)
+		if err != nil || !released {
+			return released, err
+		}
+		return true, o.d.Ring(ctx, pool, head...)
 	}
-	return true, o.d.Ring(ctx, pool, head...)
+	var n, attention int64
+	var err error
+	if x, ok := pool.(IDExecutor); ok {
+		n, attention, err = x.ExecID(ctx, o.d.w.leaseEnd, l.Name, l.Owner, l.Token)
+	} else if n, err = pool.Exec(ctx, o.d.w.leaseEnd, l.Name, l.Owner, l.Token); err == nil && n > 0 {
+		err = pool.QueryRow(ctx, o.d.w.attention, l.Name).Scan(&attention)
+	}
+	if err != nil || n == 0 {
+		return false, err
+	}
+	if attention&2 != 0 {
+		released, head, err := o.release(ctx, pool, l)
+		if err != nil || !released {
+			return released, err
+		}
+		return true, o.d.Ring(ctx, pool, head...)
+	}
+	if attention&1 == 0 {
+		return true, nil
+	}
+	var head int64
+	if err := pool.QueryRow(ctx, `SELECT COALESCE((`+mysqlHead("waiter", "?")+`), 0)`, l.Queue).Scan(&head); err != nil {
+		return true, err
+	}
+	if head == 0 {
+		_, err := pool.Exec(ctx, o.d.w.unmarkQueued, l.Name, l.Queue)
+		return true, err
+	}
+	return true, o.d.Ring(ctx, pool, head)
 }
 
 // release ends the lease and returns the waiter heading its queue (none,

@@ -87,6 +87,12 @@ type waitSQL struct {
 	fenceLease                    string
 	// MySQL family: the gate of FenceLease and the checks around it.
 	gate, gateLease, fenceLeaseRead, fenceLeaseReturning string
+	// MySQL family: coord_leases.attention (migration 27) — marked by a
+	// ticket or a new gate, read by the release that ends a lease.
+	markQueued, markGated, unmarkQueued, undoGate, leaseEnd, attention string
+	// MySQL family: LeaseAcquire (and its RETURNING form) for a lease
+	// with its own queue (mysqlOwnQueue).
+	acquireOwn, acquireOwnReturning string
 }
 
 // maxBatch bounds the queues read by one statement.
@@ -135,7 +141,18 @@ func (d *Dialect) TicketTake(ctx context.Context, pool Executor, queue string, w
 		err := pool.QueryRow(ctx, d.w.take, queue, waiter, owner).Scan(&seq)
 		return seq, err
 	}
-	return execID(ctx, pool, d.w.take, queue, waiter, owner)
+	seq, err := execID(ctx, pool, d.w.take, queue, waiter, owner)
+	if err != nil {
+		return 0, err
+	}
+	// After the ticket is committed, so that a release clearing the mark
+	// because it found no ticket either saw this one or is followed by
+	// this mark (both update the lease's row).
+	if _, err := pool.Exec(ctx, d.w.markQueued, queue); err != nil {
+		pool.Exec(ctx, d.w.drop, seq)
+		return 0, err
+	}
+	return seq, nil
 }
 
 // TicketDrop deletes ticket seq of queue; with wakeNext it wakes the
@@ -510,15 +527,27 @@ func (d *Dialect) mysqlFenceLease(ctx context.Context, tx Executor, resource str
 		return LeaseFence{}, err
 	}
 	if created > 0 {
-		// No release can have raised a gate that did not exist: read the
-		// lease's row itself, with a locking read (the latest committed
-		// version, after a release in progress).
-		var held bool
-		if err := tx.QueryRow(ctx, d.w.gateLease, l.Name, l.Owner, l.Token).Scan(&held); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		// No release can have raised a gate that did not exist: mark the
+		// lease's row gated if the lease is still held (a locking write:
+		// after a release in progress, and a release waits for us), so
+		// that every release from now on raises the gate. A gate exists
+		// only with its mark: one whose lease is not held is deleted
+		// again, whether the caller commits or not.
+		marked, err := tx.Exec(ctx, d.w.markGated, l.Name, l.Owner, l.Token)
+		if err != nil {
 			return LeaseFence{}, err
 		}
-		if !held {
-			return LeaseFence{NotHeld: true}, nil
+		if marked == 0 { // not held, or marked already (unchanged rows)
+			var held bool
+			if err := tx.QueryRow(ctx, d.w.gateLease, l.Name, l.Owner, l.Token).Scan(&held); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return LeaseFence{}, err
+			}
+			if !held {
+				if _, err := tx.Exec(ctx, d.w.undoGate, l.Name); err != nil {
+					return LeaseFence{}, err
+				}
+				return LeaseFence{NotHeld: true}, nil
+			}
 		}
 	}
 	for i := 0; ; i++ {
@@ -703,6 +732,24 @@ WHERE r.trx_query LIKE ? AND b.trx_mysql_thread_id <> CONNECTION_ID() AND b.trx_
   AND b.trx_state = 'RUNNING' AND p.COMMAND = 'Sleep' AND p.TIME_MS >= ?`,
 		gate:      `INSERT IGNORE INTO coord_lease_gates (name, revoked_below, updated_at) VALUES (?, 0, ` + now + `)`,
 		gateLease: `SELECT COUNT(*) > 0 FROM coord_leases WHERE name = ? AND owner = ? AND token = ? AND expires_at > ` + now + ` LOCK IN SHARE MODE`,
+		undoGate:  `DELETE FROM coord_lease_gates WHERE name = ?`,
+		// coord_leases.attention: bit 1 a waiter may be queued, bit 2
+		// gated (see migration 27).
+		markQueued: `UPDATE coord_leases SET attention = attention | 1 WHERE name = ? AND attention & 1 = 0`,
+		markGated:  `UPDATE coord_leases SET attention = attention | 2 WHERE name = ? AND owner = ? AND token = ? AND expires_at > ` + now,
+		// Cleared only when no live ticket remains: a ticket inserted
+		// after this statement's read is marked after it (the mark waits
+		// for this row lock).
+		unmarkQueued: `UPDATE coord_leases SET attention = attention & 254 WHERE name = ? AND NOT EXISTS (` + mysqlHead("seq", "?") + `)`,
+		// Ends the live lease l held by owner with token unless it is
+		// gated (then only renewed_at changes, so that the row counts as
+		// changed: the full release, Queries.LeaseRelease, ends it with
+		// its gate), and reports attention as LAST_INSERT_ID. Args: name,
+		// owner, token.
+		leaseEnd: MarkRevoke + ` UPDATE coord_leases SET expires_at = IF(attention & 2, expires_at, ` + now + `) + INTERVAL 0 * LAST_INSERT_ID(attention) MICROSECOND,
+  renewed_at = IF(attention & 2, ` + now + `, renewed_at)
+WHERE name = ? AND owner = ? AND token = ? AND expires_at > ` + now,
+		attention: `SELECT attention FROM coord_leases WHERE name = ?`,
 		// The fence rises only when the gate admits the token (the gate's
 		// row is share-locked by the caller: its value cannot change
 		// before the caller's transaction ends). Args: resource, token,

@@ -1,0 +1,1 @@
+ALTER TABLE coord_leases DROP COLUMN attention;
