@@ -37,6 +37,9 @@ type ListenOptions struct {
 	// successful probe, with Probe): a NOTIFY committed from then on
 	// reaches wake.
 	Ready func()
+	// Payload, if set, is called with each notification's payload, just
+	// before wake. A Listener that cannot tell payloads leaves it uncalled.
+	Payload func(string)
 }
 
 // Listener is implemented by drivers that can wait for PostgreSQL

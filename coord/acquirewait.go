@@ -41,7 +41,7 @@ func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl t
 	if owner == "" {
 		owner = NewOwnerID()
 	}
-	l, err := c.acquireRetrying(ctx, name, owner, ttl, "")
+	l, err := c.acquireRetrying(ctx, name, owner, ttl, "", nil)
 	var held *LeaseHeldError
 	if err == nil || !errors.As(err, &held) {
 		return l, err
@@ -54,7 +54,7 @@ func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl t
 		return Lease{}, c.wrap("acquire lease (queue)", name, err)
 	}
 	for {
-		l, err := c.acquireRetrying(ctx, name, owner, ttl, "")
+		l, err := c.acquireRetrying(ctx, name, owner, ttl, "", w)
 		if err == nil {
 			c.w.done(ctx, w, false)
 			return l, nil
@@ -78,12 +78,14 @@ func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl t
 	}
 }
 
-// acquireRetrying is Acquire (queue: "" for the lease's own) run again
-// after a deadlock or serialization failure (InnoDB's concurrent first
-// inserts of a lease row deadlock).
-func (c *Client[TTx]) acquireRetrying(ctx context.Context, name, owner string, ttl time.Duration, queue string) (Lease, error) {
+// acquireRetrying is Acquire (queue: "" for the lease's own; each attempt
+// traced as lease.acquire) run again after a deadlock or serialization
+// failure (InnoDB's concurrent first inserts of a lease row deadlock).
+func (c *Client[TTx]) acquireRetrying(ctx context.Context, name, owner string, ttl time.Duration, queue string, w *wait) (Lease, error) {
 	for attempt := 1; ; attempt++ {
-		l, err := c.acquire(ctx, name, owner, ttl, queue)
+		actx, end := tracing.Start(ctx, c.drv, "lease.acquire", c.d, attribute.String("sqlcoord.name", name))
+		l, err := c.acquire(actx, name, owner, ttl, queue, w)
+		end(err)
 		if err == nil || !sqlcoord.Retryable(err) || attempt == 10 {
 			return l, err
 		}

@@ -56,12 +56,13 @@ const MinTTL = time.Millisecond
 func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (_ Lease, retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.acquire", c.d, attribute.String("sqlcoord.name", name))
 	defer func() { end(retErr) }()
-	return c.acquire(ctx, name, owner, ttl, "")
+	return c.acquire(ctx, name, owner, ttl, "", nil)
 }
 
 // acquire is Acquire whose free lease goes to the head of queue ("": the
-// lease's own; a semaphore's permits share its queue).
-func (c *Client[TTx]) acquire(ctx context.Context, name, owner string, ttl time.Duration, queue string) (Lease, error) {
+// lease's own; a semaphore's permits share its queue). w, when not nil,
+// is the caller's wait in that queue: a grant may delete its ticket.
+func (c *Client[TTx]) acquire(ctx context.Context, name, owner string, ttl time.Duration, queue string, w *wait) (Lease, error) {
 	if err := validName("lease", name); err != nil {
 		return Lease{}, err
 	}
@@ -70,9 +71,16 @@ func (c *Client[TTx]) acquire(ctx context.Context, name, owner string, ttl time.
 		return Lease{}, err
 	}
 	l := Lease{Name: name, Owner: owner, TTL: ttl, sentAt: time.Now()}
-	row, err := c.d.LeaseAcquire(ctx, c.pool(), dialects.LeaseSlot{Name: name, Owner: owner, TTLMicros: ttl.Microseconds(), HWM: c.drv.Epochs().Seen(), Queue: queue})
+	slot := dialects.LeaseSlot{Name: name, Owner: owner, TTLMicros: ttl.Microseconds(), HWM: c.drv.Epochs().Seen(), Queue: queue}
+	if w != nil {
+		slot.Ticket = c.w.ticket(w)
+	}
+	row, err := c.d.LeaseAcquire(ctx, c.pool(), slot)
 	if err != nil {
 		return Lease{}, c.wrap("acquire lease", name, err)
+	}
+	if row.TicketDropped {
+		c.w.ticketDropped(w, slot.Ticket)
 	}
 	if err := c.drv.Epochs().Observe(row.Epoch); err != nil {
 		return Lease{}, err

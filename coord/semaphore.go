@@ -259,7 +259,7 @@ func (s *Semaphore[TTx]) tryAcquire(ctx context.Context, owner string, ttl time.
 		}
 	}
 	for _, slot := range try {
-		l, err := s.c.acquireRetrying(ctx, s.slotName(slot), owner, ttl, s.queue())
+		l, err := s.c.acquireRetrying(ctx, s.slotName(slot), owner, ttl, s.queue(), nil)
 		if errors.Is(err, ErrLeaseHeld) {
 			continue // taken meanwhile
 		}

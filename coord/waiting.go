@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,6 +210,42 @@ func (h *waiting) done(ctx context.Context, w *wait, wakeNext bool) {
 		}
 	}
 	h.remove(w)
+}
+
+// kickTicket tries the wait holding ticket payload (a number) now: a
+// release names the head's ticket in its wake-up. The statement that
+// grants decides whose turn it is, so a wait kicked early costs one
+// refused acquire at most; the loop's read follows as for any wake-up.
+func (h *waiting) kickTicket(payload string) {
+	seq, err := strconv.ParseInt(payload, 10, 64)
+	if err != nil || seq <= 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.waits {
+		if w.seq == seq {
+			kickWait(w)
+			return
+		}
+	}
+}
+
+// ticket is w's ticket (0: none yet).
+func (h *waiting) ticket(w *wait) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return w.seq
+}
+
+// ticketDropped records that the statement granting w's lease deleted
+// its ticket seq: done has nothing left to delete.
+func (h *waiting) ticketDropped(w *wait, seq int64) {
+	h.mu.Lock()
+	if w.seq == seq {
+		w.seq = 0
+	}
+	h.mu.Unlock()
 }
 
 func (h *waiting) remove(w *wait) {
@@ -725,7 +762,7 @@ func (h *waiting) startWake(parent context.Context, id int64, rung chan struct{}
 			opt := sqlcoord.ListenOptions{Probe: true, ProbeTimeout: 2 * time.Second, Ready: func() {
 				h.wakeable.Store(true)
 				ring() // read once: a wake-up sent before LISTEN was lost
-			}}
+			}, Payload: h.kickTicket}
 			_ = lis.Listen(ctx, dialects.WaiterChannel(id), opt, ring)
 			h.wakeable.Store(false)
 			if backoff.Sleep(ctx, time.Second) != nil {

@@ -54,6 +54,8 @@ type LeaseRow struct {
 	// Queued: the lease was free, but a waiter that queued before the
 	// caller heads its queue (Owner is the lease's last holder).
 	Queued bool
+	// TicketDropped: the grant also deleted LeaseSlot.Ticket (PostgreSQL).
+	TicketDropped bool
 }
 
 // Renewal is what a lease renewal did: OK false when the lease is no longer
@@ -183,6 +185,11 @@ type LeaseSlot struct {
 	Queue string
 	// Observed: the release also wakes the queue's observers.
 	Observed bool
+	// Ticket is the caller's ticket of Queue (0: none): on PostgreSQL an
+	// acquire that grants the lease deletes it in the same statement
+	// (LeaseRow.TicketDropped), saving the waiter a round trip and a
+	// flush before it holds the lease; elsewhere the caller deletes it.
+	Ticket int64
 }
 
 func (l LeaseSlot) withQueue() LeaseSlot {

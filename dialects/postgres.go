@@ -185,8 +185,9 @@ ORDER BY l.base`,
 			// is free goes only to the head of its queue ($5: the lease's
 			// name, or a semaphore's queue) while the queue has a live
 			// ticket (migration 25): a waiter that queued first is served
-			// first, and nobody takes it past them.
-			LeaseAcquire: pgEpochCTE("$4") + `INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
+			// first, and nobody takes it past them. A grant also deletes
+			// the caller's ticket $6 (0: none).
+			LeaseAcquire: pgEpochCTE("$4") + `, a AS (INSERT INTO coord_leases AS l (name, owner, token, expires_at, acquired_at, renewed_at)
 SELECT $1, $2, e.b + 1, clock_timestamp() + $3 * interval '1 microsecond', clock_timestamp(), clock_timestamp() FROM e
 ON CONFLICT (name) DO UPDATE SET
   token       = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() AND l.token >= EXCLUDED.token THEN l.token ELSE GREATEST(l.token + 1, EXCLUDED.token) END,
@@ -196,7 +197,9 @@ ON CONFLICT (name) DO UPDATE SET
   renewed_at  = EXCLUDED.renewed_at
 WHERE (l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp())
   OR (l.expires_at <= clock_timestamp() AND COALESCE((` + pgHeadOwner("$5") + `), EXCLUDED.owner) = EXCLUDED.owner)
-RETURNING token, expires_at, (SELECT b FROM e)`,
+RETURNING token, expires_at),
+t AS (DELETE FROM coord_tickets WHERE seq = $6 AND EXISTS (SELECT FROM a))
+SELECT token, expires_at, (SELECT b FROM e) FROM a`,
 			// Columns: owner, token, expires_at, and whether the lease is
 			// free (then a waiter queued before the caller heads its queue).
 			LeaseRead: `SELECT owner, token, expires_at, expires_at <= clock_timestamp() FROM coord_leases WHERE name = $1`,
@@ -232,13 +235,15 @@ RETURNING expires_at, e.b`,
 			// FenceLease holds it FOR KEY SHARE, so the release returns only
 			// after those transactions ended (Reap ends them when they
 			// stall), and none is admitted after it. The head of the queue
-			// ($5), if one waits, is woken on its own channel.
+			// ($5), if one waits, is woken on its own channel, its ticket's
+			// number as the payload (its Client tries that wait at once,
+			// before reading the queues).
 			LeaseRelease: MarkRevoke + ` WITH k AS (SELECT name FROM coord_leases WHERE name = $1 AND owner = $2 AND token = $3 AND expires_at > clock_timestamp() FOR UPDATE)
 UPDATE coord_leases l SET expires_at = clock_timestamp() FROM k
 WHERE l.name = k.name AND l.owner = $2 AND l.token = $3 AND l.expires_at > clock_timestamp()
 RETURNING CASE WHEN coord_lock_legacy() OR NOT pg_try_advisory_xact_lock_shared(hashtextextended($4::text, ` + pgLockSpace + `))
   THEN pg_notify('coord_lease_' || left(md5(l.name), 16), '') END,
-  (SELECT pg_notify('coord_w_' || h.waiter, '') FROM (` + pgHead("$5", "NULL") + `) h), ` + pgAsyncCommit,
+  (SELECT pg_notify('coord_w_' || h.waiter, h.seq::text) FROM (` + pgHead("$5", "NULL") + `) h), ` + pgAsyncCommit,
 			LeaseGet: `SELECT owner, token, expires_at, clock_timestamp() FROM coord_leases WHERE name = $1`,
 
 			// A token at or below the epoch's base is refused like one below
@@ -505,8 +510,8 @@ ORDER BY name, term DESC LIMIT $1`,
   r AS (UPDATE coord_leases l SET expires_at = clock_timestamp() FROM k
     WHERE l.name = k.name AND l.owner = $2 AND l.token = $3 AND l.expires_at > clock_timestamp() RETURNING l.name)
 SELECT pg_notify('coord_lease_' || left(md5(r.name), 16), ''), pg_notify($4, ''),
-  (SELECT count(pg_notify('coord_w_' || s.w, '')) FROM (SELECT h.waiter AS w FROM (` + pgHead("$5", "NULL") + `) h
-    UNION SELECT o.waiter FROM coord_observers o JOIN coord_waiters x ON x.id = o.waiter WHERE $6 AND o.queue = $5 AND x.expires_at > clock_timestamp()) s)
+  (SELECT count(pg_notify('coord_w_' || s.w, s.p)) FROM (SELECT h.waiter AS w, h.seq::text AS p FROM (` + pgHead("$5", "NULL") + `) h
+    UNION SELECT o.waiter, '' FROM coord_observers o JOIN coord_waiters x ON x.id = o.waiter WHERE $6 AND o.queue = $5 AND x.expires_at > clock_timestamp()) s)
 FROM r`,
 			SemaphoreGet:  `SELECT permits FROM coord_semaphores WHERE name = $1`,
 			SemaphoreInit: `INSERT INTO coord_semaphores (name, permits, updated_at) VALUES ($1, $2, clock_timestamp()) ON CONFLICT (name) DO NOTHING`,

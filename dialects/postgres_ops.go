@@ -232,7 +232,8 @@ func (o pgOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error 
 
 func (o pgOps) leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
 	r := LeaseRow{Owner: l.Owner} // a row returned is the caller's
-	err := pool.QueryRow(ctx, o.q.LeaseAcquire, l.Name, l.Owner, l.TTLMicros, l.HWM, l.Queue).Scan(&r.Token, &r.ExpiresAt, &r.Epoch)
+	err := pool.QueryRow(ctx, o.q.LeaseAcquire, l.Name, l.Owner, l.TTLMicros, l.HWM, l.Queue, l.Ticket).Scan(&r.Token, &r.ExpiresAt, &r.Epoch)
+	r.TicketDropped = err == nil && l.Ticket != 0
 	if errors.Is(err, sql.ErrNoRows) {
 		// held by a live owner, or promised to the queue's head: the
 		// conditional upsert changed nothing

@@ -620,13 +620,13 @@ SELECT count(*) FROM d`,
 		// The next head is the live head but the dropped ticket (the
 		// statement's snapshot still sees it).
 		drop: `WITH d AS (DELETE FROM coord_tickets WHERE seq = $1)
-SELECT pg_notify('coord_w_' || h.waiter, '') FROM (` + pgHead("$2", "$1::bigint") + `) h WHERE $3`,
+SELECT pg_notify('coord_w_' || h.waiter, h.seq::text) FROM (` + pgHead("$2", "$1::bigint") + `) h WHERE $3`,
 		observe:   `INSERT INTO coord_observers (queue, waiter, created_at) VALUES ($1, $2, clock_timestamp()) ON CONFLICT DO NOTHING`,
 		unobserve: `DELETE FROM coord_observers WHERE queue = $1 AND waiter = $2`,
 		ring:      `SELECT pg_notify('coord_w_' || x, '') FROM json_array_elements_text($1::json) AS x`,
-		ringQueue: `SELECT w FROM (SELECT h.waiter AS w FROM (` + pgHead("$1", "NULL") + `) h
-  UNION SELECT o.waiter FROM coord_observers o JOIN coord_waiters x ON x.id = o.waiter WHERE $2 AND o.queue = $1 AND x.expires_at > clock_timestamp()) s
-WHERE pg_notify('coord_w_' || w, '') IS NULL`,
+		ringQueue: `SELECT w FROM (SELECT h.waiter AS w, h.seq::text AS p FROM (` + pgHead("$1", "NULL") + `) h
+  UNION SELECT o.waiter, '' FROM coord_observers o JOIN coord_waiters x ON x.id = o.waiter WHERE $2 AND o.queue = $1 AND x.expires_at > clock_timestamp()) s
+WHERE pg_notify('coord_w_' || w, p) IS NULL`,
 		tickets: `SELECT t.seq, t.owner, t.waiter, COALESCE(w.label, ''), t.created_at, COALESCE(w.expires_at, t.created_at), COALESCE(w.expires_at > clock_timestamp(), false)
 FROM coord_tickets t LEFT JOIN coord_waiters w ON w.id = t.waiter WHERE t.queue = $1 ORDER BY t.seq LIMIT $2`,
 		leaseQueues: func(int) string {

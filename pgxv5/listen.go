@@ -58,11 +58,15 @@ func listenOn(ctx context.Context, conn *pgx.Conn, channel string, opt sqlcoord.
 		opt.Ready()
 	}
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
+		}
+		if opt.Payload != nil {
+			opt.Payload(n.Payload)
 		}
 		wake()
 	}
@@ -94,6 +98,9 @@ func probe(ctx context.Context, conn *pgx.Conn, channel string, opt sqlcoord.Lis
 		}
 		if n.Payload == payload {
 			return nil
+		}
+		if opt.Payload != nil {
+			opt.Payload(n.Payload)
 		}
 		wake()
 	}

@@ -35,6 +35,7 @@ type ListenOptions struct {
 	ProbeTimeout time.Duration
 	ProbeOnly    bool
 	Ready        func()
+	Payload      func(string)
 }
 
 // IsPgxStdlib reports whether db runs on pgx's database/sql driver.
