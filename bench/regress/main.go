@@ -1,13 +1,17 @@
 // Command regress measures this working tree against the previous release
 // in the same run: it builds both CLIs (the release from its recorded
 // commit, see RELEASES), starts throwaway PostgreSQL and MariaDB servers
-// with fsync on, and runs `sqlcoord bench primitives` with each binary in
-// turn — rounds alternate which goes first, each run on a database of its
-// own migrated by that binary — then prints head ÷ previous per case with
-// the range over rounds, and names every case worse than 0.95× in all
-// rounds (the noise of the machine, measured by the rounds themselves).
+// with fsync on, and runs `sqlcoord bench primitives` and `bench
+// leasewait` with each binary in turn — rounds alternate which goes first,
+// each run on a database of its own migrated by that binary — then prints
+// head ÷ previous per case with the range over rounds. A case measured
+// beside a baseline (the same work by hand) is also compared through its
+// ratio to that baseline, which cancels the machine's drift between the
+// two runs; the baselines themselves (the same SQL in both binaries) give
+// the noise floor. A case below 0.95× — or the floor, if lower — in every
+// round is named.
 //
-// Run: make bench-regress (ARGS="-rounds 3 -prev v1.1.0 -groups locks").
+// Run: make bench-regress (ARGS="-rounds 3 -prev v1.0.0 -groups locks").
 package main
 
 import (
@@ -20,7 +24,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +44,7 @@ var (
 	outPath  = flag.String("out", "", "also write the report (markdown) here")
 	slower   = flag.Float64("threshold", 0.95, "a case below this head ÷ previous in every round is named a regression")
 	suites   = flag.String("suites", "primitives,leasewait", "what to compare: primitives (bench primitives throughput), leasewait (lease hand-off latency)")
+	handoffs = flag.Int("handoffs", 1000, "leasewait: hand-offs per case (p99 of a few hundred is mostly the start)")
 )
 
 func main() {
@@ -68,7 +75,13 @@ func main() {
 	os.Setenv("SQLCOORD_PG_ARGS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_preload_libraries=pg_stat_statements")
 	os.Setenv("SQLCOORD_MYSQL_ARGS", "--innodb-flush-log-at-trx-commit=1")
 	type key struct{ dialect, group, name string }
+	// per case and round: head ÷ previous, and — for a case measured
+	// beside a baseline in the same run — its ratio to the baseline in
+	// the head's run ÷ the same in the previous release's run, which
+	// cancels the machine's drift between the two runs
 	ratios := map[key][]float64{}
+	normalized := map[key][]float64{}
+	controls := map[key]bool{} // baselines: the same SQL in both binaries
 	var order []key
 	var notes []string
 	for _, fam := range strings.Split(*dialects, ",") {
@@ -96,6 +109,9 @@ func main() {
 					}
 					for _, x := range res {
 						got[b.name][key{x.Dialect, x.Group, fmt.Sprintf("%s, %d clients", x.Case, x.Clients)}] = x
+						if x.Baseline != "" {
+							controls[key{x.Dialect, x.Group, fmt.Sprintf("%s, %d clients", x.Baseline, x.Clients)}] = true
+						}
 					}
 				}
 				if strings.Contains(*suites, "leasewait") {
@@ -128,6 +144,9 @@ func main() {
 					order = append(order, k)
 				}
 				ratios[k] = append(ratios[k], h.OpsPerS/p.OpsPerS)
+				if h.Baseline != "" && h.Baseline == p.Baseline && h.Ratio > 0 && p.Ratio > 0 {
+					normalized[k] = append(normalized[k], h.Ratio/p.Ratio)
+				}
 			}
 			for k := range got["previous"] {
 				if _, ok := got["head"][k]; !ok && r == 0 {
@@ -141,29 +160,65 @@ func main() {
 		if order[i].dialect != order[j].dialect {
 			return order[i].dialect < order[j].dialect
 		}
-		return order[i].group < order[j].group
+		if order[i].group != order[j].group {
+			return order[i].group < order[j].group
+		}
+		return order[i].name < order[j].name
 	})
+	// The noise of each dialect's runs: the lowest round of any control
+	// (a baseline — hand-written SQL, the same in both binaries, whose
+	// ratio would be 1.00 on a quiet machine).
+	floor := map[string]float64{}
+	for _, k := range order {
+		if !controls[k] {
+			continue
+		}
+		lo := slices.Min(ratios[k])
+		if f, ok := floor[k.dialect]; !ok || lo < f {
+			floor[k.dialect] = lo
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Regression: the working tree ÷ %s (%s)\n\n", version, commit)
-	fmt.Fprintf(&b, "`make bench-regress ARGS=\"-rounds %d -groups %s -clients %s -duration %v\"`: both CLIs' `bench primitives` on the same throwaway servers (fsync on), %d rounds alternating which goes first, a fresh database each. Throughput head ÷ previous: median of the rounds, and their range.\n\n",
-		*rounds, *groups, *clients, *duration, *rounds)
-	b.WriteString("| dialect | group | case | head ÷ previous | range | |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "`make bench-regress ARGS=\"-rounds %d -groups %s -clients %s -duration %v\"`: both CLIs' `bench primitives` and `bench leasewait` (%d hand-offs) on the same throwaway servers (fsync on), %d rounds alternating which goes first, a fresh database each.\n\n",
+		*rounds, *groups, *clients, *duration, *handoffs, *rounds)
+	b.WriteString("- **head ÷ previous**: throughput (latency as 1/latency: above 1 is better), median of the rounds and their range.\n")
+	b.WriteString("- **÷ baseline, head ÷ previous**: for a case measured beside the same work by hand, its ratio to that baseline in the head's run ÷ the same ratio in the previous release's run: the machine's drift between the two runs cancels.\n")
+	b.WriteString("- **control**: a baseline itself — the same SQL in both binaries; the lowest round of any control is the run's noise floor.\n\n")
+	for _, d := range sortedKeys(floor) {
+		fmt.Fprintf(&b, "Noise floor %s: %.2f.\n", d, floor[d])
+	}
+	b.WriteString("\n| dialect | group | case | head ÷ previous | range | ÷ baseline, head ÷ previous | range | |\n|---|---|---|---:|---|---:|---|---|\n")
 	var regressions []string
 	for _, k := range order {
-		rs := ratios[k]
+		rs := append([]float64(nil), ratios[k]...)
 		sort.Float64s(rs)
 		med := rs[len(rs)/2]
-		verdict := ""
-		if rs[len(rs)-1] < *slower {
-			verdict = "**slower**"
-			regressions = append(regressions, fmt.Sprintf("%s %s %s: %.2f×", k.dialect, k.group, k.name, med))
+		judged := rs
+		norm, nrange := "", ""
+		if ns := append([]float64(nil), normalized[k]...); len(ns) > 0 {
+			sort.Float64s(ns)
+			norm, nrange = fmt.Sprintf("%.2f", ns[len(ns)/2]), fmt.Sprintf("%.2f–%.2f", ns[0], ns[len(ns)-1])
+			judged = ns
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %.2f–%.2f | %s |\n", k.dialect, k.group, k.name, med, rs[0], rs[len(rs)-1], verdict)
+		bar := *slower
+		if f, ok := floor[k.dialect]; ok && f < bar {
+			bar = f
+		}
+		verdict := ""
+		switch {
+		case controls[k]:
+			verdict = "control"
+		case judged[len(judged)-1] < bar:
+			verdict = "**slower**"
+			regressions = append(regressions, fmt.Sprintf("%s %s %s: %.2f× (every round below %.2f)", k.dialect, k.group, k.name, judged[len(judged)/2], bar))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %.2f–%.2f | %s | %s | %s |\n", k.dialect, k.group, k.name, med, rs[0], rs[len(rs)-1], norm, nrange, verdict)
 	}
 	if len(regressions) == 0 {
-		fmt.Fprintf(&b, "\nNo case below %.2f× in every round.\n", *slower)
+		fmt.Fprintf(&b, "\nNo case below %.2f× (or its dialect's noise floor, if lower) in every round.\n", *slower)
 	} else {
-		fmt.Fprintf(&b, "\nBelow %.2f× in every round:\n\n", *slower)
+		fmt.Fprintf(&b, "\nBelow %.2f× (or the noise floor, if lower) in every round, judged on the ratio to the baseline where there is one:\n\n", *slower)
 		for _, r := range regressions {
 			fmt.Fprintf(&b, "- %s\n", r)
 		}
@@ -177,6 +232,15 @@ func main() {
 			fail(err)
 		}
 	}
+}
+
+func sortedKeys(m map[string]float64) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 // primitives runs `bin bench primitives` against dsn and reads its JSON.
@@ -200,7 +264,7 @@ func primitives(ctx context.Context, bin, dsn, out string) ([]bench.Result, erro
 
 // leaseWait runs `bin bench leasewait` against dsn and reads its JSON.
 func leaseWait(ctx context.Context, bin, dsn, out string) ([]bench.LeaseWaitRow, error) {
-	args := []string{"bench", "leasewait", "--dsn", dsn, "--waiters", "1,32", "--handoffs", "200", "--out", out}
+	args := []string{"bench", "leasewait", "--dsn", dsn, "--waiters", "1,32", "--handoffs", strconv.Itoa(*handoffs), "--out", out}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "SQLCOORD_DSN=")
 	if b, err := cmd.CombinedOutput(); err != nil {
