@@ -184,8 +184,11 @@ func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 	s.cfg.RuntimeParams["application_name"] = "sqlcoord-stream-" + opt.Group
 	s.lease = "sqlcoord.outbox.stream." + opt.Group
 	s.owner = coord.NewOwnerID()
+	// FrozenTimeout: a streamer frozen in a polling pass's batch holds its
+	// rows no longer than one frozen in a streamed batch (LeaseTTL), not
+	// the polling relay's default of minutes.
 	sweep, err := outbox.NewRelay(db, pub, outbox.RelayOptions{BatchSize: opt.BatchSize, DeleteOnPublish: opt.DeleteOnPublish,
-		MaxAttempts: opt.MaxAttempts, BaseBackoff: opt.BaseBackoff, MaxBackoff: opt.MaxBackoff,
+		FrozenTimeout: opt.LeaseTTL, MaxAttempts: opt.MaxAttempts, BaseBackoff: opt.BaseBackoff, MaxBackoff: opt.MaxBackoff,
 		PublishTimeout: opt.PublishTimeout, Listen: outbox.ListenOff, Logger: s.log, Topics: opt.Topics})
 	if err != nil {
 		return nil, err
