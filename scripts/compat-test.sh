@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The previous release (the newest line of RELEASES) against the schema
 # this checkout ships: its own conformance suite on a database this
-# checkout's CLI migrated, on PostgreSQL and MariaDB (compat/). The release
+# checkout's CLI migrated, and fenced writers of its API in processes
+# SIGKILLed and SIGSTOPped, on PostgreSQL and MariaDB (compat/). The release
 # is built as a user gets it: a local module proxy made from its recorded
 # commit (scripts/modproxy -root), fetched in a module cache of its own.
 set -euo pipefail
