@@ -269,6 +269,10 @@ func (e *Election[TTx]) writeTerm(ctx context.Context, l Lease, value string) (b
 	if err != nil {
 		return false, e.c.wrap("record term of election", e.name, err)
 	}
+	if n > 0 {
+		// observers see the term now, not at their next read
+		_ = e.c.d.TermWritten(ctx, e.c.pool(), e.lease)
+	}
 	return n > 0, nil
 }
 

@@ -236,6 +236,17 @@ func (d *Dialect) RingQueue(ctx context.Context, pool Executor, queue string, ob
 	return d.mysqlRing(ctx, pool, ids)
 }
 
+// TermWritten wakes the observers of an election whose lease is queue
+// after ElectionTerm wrote a term or a new value. PostgreSQL's statement
+// notified them itself; on the MySQL family they (and the queue's head)
+// are rung, as a release rings them.
+func (d *Dialect) TermWritten(ctx context.Context, pool Executor, queue string) error {
+	if d.family == "postgres" {
+		return nil
+	}
+	return d.RingQueue(ctx, pool, queue, true)
+}
+
 // Tickets lists queue's tickets in arrival order (at most limit), live or
 // not, for operators.
 func (d *Dialect) Tickets(ctx context.Context, pool Executor, queue string, limit int) ([]Ticket, error) {
