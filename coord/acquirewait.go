@@ -59,6 +59,7 @@ func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl t
 			c.w.done(ctx, w, false)
 			return l, nil
 		}
+		c.w.missed(w)
 		var last *LeaseHeldError
 		if errors.As(err, &last) {
 			held = last

@@ -316,6 +316,7 @@ func (s *Semaphore[TTx]) Acquire(ctx context.Context, owner string, ttl time.Dur
 			s.c.w.done(ctx, w, true) // a permit may be left for the next
 			return p, nil
 		}
+		s.c.w.missed(w)
 		var last *SemaphoreFullError
 		if errors.As(err, &last) {
 			full = last

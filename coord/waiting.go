@@ -55,6 +55,9 @@ type wait struct {
 	ttl   time.Duration
 	kick  chan struct{} // 1-buffered: try now
 	seq   int64         // the ticket (0: none yet); under waiting.mu
+	// byTicket: kicked by a wake-up naming its ticket, without the read
+	// of the queues that wake-up would otherwise cost; under waiting.mu
+	byTicket bool
 }
 
 // observation is one Observe of an election.
@@ -106,6 +109,7 @@ type waiting struct {
 	ready   chan struct{} // closed once registered (or given up)
 	regErr  error         // why registration failed (ready closed)
 	poke    chan struct{} // 1-buffered: read now
+	kicked  bool          // the last wake-up named a ticket of ours; under mu
 	ttl     time.Duration // the TTL the row was last renewed with
 
 	wakeable atomic.Bool // a wake-up can reach us now
@@ -225,9 +229,39 @@ func (h *waiting) kickTicket(payload string) {
 	defer h.mu.Unlock()
 	for w := range h.waits {
 		if w.seq == seq {
+			w.byTicket, h.kicked = true, true
 			kickWait(w)
 			return
 		}
+	}
+}
+
+// ringUnlessKicked reads the queues on a wake-up, unless the wake-up named
+// one of this Client's tickets (kickTicket): that wait tries at once, and
+// the queues are read only if its try fails (missed). When many leases
+// are released at once, a wake-up then costs its waiter one statement,
+// not also a read of every queue its Client waits in.
+func (h *waiting) ringUnlessKicked(ring func()) func() {
+	return func() {
+		h.mu.Lock()
+		kicked := h.kicked
+		h.kicked = false
+		h.mu.Unlock()
+		if !kicked {
+			ring()
+		}
+	}
+}
+
+// missed is called by a wait whose try failed: after a kick by its
+// ticket, the read that wake-up skipped happens now.
+func (h *waiting) missed(w *wait) {
+	h.mu.Lock()
+	by := w.byTicket
+	w.byTicket = false
+	h.mu.Unlock()
+	if by {
+		h.pokeNow()
 	}
 }
 
@@ -763,7 +797,7 @@ func (h *waiting) startWake(parent context.Context, id int64, rung chan struct{}
 				h.wakeable.Store(true)
 				ring() // read once: a wake-up sent before LISTEN was lost
 			}, Payload: h.kickTicket}
-			_ = lis.Listen(ctx, dialects.WaiterChannel(id), opt, ring)
+			_ = lis.Listen(ctx, dialects.WaiterChannel(id), opt, h.ringUnlessKicked(ring))
 			h.wakeable.Store(false)
 			if backoff.Sleep(ctx, time.Second) != nil {
 				return

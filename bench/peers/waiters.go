@@ -542,6 +542,28 @@ func sqlcoordScale(ctx context.Context, system, direct, via, pooler, listen stri
 	}
 	lat, ooo := handoffs(gots, rels, released, order)
 	r.p50, r.p99, r.max, r.handoffs, r.outOfOrder = pct(lat, 0.5), pct(lat, 0.99), pct(lat, 1), len(lat), ooo
+	for k, kind := range []string{"elections", "semaphores", "leases"} {
+		var g, rl []event
+		for _, e := range gots {
+			if e.queue%3 == k {
+				g = append(g, e)
+			}
+		}
+		for _, e := range rels {
+			if e.queue%3 == k {
+				rl = append(rl, e)
+			}
+		}
+		kl, _ := handoffs(g, rl, released, order)
+		var first []time.Duration // the holder's releases → the first waiters' grants
+		for _, e := range g {
+			if at, ok := released[e.queue]; ok && e.id == order[e.queue][0] {
+				first = append(first, e.at.Sub(at))
+			}
+		}
+		sort.Slice(first, func(i, j int) bool { return first[i] < first[j] })
+		fmt.Fprintf(os.Stderr, "%s, %s: hand-off p50 %v p99 %v (first from the holder: p50 %v)\n", system, kind, pct(kl, 0.5), pct(kl, 0.99), pct(first, 0.5))
+	}
 	return r
 }
 
