@@ -58,13 +58,7 @@ func TestPreviousReleaseOnTheCurrentSchema(t *testing.T) {
 			defer srv.Stop()
 
 			t.Run("the current schema, the previous release's suite", func(t *testing.T) {
-				dsn, err := srv.CreateDatabase(ctx, "compat_current")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if code, out := cli(t, "migrate", "up", "--dsn", dsn); code != 0 {
-					t.Fatalf("the current release's migrate up: exit %d\n%s", code, out)
-				}
+				dsn := currentSchema(ctx, t, srv, "compat_current")
 				db, err := sqlcoord.Open(ctx, dsn, sqlcoord.Options{MaxOpenConns: 32, MaxIdleConns: 32})
 				if err != nil {
 					t.Fatal(err)
@@ -101,4 +95,18 @@ func TestPreviousReleaseOnTheCurrentSchema(t *testing.T) {
 			})
 		})
 	}
+}
+
+// currentSchema creates database name on srv with the schema this
+// checkout ships (its CLI's migrate up) and returns its DSN.
+func currentSchema(ctx context.Context, t *testing.T, srv *localdb.Server, name string) string {
+	t.Helper()
+	dsn, err := srv.CreateDatabase(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out := cli(t, "migrate", "up", "--dsn", dsn); code != 0 {
+		t.Fatalf("the current release's migrate up: exit %d\n%s", code, out)
+	}
+	return dsn
 }

@@ -186,13 +186,7 @@ func TestPreviousReleaseFencedWritersUnderFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Stop()
-			dsn, err := srv.CreateDatabase(ctx, "compat_faults")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if code, out := cli(t, "migrate", "up", "--dsn", dsn); code != 0 {
-				t.Fatalf("the current release's migrate up: exit %d\n%s", code, out)
-			}
+			dsn := currentSchema(ctx, t, srv, "compat_faults")
 			db, err := sqlcoord.Open(ctx, dsn)
 			if err != nil {
 				t.Fatal(err)

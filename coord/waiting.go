@@ -219,7 +219,7 @@ func (h *waiting) done(ctx context.Context, w *wait, wakeNext bool) {
 // kickTicket tries the wait holding ticket payload (a number) now: a
 // release names the head's ticket in its wake-up. The statement that
 // grants decides whose turn it is, so a wait kicked early costs one
-// refused acquire at most; the loop's read follows as for any wake-up.
+// refused acquire at most, after which the queues are read (missed).
 func (h *waiting) kickTicket(payload string) {
 	seq, err := strconv.ParseInt(payload, 10, 64)
 	if err != nil || seq <= 0 {

@@ -189,6 +189,12 @@ func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner str
 }
 
 func (o mysqlOps) leaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, _ string) (bool, error) {
+	return o.releaseRinging(ctx, pool, l)
+}
+
+// releaseRinging ends the lease with the full statement (raising its
+// gate) and wakes its queue's head, and with l.Observed its observers.
+func (o mysqlOps) releaseRinging(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
 	released, head, err := o.release(ctx, pool, l)
 	if err != nil || !released {
 		return released, err
@@ -205,12 +211,9 @@ func (o mysqlOps) leaseReleaseWaking(ctx context.Context, pool Executor, l Lease
 // hold a waiter has the queue's head woken (and the mark cleared when
 // the queue is empty).
 func (o mysqlOps) leaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
+	l.Observed = false // LeaseRelease wakes no observer
 	if l.Queue != l.Name {
-		released, head, err := o.release(ctx, pool, l)
-		if err != nil || !released {
-			return released, err
-		}
-		return true, o.d.Ring(ctx, pool, head...)
+		return o.releaseRinging(ctx, pool, l)
 	}
 	var n, attention int64
 	var err error
@@ -223,17 +226,13 @@ func (o mysqlOps) leaseRelease(ctx context.Context, pool Executor, l LeaseSlot) 
 		return false, err
 	}
 	if attention&2 != 0 {
-		released, head, err := o.release(ctx, pool, l)
-		if err != nil || !released {
-			return released, err
-		}
-		return true, o.d.Ring(ctx, pool, head...)
+		return o.releaseRinging(ctx, pool, l)
 	}
 	if attention&1 == 0 {
 		return true, nil
 	}
 	var head int64
-	if err := pool.QueryRow(ctx, `SELECT COALESCE((`+mysqlHead("waiter", "?")+`), 0)`, l.Queue).Scan(&head); err != nil {
+	if err := pool.QueryRow(ctx, o.d.w.headWaiter, l.Queue).Scan(&head); err != nil {
 		return true, err
 	}
 	if head == 0 {

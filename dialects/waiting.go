@@ -90,6 +90,8 @@ type waitSQL struct {
 	// MySQL family: coord_leases.attention (migration 27) — marked by a
 	// ticket or a new gate, read by the release that ends a lease.
 	markQueued, markGated, unmarkQueued, undoGate, leaseEnd, attention string
+	// MySQL family: the waiter heading a queue (0: none).
+	headWaiter string
 	// MySQL family: LeaseAcquire (and its RETURNING form) for a lease
 	// with its own queue (mysqlOwnQueue).
 	acquireOwn, acquireOwnReturning string
@@ -751,6 +753,7 @@ WHERE r.trx_query LIKE ? AND b.trx_mysql_thread_id <> CONNECTION_ID() AND b.trx_
 		// Cleared only when no live ticket remains: a ticket inserted
 		// after this statement's read is marked after it (the mark waits
 		// for this row lock).
+		headWaiter:   `SELECT COALESCE((` + mysqlHead("waiter", "?") + `), 0)`,
 		unmarkQueued: `UPDATE coord_leases SET attention = attention & 254 WHERE name = ? AND NOT EXISTS (` + mysqlHead("seq", "?") + `)`,
 		// Ends the live lease l held by owner with token unless it is
 		// gated (then only renewed_at changes, so that the row counts as
