@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/pgxv5"
 	"github.com/sqlcoord/sqlcoord/txn"
 )

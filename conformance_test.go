@@ -20,8 +20,8 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/conformance"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
@@ -53,7 +53,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 			t.Fatal(err)
 		}
 		defer db.Close()
-		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("open"), Workers: workers, Pooler: viaPooler})
+		sqlcoordtest.Run(t, sqlcoordtest.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("open"), Workers: workers, Pooler: viaPooler})
 	})
 	t.Run("database/sql", func(t *testing.T) {
 		raw, err := sql.Open(driverName, appDSN)
@@ -66,7 +66,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 		if err != nil {
 			t.Fatal(err)
 		}
-		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("sqldb"), Workers: workers, Pooler: viaPooler})
+		sqlcoordtest.Run(t, sqlcoordtest.Target[*sql.Tx]{Driver: db, Other: env.DB, Tag: tag("sqldb"), Workers: workers, Pooler: viaPooler})
 	})
 	t.Run("sqlx", func(t *testing.T) {
 		x, err := sqlx.Open(driverName, appDSN)
@@ -79,7 +79,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 		if err != nil {
 			t.Fatal(err)
 		}
-		conformance.Test(t, conformance.Target[*sqlx.Tx]{Driver: d, Other: env.DB, Tag: tag("sqlx"), Workers: workers, Pooler: viaPooler})
+		sqlcoordtest.Run(t, sqlcoordtest.Target[*sqlx.Tx]{Driver: d, Other: env.DB, Tag: tag("sqlx"), Workers: workers, Pooler: viaPooler})
 		// the callback gets the app's *sqlx.Tx, driver name intact
 		err = txn.Do(ctx, d, txn.Options{}, func(ctx context.Context, tx *sqlx.Tx) error {
 			_, err := tx.NamedExecContext(ctx, `UPDATE conf_items_`+tag("sqlx")+` SET body = :body WHERE id = :id`, map[string]any{"body": "named", "id": "x"})
@@ -107,7 +107,7 @@ func runStacks(t *testing.T, env *dbtest.Env, dsn string, conns, workers int, pr
 		if err != nil {
 			t.Fatal(err)
 		}
-		conformance.Test(t, conformance.Target[pgx.Tx]{Driver: d, Other: env.DB, Tag: tag("pgx"), Workers: workers, Pooler: viaPooler})
+		sqlcoordtest.Run(t, sqlcoordtest.Target[pgx.Tx]{Driver: d, Other: env.DB, Tag: tag("pgx"), Workers: workers, Pooler: viaPooler})
 	})
 }
 

@@ -2,7 +2,7 @@ package sqlcoord_test
 
 import (
 	"fmt"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"os"
 	"os/exec"
 	"path/filepath"

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // Forks lists every epoch the database has had, in order: a new epoch of

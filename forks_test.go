@@ -17,8 +17,8 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
 	"github.com/sqlcoord/sqlcoord/dialects"
-	"github.com/sqlcoord/sqlcoord/internal/conformance"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // A 3-node MariaDB Galera cluster, every node written to.
@@ -122,7 +122,7 @@ func TestGalera(t *testing.T) {
 			t.Cleanup(func() { db.Close() })
 			return db
 		}
-		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: open(), Other: open(), Tag: "gsw", Workers: 4})
+		sqlcoordtest.Run(t, sqlcoordtest.Target[*sql.Tx]{Driver: open(), Other: open(), Tag: "gsw", Workers: 4})
 	})
 
 	t.Run("single writer is checked: a second node is refused while the first holds the writer lease", func(t *testing.T) {

@@ -40,3 +40,27 @@ func TestImportsPerDialect(t *testing.T) {
 		})
 	}
 }
+
+// TestLayers: the packages the root package is built on (internal/...,
+// dialects, metrics, sql) never import the root or anything built on it,
+// directly or through another package: a layer never climbs back up.
+func TestLayers(t *testing.T) {
+	const root = "github.com/sqlcoord/sqlcoord"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}",
+		"./internal/...", "./dialects", "./metrics", "./sql").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 10 {
+		t.Fatalf("go list listed only %d packages:\n%s", len(lines), out)
+	}
+	for _, line := range lines {
+		f := strings.Fields(line)
+		for _, dep := range f[1:] {
+			if dep == root || strings.HasPrefix(dep, root+"/sqlcoordtest") {
+				t.Errorf("%s depends on %s, which sits above it", f[0], dep)
+			}
+		}
+	}
+}

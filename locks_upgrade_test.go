@@ -11,8 +11,8 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/conformance"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // PostgreSQL locks are advisory locks on a permanent per-name
@@ -110,7 +110,7 @@ func TestLockProtocolRollingUpgrade(t *testing.T) {
 		}
 	})
 	t.Run("the conformance suite, read-modify-write included, in dual mode", func(t *testing.T) {
-		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: cdb, Other: db, Tag: "dual", Workers: 4})
+		sqlcoordtest.Run(t, sqlcoordtest.Target[*sql.Tx]{Driver: cdb, Other: db, Tag: "dual", Workers: 4})
 	})
 	t.Run("after the switch: advisory only, nothing written", func(t *testing.T) {
 		if err := sqlcoord.SetLockProtocol(ctx, db, sqlcoord.LocksAdvisory); err != nil {
@@ -232,7 +232,7 @@ func TestLockProtocolUpgradeFrom14(t *testing.T) {
 		}
 	})
 	t.Run("the conformance suite, read-modify-write included, in advisory+id mode", func(t *testing.T) {
-		conformance.Test(t, conformance.Target[*sql.Tx]{Driver: cdb, Other: db, Tag: "advid", Workers: 4})
+		sqlcoordtest.Run(t, sqlcoordtest.Target[*sql.Tx]{Driver: cdb, Other: db, Tag: "advid", Workers: 4})
 	})
 	t.Run("names keep their rows while schema 14 instances may run", func(t *testing.T) {
 		if _, err := c.CleanupLocks(ctx, 0, 0); err == nil {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
 // MariaDB primary + replica with GTID replication, failed over

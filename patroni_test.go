@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
 // startPatroni starts a 2-node Patroni cluster whose replication from each

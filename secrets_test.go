@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // sentinel is the password the secret tests look for in every output.

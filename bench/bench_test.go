@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/bench"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // The database restarts under two campaigning instances. A

@@ -167,7 +167,7 @@ func (c *Client[TTx]) CleanupLocks(ctx context.Context, age time.Duration, batch
 	if batch <= 0 {
 		batch = 1000
 	}
-	n, err := sqlutil.InBatches(ctx, c.drv, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
+	n, err := sqlutil.InBatches(ctx, c.drv, sqlutil.Pace(c.drv.CleanupPace()), batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 		return c.d.LockCleanup(ctx, x, age, batch)
 	})
 	if n > 0 {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // The keeper's context cannot outlive the lease by the Acquire

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // openTransactions counts this database's sessions (but the caller's)

@@ -238,5 +238,5 @@ func Watch(ctx context.Context, db sqlcoord.Base, group string, every time.Durat
 
 // Cleanup deletes members expired for longer than grace, in batches.
 func Cleanup(ctx context.Context, db sqlcoord.Base, grace time.Duration, batch int) (int64, error) {
-	return sqlutil.DeleteInBatches(ctx, db, db.Dialect().Q.MemberCleanup, grace, batch)
+	return sqlutil.DeleteInBatches(ctx, db, sqlutil.Pace(db.CleanupPace()), db.Dialect().Q.MemberCleanup, grace, batch)
 }

@@ -7,7 +7,7 @@ import (
 
 	dt "github.com/golang-migrate/migrate/v4/database/testing"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/migrate"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 

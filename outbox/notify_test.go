@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )

@@ -352,7 +352,7 @@ func (o *Outbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int)
 	if age < 0 {
 		return 0, sqlutil.ErrNegativeAge
 	}
-	n, err := sqlutil.InBatches(ctx, o.db, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
+	n, err := sqlutil.InBatches(ctx, o.db, sqlutil.Pace(o.db.CleanupPace()), batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 		return o.db.Dialect().OutboxCleanup(ctx, x, age, batch)
 	})
 	if err != nil {
@@ -362,7 +362,7 @@ func (o *Outbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int)
 }
 
 func cleanup(ctx context.Context, db sqlcoord.Base, q string, age time.Duration, batch int) (int64, error) {
-	return sqlutil.DeleteInBatches(ctx, db, q, age, batch)
+	return sqlutil.DeleteInBatches(ctx, db, sqlutil.Pace(db.CleanupPace()), q, age, batch)
 }
 
 // Inbox deduplicates deliveries on the consumer side.

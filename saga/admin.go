@@ -180,7 +180,7 @@ func Cleanup(ctx context.Context, db sqlcoord.Base, age time.Duration, batch int
 	if batch <= 0 {
 		batch = 1000
 	}
-	n, err := sqlutil.InBatches(ctx, db, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
+	n, err := sqlutil.InBatches(ctx, db, sqlutil.Pace(db.CleanupPace()), batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 		return db.Dialect().SagaCleanup(ctx, x, age, batch)
 	})
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/saga"
 	"github.com/sqlcoord/sqlcoord/txn"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/session"
 )
 

@@ -337,5 +337,5 @@ func (s *Store[TTx]) Stats(ctx context.Context) (Stats, error) {
 // Cleanup deletes sessions expired for longer than grace, batch rows per
 // statement (no long locks), and returns how many.
 func Cleanup(ctx context.Context, db sqlcoord.Base, grace time.Duration, batch int) (int64, error) {
-	return sqlutil.DeleteInBatches(ctx, db, db.Dialect().Q.WebSessionCleanup, grace, batch)
+	return sqlutil.DeleteInBatches(ctx, db, sqlutil.Pace(db.CleanupPace()), db.Dialect().Q.WebSessionCleanup, grace, batch)
 }

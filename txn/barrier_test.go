@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 

@@ -320,5 +320,5 @@ func CleanupMarkers(ctx context.Context, db sqlcoord.Base, age time.Duration, ba
 }
 
 func cleanup(ctx context.Context, db sqlcoord.Base, q string, age time.Duration, batch int) (int64, error) {
-	return sqlutil.DeleteInBatches(ctx, db, q, age, batch)
+	return sqlutil.DeleteInBatches(ctx, db, sqlutil.Pace(db.CleanupPace()), q, age, batch)
 }

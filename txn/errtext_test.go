@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 

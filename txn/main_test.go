@@ -3,7 +3,7 @@ package txn_test
 import (
 	"testing"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 func TestMain(m *testing.M) {

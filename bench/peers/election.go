@@ -26,7 +26,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 	_ "github.com/sqlcoord/sqlcoord/pgxv5" // LISTEN/NOTIFY through database/sql: the observers' wake-up
 )
 

@@ -34,7 +34,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord/ids"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )

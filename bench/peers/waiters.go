@@ -32,7 +32,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/pgxv5"
 )

@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/bench"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
 var (

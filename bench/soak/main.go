@@ -45,7 +45,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/pgstream"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // `sqlcoord console` serves the console on the address it prints, on a

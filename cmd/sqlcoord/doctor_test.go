@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // Doctor reports what it detects, on both dialects, directly and

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // Operators list, show and depose leaders, and list, show,

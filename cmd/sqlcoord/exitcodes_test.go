@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // exitOf runs the real binary and returns its exit status and output.

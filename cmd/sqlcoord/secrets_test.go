@@ -20,7 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 )
 

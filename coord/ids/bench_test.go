@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sqlcoord/sqlcoord/coord/ids"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // go test -bench . -run ^$ ./coord/ids/  (benchstat-friendly)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // Cleanup deletes a job's ended runs older than the age, oldest first in

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // A run whose heartbeats fail (database unreachable) has its

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 func createEffects(t *testing.T, env *dbtest.Env) {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // oneSlot registers job so that exactly one slot runs: a daily schedule,

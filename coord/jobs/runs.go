@@ -632,7 +632,7 @@ func (r *Runs) Cleanup(ctx context.Context, job string, age time.Duration, batch
 	}
 	q := r.db.Dialect().Q
 	del := func(stmt string) (int64, error) {
-		n, err := sqlutil.InBatches(ctx, r.db, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
+		n, err := sqlutil.InBatches(ctx, r.db, sqlutil.Pace(r.db.CleanupPace()), batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 			return x.Exec(ctx, stmt, job, age.Microseconds(), batch)
 		})
 		if err != nil {

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

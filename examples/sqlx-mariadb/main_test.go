@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/sqlcoord/sqlcoord/internal/dbtest"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

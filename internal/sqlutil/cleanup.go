@@ -9,10 +9,23 @@ import (
 	"math"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 )
+
+// Pool is what a cleanup needs of a driver (any sqlcoord.Base): its
+// dialect and transactions it commits itself.
+type Pool interface {
+	Dialect() *dialects.Dialect
+	BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error)
+}
+
+// Pace is how a cleanup pauses between batches: a sqlcoord.CleanupPace,
+// converted (Pace(db.CleanupPace())).
+type Pace struct {
+	Duty float64 // share of the time spent deleting; 0 or 1: no pause for it
+	Rate float64 // rows per second at most; 0: no cap
+}
 
 // ErrNegativeAge is returned for a negative retention age.
 var ErrNegativeAge = errors.New("sqlcoord: cleanup age is negative")
@@ -20,14 +33,14 @@ var ErrNegativeAge = errors.New("sqlcoord: cleanup age is negative")
 // DeleteInBatches runs q (a DELETE taking an age in µs and a row limit)
 // until it deletes fewer than batch rows (default 1,000), through InBatches.
 // It returns the rows deleted.
-func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.Duration, batch int) (int64, error) {
+func DeleteInBatches(ctx context.Context, db Pool, pace Pace, q string, age time.Duration, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
 	}
 	if age < 0 {
 		return 0, ErrNegativeAge
 	}
-	n, err := InBatches(ctx, db, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
+	n, err := InBatches(ctx, db, pace, batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 		return x.Exec(ctx, q, age.Microseconds(), batch)
 	})
 	if err != nil {
@@ -43,11 +56,10 @@ func DeleteInBatches(ctx context.Context, db sqlcoord.Base, q string, age time.D
 // between them (the end of the table, where new rows go, among them). It
 // returns the rows deleted, and an error classified by the dialect for the
 // caller to name.
-func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(context.Context, dialects.Executor) (int64, error)) (int64, error) {
+func InBatches(ctx context.Context, db Pool, pace Pace, batch int, one func(context.Context, dialects.Executor) (int64, error)) (int64, error) {
 	var total int64
 	var last time.Duration // the previous batch's duration
 	var rows int64         // and the rows it deleted
-	pace := db.CleanupPace()
 	for {
 		if last > 0 {
 			if err := backoff.Sleep(ctx, pause(pace, last, rows)); err != nil {
@@ -82,7 +94,7 @@ func InBatches(ctx context.Context, db sqlcoord.Base, batch int, one func(contex
 // least rows/rate seconds from its start; the longer wins. A tiny duty or
 // rate gives a pause as long as a Duration holds (ctx still ends it), not
 // an overflow.
-func pause(p sqlcoord.CleanupPace, took time.Duration, rows int64) time.Duration {
+func pause(p Pace, took time.Duration, rows int64) time.Duration {
 	var ns float64
 	if p.Duty > 0 && p.Duty < 1 {
 		ns = float64(took) * (1 - p.Duty) / p.Duty

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/metrics"
 )
@@ -86,11 +85,11 @@ func Outcome(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, sqlcoord.ErrLocked):
+	case errors.Is(err, dialects.ErrLocked):
 		return "locked"
-	case errors.Is(err, sqlcoord.ErrLockTimeout):
+	case errors.Is(err, dialects.ErrLockTimeout):
 		return "timeout"
-	case errors.Is(err, sqlcoord.ErrDeadlock), errors.Is(err, sqlcoord.ErrSerialization):
+	case errors.Is(err, dialects.ErrDeadlock), errors.Is(err, dialects.ErrSerialization):
 		return "conflict"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "canceled"

@@ -8,7 +8,7 @@
 // The driver's pool may be limited to ONE connection: no helper may need
 // a second connection while the caller's transaction holds one, so such a
 // helper would hang to the deadline and fail the suite.
-package conformance
+package sqlcoordtest
 
 import (
 	"context"
@@ -48,8 +48,8 @@ type Target[TTx any] struct {
 	Pooler bool
 }
 
-// Test runs the suite; every subtest names one behaviour.
-func Test[TTx any](t *testing.T, tg Target[TTx]) {
+// Run runs the suite; every subtest names one behaviour.
+func Run[TTx any](t *testing.T, tg Target[TTx]) {
 	s := &suite[TTx]{Target: tg, c: coord.New(tg.Driver), oc: coord.New(tg.Other)}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -75,6 +75,15 @@ func Test[TTx any](t *testing.T, tg Target[TTx]) {
 	t.Run("Segments/ranges never overlap", s.segments)
 	t.Run("Do/commit marker: a committed callback is not run again", s.commitMarker)
 	t.Run("Helpers/refuse a pool where a transaction is needed", s.notATransaction)
+	t.Run("Saga/committed runs every action, a refused step compensates, rolled back never exists", s.sagaRuns)
+	t.Run("Session/one of two saves of a version conflicts, revoked does not load", s.sessionsConflict)
+	t.Run("Membership/members listed until they leave", s.membersListed)
+	t.Run("Stream/committed messages once in commit order, rolled back never", func(t *testing.T) {
+		if err := outbox.CanStream(ctx, tg.Other); err != nil {
+			t.Skipf("the server does not stream: %v", err)
+		}
+		s.streamInCommitOrder(t)
+	})
 	if tg.Workers > 0 {
 		t.Run("Concurrency/every helper from many goroutines", s.concurrency)
 	}

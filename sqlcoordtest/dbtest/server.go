@@ -3,7 +3,7 @@ package dbtest
 import (
 	"context"
 
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
 // Server is a throwaway or existing database server (see internal/localdb).

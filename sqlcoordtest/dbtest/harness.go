@@ -19,7 +19,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/internal/localdb"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
 var (
