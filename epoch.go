@@ -35,7 +35,7 @@ func CurrentEpoch(ctx context.Context, db Base) (int64, error) {
 // then on are above every value issued before on any history this
 // database knows.
 func AdvanceEpoch(ctx context.Context, db Base) (int64, error) {
-	if db.Dialect().Q.EpochList == "" {
+	if db.Dialect().Q().EpochList == "" {
 		return 0, fmt.Errorf("sqlcoord: epoch advance: %s has no failover epoch (Galera certifies every commit cluster-wide)", db.Dialect().Name())
 	}
 	b, err := db.Dialect().EpochAdvance(ctx, db.Executor())
@@ -62,7 +62,7 @@ type Fork struct {
 
 // Forks lists the histories the database recorded, oldest first.
 func Forks(ctx context.Context, db Base) ([]Fork, error) {
-	q := db.Dialect().Q.EpochList
+	q := db.Dialect().Q().EpochList
 	if q == "" {
 		return []Fork{}, nil
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/sqlcoord/sqlcoord/pgxv5"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // listenFor runs l.Listen in the background and reports its end.

@@ -148,7 +148,7 @@ const (
 // switches to LocksAdvisory; a fresh database starts there. MySQL/MariaDB:
 // LocksRow, always.
 func LockProtocol(ctx context.Context, db Base) (LockProtocolMode, error) {
-	q := db.Dialect().Q.LockProtocolGet
+	q := db.Dialect().Q().LockProtocolGet
 	if q == "" {
 		return LocksRow, nil
 	}
@@ -183,7 +183,7 @@ func LockProtocol(ctx context.Context, db Base) (LockProtocolMode, error) {
 // (the switch itself is done; an ErrLockProtocol-wrapped context error
 // says it was not confirmed).
 func SetLockProtocol(ctx context.Context, db Base, mode LockProtocolMode) error {
-	q := db.Dialect().Q.LockProtocolSet
+	q := db.Dialect().Q().LockProtocolSet
 	if q == "" {
 		if mode == LocksRow {
 			return nil
@@ -208,7 +208,7 @@ func SetLockProtocol(ctx context.Context, db Base, mode LockProtocolMode) error 
 		return errs.Errorf("%w: coord_lock_protocol has %d rows, want 1", ErrLockProtocol, n)
 	}
 	if idLocks {
-		if _, err := db.Executor().Exec(ctx, db.Dialect().Q.LockAssignIDs); err != nil {
+		if _, err := db.Executor().Exec(ctx, db.Dialect().Q().LockAssignIDs); err != nil {
 			return errs.Errorf("%w: give lock names their ids: %w", ErrLockProtocol, db.Dialect().Classify(err))
 		}
 	}
@@ -221,7 +221,7 @@ func SetLockProtocol(ctx context.Context, db Base, mode LockProtocolMode) error 
 // waitOpenTransactions waits until the transactions open in other
 // sessions now have ended (see SetLockProtocol).
 func waitOpenTransactions(ctx context.Context, db Base) error {
-	q := db.Dialect().Q
+	q := db.Dialect().Q()
 	var open string
 	if err := db.Executor().QueryRow(ctx, q.LockProtocolOpen).Scan(&open); err != nil {
 		return errs.Errorf("%w: list open transactions: %w", ErrLockProtocol, db.Dialect().Classify(err))

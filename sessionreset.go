@@ -32,7 +32,7 @@ func (c resetConnector) Connect(ctx context.Context) (driver.Conn, error) {
 var resetStatements = func() map[string]string {
 	m := map[string]string{}
 	for _, d := range []*dialects.Dialect{dialects.MySQL, dialects.MariaDB} {
-		m[d.Q.IdleTxTimeoutSet] = d.Q.IdleTxTimeoutReset
+		m[d.Q().IdleTxTimeoutSet] = d.Q().IdleTxTimeoutReset
 	}
 	return m
 }()

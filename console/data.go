@@ -43,7 +43,7 @@ type Lease struct {
 
 func (c *Console) leaseRows(ctx context.Context) ([]Lease, error) {
 	var out []Lease
-	err := c.each(ctx, c.db.Dialect().Q.Console.Leases, func(r dialects.Rows) error {
+	err := c.each(ctx, c.db.Dialect().Q().Console.Leases, func(r dialects.Rows) error {
 		var l Lease
 		if err := r.Scan(&l.Name, &l.Owner, &l.Token, &l.ExpiresAt, &l.AcquiredAt, &l.RenewedAt, &l.Left); err != nil {
 			return err
@@ -95,7 +95,7 @@ type locksData struct {
 }
 
 func (c *Console) lockData(ctx context.Context) (locksData, error) {
-	q := c.db.Dialect().Q.Console
+	q := c.db.Dialect().Q().Console
 	d := locksData{Postgres: c.db.Dialect().Family() == "postgres"}
 	err := c.each(ctx, q.LocksHeld, func(r dialects.Rows) error {
 		var h HeldLock
@@ -302,7 +302,7 @@ func (c *Console) outboxData(ctx context.Context) (outboxData, error) {
 	}
 	count := make([]float64, 60)
 	lag := make([]float64, 60)
-	err = c.each(ctx, c.db.Dialect().Q.Console.OutboxSeries, func(r dialects.Rows) error {
+	err = c.each(ctx, c.db.Dialect().Q().Console.OutboxSeries, func(r dialects.Rows) error {
 		var ago, n int64
 		var l float64
 		if err := r.Scan(&ago, &n, &l); err != nil {
@@ -350,7 +350,7 @@ type keysData struct {
 
 func (c *Console) keyCounts(ctx context.Context) (KeyCounts, error) {
 	var k KeyCounts
-	err := c.db.Executor().QueryRow(ctx, c.db.Dialect().Q.Console.KeyCounts).Scan(&k.Done, &k.Pending, &k.Stuck)
+	err := c.db.Executor().QueryRow(ctx, c.db.Dialect().Q().Console.KeyCounts).Scan(&k.Done, &k.Pending, &k.Stuck)
 	return k, c.db.Dialect().Classify(err)
 }
 
@@ -360,7 +360,7 @@ func (c *Console) keys(ctx context.Context, _ *http.Request, now time.Time) (str
 	if d.Counts, err = c.keyCounts(ctx); err != nil {
 		return "Idempotency keys", d, err
 	}
-	err = c.each(ctx, c.db.Dialect().Q.Console.KeysPending, func(r dialects.Rows) error {
+	err = c.each(ctx, c.db.Dialect().Q().Console.KeysPending, func(r dialects.Rows) error {
 		var k PendingKey
 		var scope, key []byte
 		if err := r.Scan(&scope, &key, &k.Age, &k.Left); err != nil {
@@ -389,7 +389,7 @@ type membersData struct {
 
 func (c *Console) memberData(ctx context.Context) (membersData, error) {
 	var d membersData
-	err := c.each(ctx, c.db.Dialect().Q.Console.MemberGroups, func(r dialects.Rows) error {
+	err := c.each(ctx, c.db.Dialect().Q().Console.MemberGroups, func(r dialects.Rows) error {
 		var g Group
 		if err := r.Scan(&g.Name, &g.Live, &g.Expired); err != nil {
 			return err
@@ -401,7 +401,7 @@ func (c *Console) memberData(ctx context.Context) (membersData, error) {
 		return d, err
 	}
 	s := &d.Sessions
-	err = c.db.Executor().QueryRow(ctx, c.db.Dialect().Q.WebSessionStats).Scan(&s.Live, &s.Users, &s.Expired)
+	err = c.db.Executor().QueryRow(ctx, c.db.Dialect().Q().WebSessionStats).Scan(&s.Live, &s.Users, &s.Expired)
 	return d, c.db.Dialect().Classify(err)
 }
 
@@ -460,7 +460,7 @@ func (c *Console) elections(ctx context.Context, _ *http.Request, now time.Time)
 
 func (c *Console) now(ctx context.Context) (time.Time, error) {
 	var t time.Time
-	err := c.db.Executor().QueryRow(ctx, c.db.Dialect().Q.Console.Now).Scan(&t)
+	err := c.db.Executor().QueryRow(ctx, c.db.Dialect().Q().Console.Now).Scan(&t)
 	return t, c.db.Dialect().Classify(err)
 }
 

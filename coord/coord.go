@@ -69,7 +69,7 @@ const MaxNameLen = 255
 type Client[TTx any] struct {
 	drv sqlcoord.Driver[TTx]
 	d   *dialects.Dialect
-	q   *dialects.Queries
+	q   dialects.Queries
 	w   *waiting // AcquireWait's, Campaign's, Acquire's and Observe's waiter
 	opt ClientOptions
 
@@ -115,7 +115,7 @@ func New[TTx any](drv sqlcoord.Driver[TTx], opts ...ClientOptions) *Client[TTx] 
 	if o.RevokeGrace == 0 {
 		o.RevokeGrace = DefaultRevokeGrace
 	}
-	return &Client[TTx]{drv: drv, d: drv.Dialect(), q: drv.Dialect().Q, w: newWaiting(drv, o), opt: o}
+	return &Client[TTx]{drv: drv, d: drv.Dialect(), q: drv.Dialect().Q(), w: newWaiting(drv, o), opt: o}
 }
 
 // pool runs autocommit statements.

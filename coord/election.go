@@ -302,7 +302,7 @@ func readLeader(ctx context.Context, db sqlcoord.Base, name string) (Leader, err
 		value     sql.NullString
 		updatedAt sql.NullTime
 	)
-	err := db.Executor().QueryRow(ctx, db.Dialect().Q.ElectionLeader, name, electionPrefix+name).Scan(&ld.ID, &ld.Term, &ld.Since, &ld.ExpiresAt, &now, &value, &updatedAt)
+	err := db.Executor().QueryRow(ctx, db.Dialect().Q().ElectionLeader, name, electionPrefix+name).Scan(&ld.ID, &ld.Term, &ld.Since, &ld.ExpiresAt, &now, &value, &updatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Leader{Election: name}, errs.Errorf("coord: election %s: %w", valid.Quote(name), ErrNoLeader)
 	}
@@ -550,7 +550,7 @@ func ListElections(ctx context.Context, db sqlcoord.Base, limit int) ([]Leader, 
 	fail := func(err error) ([]Leader, error) {
 		return nil, errs.Errorf("coord: list elections: %w", db.Dialect().Classify(err))
 	}
-	rows, err := db.Executor().Query(ctx, db.Dialect().Q.ElectionList, limit)
+	rows, err := db.Executor().Query(ctx, db.Dialect().Q().ElectionList, limit)
 	if err != nil {
 		return fail(err)
 	}

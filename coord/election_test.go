@@ -12,8 +12,8 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/metrics"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // An election's API on both dialects — campaign, leader value,
@@ -270,7 +270,7 @@ func TestElection(t *testing.T) {
 			defer l.Resign(ctx)
 			// a term far above (as after a failover's epoch jump): the
 			// prune statement runs and deletes nothing an hour young
-			if _, err := env.DB.Executor().Exec(ctx, env.DB.Dialect().Q.ElectionPrune, "pruned", l.Term()+1_000_000); err != nil {
+			if _, err := env.DB.Executor().Exec(ctx, env.DB.Dialect().Q().ElectionPrune, "pruned", l.Term()+1_000_000); err != nil {
 				t.Fatal(err)
 			}
 			if got, err := elect(t, "pruned", "b", time.Second).Leader(ctx); err != nil || got.Term != l.Term() || got.Value != "kept" {

@@ -181,7 +181,7 @@ func readHolders(ctx context.Context, db sqlcoord.Base, name string) ([]PermitHo
 	fail := func(err error) ([]PermitHolder, time.Duration, error) {
 		return nil, 0, errs.Errorf("coord: read holders of semaphore %s: %w", valid.Quote(name), db.Dialect().Classify(err))
 	}
-	rows, err := db.Executor().Query(ctx, db.Dialect().Q.SemaphoreHolders, slotName(prefix, 0), slotName(prefix, 9999), prefix)
+	rows, err := db.Executor().Query(ctx, db.Dialect().Q().SemaphoreHolders, slotName(prefix, 0), slotName(prefix, 9999), prefix)
 	if err != nil {
 		return fail(err)
 	}
@@ -409,7 +409,7 @@ func ListSemaphores(ctx context.Context, db sqlcoord.Base, limit int) ([]Semapho
 	fail := func(err error) ([]SemaphoreInfo, error) {
 		return nil, errs.Errorf("coord: list semaphores: %w", db.Dialect().Classify(err))
 	}
-	rows, err := db.Executor().Query(ctx, db.Dialect().Q.SemaphoreList, limit)
+	rows, err := db.Executor().Query(ctx, db.Dialect().Q().SemaphoreList, limit)
 	if err != nil {
 		return fail(err)
 	}

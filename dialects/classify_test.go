@@ -69,8 +69,8 @@ func TestErrorPosition(t *testing.T) {
 // a relay's topic filter would silently be ignored.
 func TestWithTopicsNarrowsEveryClaim(t *testing.T) {
 	for _, d := range []*Dialect{Postgres, MySQL, MariaDB} {
-		for name, q := range map[string]string{"claim": d.Q.OutboxClaim, "ordered": d.Q.OutboxClaimOrdered,
-			"claim, commit times": d.Q.OutboxClaimCommitTS, "ordered, commit times": d.Q.OutboxClaimOrderedCommitTS} {
+		for name, q := range map[string]string{"claim": d.q.OutboxClaim, "ordered": d.q.OutboxClaimOrdered,
+			"claim, commit times": d.q.OutboxClaimCommitTS, "ordered, commit times": d.q.OutboxClaimOrderedCommitTS} {
 			if q == "" {
 				continue
 			}

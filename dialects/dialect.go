@@ -29,8 +29,8 @@ type Dialect struct {
 	// EpochBase).
 	epochBase func(hwm string) string
 
-	// Q holds the text of every statement sqlcoord sends to this dialect.
-	Q *Queries
+	// q holds the text of every statement sqlcoord sends to this dialect (Q).
+	q *Queries
 }
 
 // Name is "postgres", "mysql" (MySQL 8) or "mariadb".
@@ -145,3 +145,8 @@ func ByFamily(name string) (*Dialect, error) {
 	}
 	return nil, fmt.Errorf("sqlcoord: unknown dialect %q (want postgres, mysql, mariadb, galera or galera-single-writer)", name)
 }
+
+// Q returns the text of every statement sqlcoord sends to this dialect: a
+// copy, to read (and to build the same statements in a benchmark's
+// baseline); what the dialect runs cannot be changed through it.
+func (d *Dialect) Q() Queries { return *d.q }

@@ -45,7 +45,7 @@ func newGalera(name string, locks bool) *Dialect {
 	// loses certification on another node would still look won (two
 	// holders of one token, TestGalera). The upsert, then a read after
 	// the commit, tells the truth.
-	d.Q.LeaseAcquireReturning, d.Q.FenceAdvanceReturning, d.Q.JobClaimReturning = "", "", ""
+	d.q.LeaseAcquireReturning, d.q.FenceAdvanceReturning, d.q.JobClaimReturning = "", "", ""
 	d.w.fenceLeaseReturning, d.w.acquireOwnReturning = "", ""
 	if !locks {
 		d.ops = galeraOps{d.ops.(mysqlOps)}

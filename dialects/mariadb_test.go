@@ -12,9 +12,9 @@ import (
 func TestMariaDBStatementsReadTheEpochDirectly(t *testing.T) {
 	derived := "(SELECT " + mysqlEpoch + " AS b) e"
 	for name, q := range map[string]string{
-		"LeaseAcquireReturning": MariaDB.Q.LeaseAcquireReturning,
-		"FenceAdvanceReturning": MariaDB.Q.FenceAdvanceReturning,
-		"JobClaimReturning":     MariaDB.Q.JobClaimReturning,
+		"LeaseAcquireReturning": MariaDB.Q().LeaseAcquireReturning,
+		"FenceAdvanceReturning": MariaDB.Q().FenceAdvanceReturning,
+		"JobClaimReturning":     MariaDB.Q().JobClaimReturning,
 	} {
 		t.Run(name, func(t *testing.T) {
 			if strings.Contains(q, derived) || strings.Contains(q, "e.b") || !strings.Contains(q, "FROM coord_forks f WHERE f.server_id = @@server_id") {
@@ -23,13 +23,13 @@ func TestMariaDBStatementsReadTheEpochDirectly(t *testing.T) {
 		})
 	}
 	t.Run("Acquire returns the base it read, once", func(t *testing.T) {
-		q := MariaDB.Q.LeaseAcquireReturning
+		q := MariaDB.Q().LeaseAcquireReturning
 		if strings.Count(q, "@sqlcoord_epoch := f.base") != 1 || !strings.HasSuffix(q, "RETURNING owner, token, expires_at, @sqlcoord_epoch, expires_at <= UTC_TIMESTAMP(6)") {
 			t.Fatalf("epoch not carried to RETURNING:\n%s", q)
 		}
 	})
 	t.Run("MySQL 8 and Galera keep their own forms", func(t *testing.T) {
-		if MySQL.Q.LeaseAcquireReturning != "" || Galera.Q.LeaseAcquireReturning != "" {
+		if MySQL.Q().LeaseAcquireReturning != "" || Galera.Q().LeaseAcquireReturning != "" {
 			t.Fatal("a dialect without RETURNING got a RETURNING statement")
 		}
 	})

@@ -286,7 +286,7 @@ func newMySQL(name string, patch func(*Queries), epoch string) *Dialect {
 	if patch != nil {
 		patch(&q)
 	}
-	d := &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, Q: &q, w: mysqlWaitSQL(epoch)}
+	d := &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, q: &q, w: mysqlWaitSQL(epoch)}
 	d.ops = mysqlOps{q: &q, d: d}
 	d.w.acquireOwn = mysqlOwnQueue(q.LeaseAcquire)
 	if q.LeaseAcquireReturning != "" { // MariaDB: INSERT … RETURNING

@@ -385,7 +385,7 @@ func (d *Dialect) SagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]Sag
 
 // SagaClaimInTx reports whether a claim of the oldest due transactions
 // (no gid) must run in a transaction of the caller's (MySQL family).
-func (d *Dialect) SagaClaimInTx() bool { return d.Q.Saga.Claim == "" }
+func (d *Dialect) SagaClaimInTx() bool { return d.q.Saga.Claim == "" }
 
 // SagaCleanup deletes up to batch ended global transactions older than
 // age, with their branches, in x (a READ COMMITTED transaction).

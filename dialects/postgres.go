@@ -90,7 +90,7 @@ func newPostgres() *Dialect {
 		classify:   classifyPostgres,
 		tokenCheck: pgTokenCheck,
 		epochBase:  pgEpochChecked,
-		Q: withCommitTS(&Queries{
+		q: withCommitTS(&Queries{
 			Console:  pgConsole,
 			Saga:     pgSaga,
 			Version:  `SELECT version()`,
@@ -555,7 +555,7 @@ WHERE group_name = $1 AND expires_at > clock_timestamp() ORDER BY member_id`,
   LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 		}),
 	}
-	d.ops = pgOps{q: d.Q}
+	d.ops = pgOps{q: d.q}
 	d.w = pgWaitSQL()
 	return d
 }

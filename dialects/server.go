@@ -39,10 +39,10 @@ type ServerInfo struct {
 // Inspect asks the server about itself (see ServerInfo).
 func (d *Dialect) Inspect(ctx context.Context, pool Executor) (ServerInfo, error) {
 	info := ServerInfo{Dialect: d.name}
-	if err := pool.QueryRow(ctx, d.Q.Version).Scan(&info.Version); err != nil {
+	if err := pool.QueryRow(ctx, d.q.Version).Scan(&info.Version); err != nil {
 		return info, d.Classify(err)
 	}
-	if err := pool.QueryRow(ctx, d.Q.ReadOnly).Scan(&info.ReadOnly); err != nil {
+	if err := pool.QueryRow(ctx, d.q.ReadOnly).Scan(&info.ReadOnly); err != nil {
 		return info, d.Classify(err)
 	}
 	if d.family == "postgres" {

@@ -90,14 +90,14 @@ func Join(ctx context.Context, db sqlcoord.Base, group string, opt Options) (*Me
 	}
 	d := db.Dialect()
 	sent := time.Now()
-	if _, err := db.Executor().Exec(ctx, d.Q.MemberJoin, group, opt.ID, opt.Meta, opt.TTL.Microseconds()); err != nil {
+	if _, err := db.Executor().Exec(ctx, d.Q().MemberJoin, group, opt.ID, opt.Meta, opt.TTL.Microseconds()); err != nil {
 		return nil, errs.Errorf("membership: join %q: %w", group, d.Classify(err))
 	}
 	m := &Membership{db: db, group: group, id: opt.ID}
 	loop, err := keepalive.Start(ctx, sent, keepalive.Options{
 		TTL: opt.TTL,
 		Renew: func(ctx context.Context) error {
-			n, err := db.Executor().Exec(ctx, d.Q.MemberHeartbeat, opt.TTL.Microseconds(), group, opt.ID)
+			n, err := db.Executor().Exec(ctx, d.Q().MemberHeartbeat, opt.TTL.Microseconds(), group, opt.ID)
 			if err != nil {
 				return d.Classify(err)
 			}
@@ -138,7 +138,7 @@ func (m *Membership) Ctx() context.Context { return m.loop.Context() }
 func (m *Membership) Leave(ctx context.Context) error {
 	m.loop.Stop()
 	d := m.db.Dialect()
-	if _, err := m.db.Executor().Exec(ctx, d.Q.MemberLeave, m.group, m.id); err != nil {
+	if _, err := m.db.Executor().Exec(ctx, d.Q().MemberLeave, m.group, m.id); err != nil {
 		return errs.Errorf("membership: leave: %w", d.Classify(err))
 	}
 	return nil
@@ -150,7 +150,7 @@ func Members(ctx context.Context, db sqlcoord.Base, group string) ([]Member, err
 		return nil, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
 	d := db.Dialect()
-	rows, err := db.Executor().Query(ctx, d.Q.MemberList, group)
+	rows, err := db.Executor().Query(ctx, d.Q().MemberList, group)
 	if err != nil {
 		return nil, errs.Errorf("membership: list: %w", d.Classify(err))
 	}
@@ -238,5 +238,5 @@ func Watch(ctx context.Context, db sqlcoord.Base, group string, every time.Durat
 
 // Cleanup deletes members expired for longer than grace, in batches.
 func Cleanup(ctx context.Context, db sqlcoord.Base, grace time.Duration, batch int) (int64, error) {
-	return sqlutil.DeleteInBatches(ctx, db, sqlutil.Pace(db.CleanupPace()), db.Dialect().Q.MemberCleanup, grace, batch)
+	return sqlutil.DeleteInBatches(ctx, db, sqlutil.Pace(db.CleanupPace()), db.Dialect().Q().MemberCleanup, grace, batch)
 }

@@ -7,8 +7,8 @@ import (
 
 	dt "github.com/golang-migrate/migrate/v4/database/testing"
 
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/migrate"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

@@ -120,7 +120,7 @@ func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
 	if err != nil {
 		return errs.Errorf("sqlcoord: migrate: %w", db.Dialect().Classify(err))
 	}
-	if fresh && target.kind != 1 && db.Dialect().Q.LockProtocolSet != "" {
+	if fresh && target.kind != 1 && db.Dialect().Q().LockProtocolSet != "" {
 		if v, _, err := m.Version(); err == nil && v >= sqlcoord.LockProtocolVersion {
 			if err := sqlcoord.SetLockProtocol(ctx, db, sqlcoord.LocksAdvisory); err != nil {
 				return err

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // A relay's claim locks its batch, not every pending row: with 5,000

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // A slow or failing topic must not hold up the others. A batch

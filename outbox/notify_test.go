@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/membership"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // A NOTIFY serialises the commits of every notifying

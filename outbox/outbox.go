@@ -135,7 +135,7 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...Msg) (retErr 
 	ctx, end := tracing.Start(ctx, o.db, "outbox.enqueue", o.db.Dialect(), attribute.Int("sqlcoord.messages", len(msgs)))
 	defer func() { end(retErr) }()
 	traced := trace.SpanContextFromContext(ctx).IsValid() && tracing.On(o.db)
-	q := o.db.Dialect().Q
+	q := o.db.Dialect().Q()
 	x := o.db.TxExecutor(tx)
 	for i, m := range msgs {
 		if err := valid.Text("topic", m.Topic, 255); err != nil {
@@ -219,11 +219,11 @@ func (o *Outbox[TTx]) Cancel(ctx context.Context, tx TTx, id string) (retErr err
 	d := o.db.Dialect()
 	x := o.db.TxExecutor(tx)
 	var state string
-	err = x.QueryRow(ctx, d.Q.OutboxCancelLock, u.String()).Scan(&state)
+	err = x.QueryRow(ctx, d.Q().OutboxCancelLock, u.String()).Scan(&state)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// locked by a relay right now, or not there at all
-		if err := x.QueryRow(ctx, d.Q.OutboxState, u.String()).Scan(&state); errors.Is(err, sql.ErrNoRows) {
+		if err := x.QueryRow(ctx, d.Q().OutboxState, u.String()).Scan(&state); errors.Is(err, sql.ErrNoRows) {
 			return errs.Errorf("outbox: cancel %s: %w", u, ErrNoMessage)
 		} else if err != nil {
 			return errs.Errorf("outbox: cancel %s: %w", u, d.Classify(err))
@@ -234,7 +234,7 @@ func (o *Outbox[TTx]) Cancel(ctx context.Context, tx TTx, id string) (retErr err
 	case state != "pending":
 		return errs.Errorf("outbox: cancel %s: %w (it is %s)", u, ErrNotPending, state)
 	}
-	if _, err := x.Exec(ctx, d.Q.OutboxCancel, u.String()); err != nil {
+	if _, err := x.Exec(ctx, d.Q().OutboxCancel, u.String()); err != nil {
 		return errs.Errorf("outbox: cancel %s: %w", u, d.Classify(err))
 	}
 	return nil
@@ -286,7 +286,7 @@ func (o *Outbox[TTx]) Requeue(ctx context.Context, id int64) (int64, error) {
 func (o Admin) Stats(ctx context.Context) (Stats, error) {
 	var s Stats
 	var lag float64
-	if err := o.db.Executor().QueryRow(ctx, o.db.Dialect().Q.OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag, &s.Failing); err != nil {
+	if err := o.db.Executor().QueryRow(ctx, o.db.Dialect().Q().OutboxStats).Scan(&s.Pending, &s.Published, &s.Dead, &lag, &s.Failing); err != nil {
 		return s, errs.Errorf("outbox: stats: %w", o.db.Dialect().Classify(err))
 	}
 	s.Lag = time.Duration(lag * float64(time.Second))
@@ -306,7 +306,7 @@ type DeadMessage struct {
 
 // Dead lists up to n dead-lettered messages, oldest first.
 func (o Admin) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
-	rows, err := o.db.Executor().Query(ctx, o.db.Dialect().Q.OutboxListDead, n)
+	rows, err := o.db.Executor().Query(ctx, o.db.Dialect().Q().OutboxListDead, n)
 	if err != nil {
 		return nil, errs.Errorf("outbox: dead: %w", o.db.Dialect().Classify(err))
 	}
@@ -325,11 +325,11 @@ func (o Admin) Dead(ctx context.Context, n int) ([]DeadMessage, error) {
 // Requeue makes a dead message (id > 0) or all dead messages (id == 0)
 // pending again with a fresh attempt budget.
 func (o Admin) Requeue(ctx context.Context, id int64) (int64, error) {
-	n, err := o.db.Executor().Exec(ctx, o.db.Dialect().Q.OutboxRequeue, id, id)
+	n, err := o.db.Executor().Exec(ctx, o.db.Dialect().Q().OutboxRequeue, id, id)
 	if err != nil {
 		return 0, errs.Errorf("outbox: requeue: %w", o.db.Dialect().Classify(err))
 	}
-	if q := o.db.Dialect().Q.OutboxStreamWake; n > 0 && q != "" {
+	if q := o.db.Dialect().Q().OutboxStreamWake; n > 0 && q != "" {
 		// a streaming relay sees INSERTs only: tell it through the WAL
 		// (best effort: without it a relay's next polling pass finds them)
 		o.db.Executor().Exec(ctx, q)
@@ -388,7 +388,7 @@ func (in *Inbox[TTx]) Receive(ctx context.Context, tx TTx, messageID string) (fi
 	if err := valid.Text("message id", messageID, 255); err != nil {
 		return false, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
-	n, err := in.db.TxExecutor(tx).Exec(ctx, in.db.Dialect().Q.InboxInsert, in.consumer, messageID)
+	n, err := in.db.TxExecutor(tx).Exec(ctx, in.db.Dialect().Q().InboxInsert, in.consumer, messageID)
 	if err != nil {
 		return false, errs.Errorf("outbox: inbox: %w", in.db.Dialect().Classify(err))
 	}
@@ -398,5 +398,5 @@ func (in *Inbox[TTx]) Receive(ctx context.Context, tx TTx, messageID string) (fi
 // Cleanup deletes inbox rows older than age in batches. Keep age above the
 // longest redelivery horizon of your brokers.
 func (in *Inbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	return cleanup(ctx, in.db, in.db.Dialect().Q.InboxCleanup, age, batch)
+	return cleanup(ctx, in.db, in.db.Dialect().Q().InboxCleanup, age, batch)
 }

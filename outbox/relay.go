@@ -386,7 +386,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			wakeUp() // LISTEN lost: producers' NOTIFYs would not reach it
 			endPre()
 		}
-		if !r.listening.Load() && r.db.Dialect().Q.OutboxWaitCommit != "" {
+		if !r.listening.Load() && r.db.Dialect().Q().OutboxWaitCommit != "" {
 			if r.waitCommit(ctx, interval) {
 				interval = busy
 			}
@@ -459,7 +459,7 @@ func (r *Relay) waitCommit(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 	var id int64
-	err = tx.QueryRow(ctx, fmt.Sprintf(r.db.Dialect().Q.OutboxWaitCommit, strconv.FormatFloat(d.Seconds(), 'f', 6, 64))).Scan(&id)
+	err = tx.QueryRow(ctx, fmt.Sprintf(r.db.Dialect().Q().OutboxWaitCommit, strconv.FormatFloat(d.Seconds(), 'f', 6, 64))).Scan(&id)
 	tx.Rollback(context.WithoutCancel(ctx))
 	switch {
 	case err == nil && id > r.newest.Load():
@@ -480,7 +480,7 @@ func (r *Relay) waitCommit(ctx context.Context, d time.Duration) bool {
 // it could not, with other true when another relay sleeps (producers
 // notify already) and false when producers' open transactions hold it.
 func (r *Relay) fallAsleep(ctx context.Context) (tx dialects.OwnedTx, other bool) {
-	q := r.db.Dialect().Q
+	q := r.db.Dialect().Q()
 	if q.OutboxSleep == "" {
 		return nil, false
 	}
@@ -504,7 +504,7 @@ func (r *Relay) fallAsleep(ctx context.Context) (tx dialects.OwnedTx, other bool
 // while asleep releases it).
 func (r *Relay) sleepSettings(ctx context.Context, tx dialects.OwnedTx) error {
 	idle := fmt.Sprintf("%dms", r.sleepIdle().Milliseconds())
-	_, err := tx.Exec(ctx, r.db.Dialect().Q.OutboxSleepSettings, "50ms", idle)
+	_, err := tx.Exec(ctx, r.db.Dialect().Q().OutboxSleepSettings, "50ms", idle)
 	return err
 }
 
@@ -693,7 +693,7 @@ func (r *Relay) batch(ctx context.Context, pre dialects.OwnedTx, claimed func())
 		msg := relayutil.StoredError(perr)
 		r.rec.OutboxPublish(m.Topic, "retry", 0)
 		r.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
-		if _, err := tx.Exec(dctx, d.Q.OutboxFailed, msg, r.retryDelay(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
+		if _, err := tx.Exec(dctx, d.Q().OutboxFailed, msg, r.retryDelay(m.Attempt).Microseconds(), r.opt.MaxAttempts, m.ID); err != nil {
 			return 0, false, errs.Errorf("outbox: record failure %d: %w", m.ID, d.Classify(err))
 		}
 	}
@@ -727,7 +727,7 @@ func (r *Relay) deadLetter(ctx context.Context, tx dialects.Executor, m Message,
 	msg := relayutil.StoredError(perr)
 	r.rec.OutboxPublish(m.Topic, "dead", 0)
 	r.log.Warn("message dead-lettered", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", msg)
-	if _, err := tx.Exec(ctx, r.db.Dialect().Q.OutboxDead, msg, m.ID); err != nil {
+	if _, err := tx.Exec(ctx, r.db.Dialect().Q().OutboxDead, msg, m.ID); err != nil {
 		return errs.Errorf("outbox: dead-letter %d: %w", m.ID, r.db.Dialect().Classify(err))
 	}
 	return nil
@@ -759,7 +759,7 @@ func guardFrozen(ctx context.Context, d *dialects.Dialect, tx dialects.OwnedTx, 
 		if !bounded {
 			return func() {}
 		}
-		return keepTxAwake(ctx, tx, d.Q.Now, timeout/3)
+		return keepTxAwake(ctx, tx, d.Q().Now, timeout/3)
 	}, nil
 }
 
@@ -853,13 +853,13 @@ func (r *Relay) publish(ctx, bctx context.Context, m Message) (err error) {
 // commit→publish is measured from the commit, else from the INSERT.
 func claimQueries(ctx context.Context, db sqlcoord.Base) (string, string) {
 	d := db.Dialect()
-	if d.Q.OutboxCommitTSOn != "" {
+	if d.Q().OutboxCommitTSOn != "" {
 		var on bool
-		if err := db.Executor().QueryRow(ctx, d.Q.OutboxCommitTSOn).Scan(&on); err == nil && on {
-			return d.Q.OutboxClaimCommitTS, d.Q.OutboxClaimOrderedCommitTS
+		if err := db.Executor().QueryRow(ctx, d.Q().OutboxCommitTSOn).Scan(&on); err == nil && on {
+			return d.Q().OutboxClaimCommitTS, d.Q().OutboxClaimOrderedCommitTS
 		}
 	}
-	return d.Q.OutboxClaim, d.Q.OutboxClaimOrdered
+	return d.Q().OutboxClaim, d.Q().OutboxClaimOrdered
 }
 
 func claim(ctx context.Context, tx dialects.Executor, q string, args ...any) ([]Message, error) {

@@ -32,7 +32,7 @@ var ErrUnboundedSlot = errors.New("outbox: replication slot without a retention 
 // when the relay connects). The error matches ErrStreamUnsupported.
 func CanStream(ctx context.Context, db sqlcoord.Base) error {
 	d := db.Dialect()
-	if d.Q.OutboxStreamClaim == "" {
+	if d.Q().OutboxStreamClaim == "" {
 		return errs.Errorf("%w: %s: only PostgreSQL streams (MySQL and MariaDB: no binlog client is available; the polling relay runs instead)", ErrStreamUnsupported, db)
 	}
 	var level string
@@ -76,10 +76,10 @@ type Slot struct {
 // their own.
 func Slots(ctx context.Context, db sqlcoord.Base) ([]Slot, error) {
 	d := db.Dialect()
-	if d.Q.OutboxSlots == "" {
+	if d.Q().OutboxSlots == "" {
 		return nil, nil
 	}
-	rows, err := db.Executor().Query(ctx, d.Q.OutboxSlots)
+	rows, err := db.Executor().Query(ctx, d.Q().OutboxSlots)
 	if err != nil {
 		return nil, errs.Errorf("outbox: slots: %w", d.Classify(err))
 	}
@@ -100,7 +100,7 @@ func Slots(ctx context.Context, db sqlcoord.Base) ([]Slot, error) {
 // streams from it; a group without a slot is not an error.
 func DropStreamSlot(ctx context.Context, db sqlcoord.Base, group string) error {
 	d := db.Dialect()
-	if d.Q.OutboxSlots == "" {
+	if d.Q().OutboxSlots == "" {
 		return nil
 	}
 	if !relayutil.GroupName.MatchString(group) {

@@ -70,14 +70,14 @@ func Get(ctx context.Context, db sqlcoord.Base, gid string) (Info, error) {
 	}
 	d := db.Dialect()
 	x := db.Executor()
-	in, err := scanInfo(x.QueryRow(ctx, d.Q.Saga.Get, gid))
+	in, err := scanInfo(x.QueryRow(ctx, d.Q().Saga.Get, gid))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Info{}, errs.Errorf("%w: %s", ErrNotFound, valid.Quote(gid))
 	}
 	if err != nil {
 		return Info{}, errs.Errorf("saga: get %s: %w", valid.Quote(gid), d.Classify(err))
 	}
-	rows, err := x.Query(ctx, d.Q.Saga.Branches, gid)
+	rows, err := x.Query(ctx, d.Q().Saga.Branches, gid)
 	if err != nil {
 		return Info{}, errs.Errorf("saga: get %s: %w", valid.Quote(gid), d.Classify(err))
 	}
@@ -98,7 +98,7 @@ func Get(ctx context.Context, db sqlcoord.Base, gid string) (Info, error) {
 // List returns up to limit transactions matching f, newest first.
 func List(ctx context.Context, db sqlcoord.Base, f Filter, limit int) ([]Info, error) {
 	d := db.Dialect()
-	q := d.Q.Saga
+	q := d.Q().Saga
 	where := map[Filter]string{All: q.ListAll, Live: q.ListLive, Stuck: q.ListStuck, Ended: q.ListEnded, "": q.ListAll}[f]
 	if where == "" {
 		return nil, errs.Errorf("%w: filter %s (want all, live, stuck or ended)", ErrInvalid, valid.Quote(string(f)))
@@ -140,7 +140,7 @@ func scanInfo(r interface{ Scan(...any) error }) (Info, error) {
 // Retry makes a stuck transaction due again: the driver that claims it
 // next calls its current step again, with a fresh count of tries.
 func Retry(ctx context.Context, db sqlcoord.Base, gid string) error {
-	return operate(ctx, db, gid, "retry", db.Dialect().Q.Saga.Retry, gid)
+	return operate(ctx, db, gid, "retry", db.Dialect().Q().Saga.Retry, gid)
 }
 
 // Resolve ends a stuck transaction as Resolved, recording why (a person
@@ -149,7 +149,7 @@ func Resolve(ctx context.Context, db sqlcoord.Base, gid, reason string) error {
 	if err := valid.Text("reason", reason, 2000); err != nil {
 		return errs.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return operate(ctx, db, gid, "resolve", db.Dialect().Q.Saga.Resolve, "resolved: "+reason, gid)
+	return operate(ctx, db, gid, "resolve", db.Dialect().Q().Saga.Resolve, "resolved: "+reason, gid)
 }
 
 func operate(ctx context.Context, db sqlcoord.Base, gid, what, q string, args ...any) error {
@@ -193,7 +193,7 @@ func Cleanup(ctx context.Context, db sqlcoord.Base, age time.Duration, batch int
 // "stuck" (for metrics and the console).
 func Counts(ctx context.Context, db sqlcoord.Base) (map[string]int64, error) {
 	d := db.Dialect()
-	rows, err := db.Executor().Query(ctx, d.Q.Saga.Counts)
+	rows, err := db.Executor().Query(ctx, d.Q().Saga.Counts)
 	if err != nil {
 		return nil, errs.Errorf("saga: counts: %w", d.Classify(err))
 	}

@@ -179,7 +179,7 @@ func (c *Coordinator[TTx]) claim(ctx context.Context, gid string, max int) ([]*c
 	for _, r := range rows {
 		g := &claimed{gid: r.GID, mode: Mode(r.Mode), status: Status(r.Status), step: r.Step, attempt: r.Attempt, tries: r.Tries,
 			token: cl.Token, deadline: time.Now().Add(time.Duration(r.LeftMicros) * time.Microsecond)}
-		bs, err := c.db.Executor().Query(ctx, d.Q.Saga.Branches, g.gid)
+		bs, err := c.db.Executor().Query(ctx, d.Q().Saga.Branches, g.gid)
 		if err != nil {
 			return nil, errs.Errorf("saga: %s: branches: %w", valid.Quote(g.gid), d.Classify(err))
 		}

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/saga"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
@@ -119,7 +119,7 @@ func (b *bank) apply(ctx context.Context, tx *sql.Tx, c saga.Call) error {
 	if n, _ := res.RowsAffected(); n != 1 {
 		return saga.Fail(errors.New("insufficient funds"))
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO journal (gid, branch, op, d_balance, d_frozen, at) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`, `+ph(4)+`, `+ph(5)+`, `+b.db.Dialect().Q.Saga.Now+`)`,
+	_, err = tx.ExecContext(ctx, `INSERT INTO journal (gid, branch, op, d_balance, d_frozen, at) VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`, `+ph(4)+`, `+ph(5)+`, `+b.db.Dialect().Q().Saga.Now+`)`,
 		c.GID, c.Branch, string(c.Op), bal, frz)
 	return err
 }

@@ -236,7 +236,7 @@ func (s *Started[TTx]) Drive(ctx context.Context) (Status, error) {
 	c, g := s.c, s.g
 	d := c.db.Dialect()
 	var status string
-	err := c.db.Executor().QueryRow(ctx, d.Q.Saga.Claimed, g.gid, g.token).Scan(&status)
+	err := c.db.Executor().QueryRow(ctx, d.Q().Saga.Claimed, g.gid, g.token).Scan(&status)
 	if errors.Is(err, sql.ErrNoRows) {
 		in, err := c.Get(ctx, g.gid)
 		return in.Status, err
@@ -257,16 +257,16 @@ func (c *Coordinator[TTx]) insert(ctx context.Context, tx TTx, gid string, g Glo
 	x := c.db.TxExecutor(tx)
 	var err error
 	if cl == nil {
-		_, err = x.Exec(ctx, d.Q.Saga.Insert, gid, string(g.Mode), len(g.Branches), g.Timeout.Microseconds())
+		_, err = x.Exec(ctx, d.Q().Saga.Insert, gid, string(g.Mode), len(g.Branches), g.Timeout.Microseconds())
 	} else {
-		_, err = x.Exec(ctx, d.Q.Saga.InsertClaimed, gid, string(g.Mode), len(g.Branches), g.Timeout.Microseconds(),
+		_, err = x.Exec(ctx, d.Q().Saga.InsertClaimed, gid, string(g.Mode), len(g.Branches), g.Timeout.Microseconds(),
 			cl.token, c.opts.Owner, c.opts.Lease.Microseconds())
 	}
 	if err != nil {
 		return errs.Errorf("saga: begin %s: %w", valid.Quote(gid), d.Classify(err))
 	}
 	var sb strings.Builder
-	sb.WriteString(d.Q.Saga.BranchInsert)
+	sb.WriteString(d.Q().Saga.BranchInsert)
 	args := make([]any, 0, 5*len(g.Branches))
 	for i, b := range g.Branches {
 		if i > 0 {
@@ -274,7 +274,7 @@ func (c *Coordinator[TTx]) insert(ctx context.Context, tx TTx, gid string, g Glo
 		}
 		n := len(args)
 		fmt.Fprintf(&sb, "(%s, %s, %s, %s, %s, %s)", d.Placeholder(n+1), d.Placeholder(n+2), d.Placeholder(n+3),
-			d.Placeholder(n+4), d.Placeholder(n+5), d.Q.Saga.Now)
+			d.Placeholder(n+4), d.Placeholder(n+5), d.Q().Saga.Now)
 		payload := b.Payload
 		if payload == nil {
 			payload = []byte{}

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/saga"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
@@ -543,7 +543,7 @@ func TestLostRecordsAreDrivenAgain(t *testing.T) {
 			return err
 		}))
 		rewind := func(gid string, status saga.Status, step int) {
-			dbtest.Exec(t, env.DB, `UPDATE coord_gtx SET status = `+ph(1)+`, step = `+ph(2)+`, claim = NULL, due_at = `+env.DB.Dialect().Q.Saga.Now+` WHERE gid = `+ph(3), string(status), step, gid)
+			dbtest.Exec(t, env.DB, `UPDATE coord_gtx SET status = `+ph(1)+`, step = `+ph(2)+`, claim = NULL, due_at = `+env.DB.Dialect().Q().Saga.Now+` WHERE gid = `+ph(3), string(status), step, gid)
 		}
 		for _, tc := range []struct {
 			name     string

@@ -169,7 +169,7 @@ func (a *SCSStore[TTx]) CommitCtx(ctx context.Context, token string, b []byte, e
 			user = u
 		}
 	}
-	_, err = a.s.db.Executor().Exec(ctx, a.s.db.Dialect().Q.WebSessionUpsert, h, b, a.s.opt.IdleTimeout.Microseconds(), exp, exp, user)
+	_, err = a.s.db.Executor().Exec(ctx, a.s.db.Dialect().Q().WebSessionUpsert, h, b, a.s.opt.IdleTimeout.Microseconds(), exp, exp, user)
 	return a.s.wrap("commit", err)
 }
 

@@ -149,7 +149,7 @@ func (s *Store[TTx]) Create(ctx context.Context, tx TTx, userID string, data []b
 		data = []byte{}
 	}
 	x := s.db.TxExecutor(tx)
-	q := s.db.Dialect().Q
+	q := s.db.Dialect().Q()
 	if _, err := x.Exec(ctx, q.WebSessionInsert, h, userID, data, s.opt.IdleTimeout.Microseconds(),
 		s.opt.AbsoluteTimeout.Microseconds(), s.opt.AbsoluteTimeout.Microseconds()); err != nil {
 		return "", Session{}, s.wrap("create", err)
@@ -159,9 +159,9 @@ func (s *Store[TTx]) Create(ctx context.Context, tx TTx, userID string, data []b
 }
 
 func (s *Store[TTx]) get(ctx context.Context, x dialects.Executor, h []byte, lock bool) (Session, error) {
-	q := s.db.Dialect().Q.WebSessionGet
+	q := s.db.Dialect().Q().WebSessionGet
 	if lock {
-		q = s.db.Dialect().Q.WebSessionGetForUpdate
+		q = s.db.Dialect().Q().WebSessionGetForUpdate
 	}
 	sess := Session{hash: h}
 	err := x.QueryRow(ctx, q, h).Scan(&sess.UserID, &sess.Data, &sess.Version, &sess.CreatedAt, &sess.LastSeenAt,
@@ -189,7 +189,7 @@ func (s *Store[TTx]) Load(ctx context.Context, token string) (Session, error) {
 	// Renew only past half the idle window (by the database's clock); the
 	// UPDATE re-checks it, so concurrent loads renew at most once.
 	if sess.dbNow.Sub(sess.LastSeenAt) > s.opt.IdleTimeout/2 {
-		n, err := x.Exec(ctx, s.db.Dialect().Q.WebSessionTouch, s.opt.IdleTimeout.Microseconds(), h, (s.opt.IdleTimeout / 2).Microseconds())
+		n, err := x.Exec(ctx, s.db.Dialect().Q().WebSessionTouch, s.opt.IdleTimeout.Microseconds(), h, (s.opt.IdleTimeout / 2).Microseconds())
 		if err != nil {
 			return Session{}, s.wrap("renew", err)
 		}
@@ -215,7 +215,7 @@ func (s *Store[TTx]) Save(ctx context.Context, tx TTx, sess Session) (Session, e
 	if data == nil {
 		data = []byte{}
 	}
-	n, err := x.Exec(ctx, s.db.Dialect().Q.WebSessionSave, data, s.opt.IdleTimeout.Microseconds(), sess.hash, sess.Version)
+	n, err := x.Exec(ctx, s.db.Dialect().Q().WebSessionSave, data, s.opt.IdleTimeout.Microseconds(), sess.hash, sess.Version)
 	if err != nil {
 		return Session{}, s.wrap("save", err)
 	}
@@ -276,7 +276,7 @@ func (s *Store[TTx]) Rotate(ctx context.Context, tx TTx, token, userID string) (
 		return "", Session{}, err
 	}
 	x := s.db.TxExecutor(tx)
-	q := s.db.Dialect().Q
+	q := s.db.Dialect().Q()
 	old, err := s.get(ctx, x, h, true)
 	if err != nil {
 		return "", Session{}, s.wrap("rotate", err)
@@ -307,7 +307,7 @@ func (s *Store[TTx]) Revoke(ctx context.Context, token string) error {
 	if err != nil {
 		return nil
 	}
-	_, err = s.db.Executor().Exec(ctx, s.db.Dialect().Q.WebSessionDelete, h)
+	_, err = s.db.Executor().Exec(ctx, s.db.Dialect().Q().WebSessionDelete, h)
 	return s.wrap("revoke", err)
 }
 
@@ -317,7 +317,7 @@ func (s *Store[TTx]) RevokeAllForUser(ctx context.Context, userID string) (int64
 	if err := valid.Text("user id", userID, 255); err != nil {
 		return 0, errs.Errorf("%w: %w", ErrInvalid, err)
 	}
-	n, err := s.db.Executor().Exec(ctx, s.db.Dialect().Q.WebSessionDeleteUser, userID)
+	n, err := s.db.Executor().Exec(ctx, s.db.Dialect().Q().WebSessionDeleteUser, userID)
 	return n, s.wrap("revoke user", err)
 }
 
@@ -330,12 +330,12 @@ type Stats struct {
 // not yet cleaned up.
 func (s *Store[TTx]) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
-	err := s.db.Executor().QueryRow(ctx, s.db.Dialect().Q.WebSessionStats).Scan(&st.Live, &st.Users, &st.Expired)
+	err := s.db.Executor().QueryRow(ctx, s.db.Dialect().Q().WebSessionStats).Scan(&st.Live, &st.Users, &st.Expired)
 	return st, s.wrap("stats", err)
 }
 
 // Cleanup deletes sessions expired for longer than grace, batch rows per
 // statement (no long locks), and returns how many.
 func Cleanup(ctx context.Context, db sqlcoord.Base, grace time.Duration, batch int) (int64, error) {
-	return sqlutil.DeleteInBatches(ctx, db, sqlutil.Pace(db.CleanupPace()), db.Dialect().Q.WebSessionCleanup, grace, batch)
+	return sqlutil.DeleteInBatches(ctx, db, sqlutil.Pace(db.CleanupPace()), db.Dialect().Q().WebSessionCleanup, grace, batch)
 }

@@ -81,7 +81,7 @@ func (b *Barrier[TTx]) CallTx(ctx context.Context, tx TTx, gid, branch string, o
 	default:
 		return false, errs.Errorf("%w: op %q", ErrInvalidBranch, op)
 	}
-	q := b.db.Dialect().Q.BarrierInsert
+	q := b.db.Dialect().Q().BarrierInsert
 	insert := func(o Op) (int64, error) {
 		n, err := b.db.TxExecutor(tx).Exec(ctx, q, gid, branch, string(o), string(op))
 		return n, b.db.Dialect().Classify(err)
@@ -136,5 +136,5 @@ func (b *Barrier[TTx]) Compensate(ctx context.Context, gid, branch string, fn fu
 // of global transactions that can no longer receive messages: a Try that
 // arrives after its Cancel's rows are gone would run.
 func (b *Barrier[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
-	return cleanup(ctx, b.db, b.db.Dialect().Q.BarrierCleanup, age, batch)
+	return cleanup(ctx, b.db, b.db.Dialect().Q().BarrierCleanup, age, batch)
 }

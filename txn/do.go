@@ -211,14 +211,14 @@ func once[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opts Options, f
 	}()
 	x := db.TxExecutor(tx)
 	if verifying(opts) {
-		if err := x.QueryRow(ctx, d.Q.SessionID).Scan(&sess.id, &sess.start); err != nil {
+		if err := x.QueryRow(ctx, d.Q().SessionID).Scan(&sess.id, &sess.start); err != nil {
 			rollback()
 			return sess, errs.Errorf("txn: session id: %w", d.Classify(err))
 		}
 		sess.known = true
 	}
 	if opts.CommitMarker != "" {
-		if _, err := x.Exec(ctx, d.Q.CommitMarkerInsert, opts.CommitMarker); err != nil {
+		if _, err := x.Exec(ctx, d.Q().CommitMarkerInsert, opts.CommitMarker); err != nil {
 			rollback()
 			cerr := d.Classify(err)
 			if errors.Is(cerr, sqlcoord.ErrDuplicate) {
@@ -269,7 +269,7 @@ func verify(ctx context.Context, db sqlcoord.Base, opts Options, sess session) (
 			ok, err = opts.Verify(vctx, db.Executor())
 		} else {
 			var one int
-			err = db.Executor().QueryRow(vctx, db.Dialect().Q.CommitMarkerExists, opts.CommitMarker).Scan(&one)
+			err = db.Executor().QueryRow(vctx, db.Dialect().Q().CommitMarkerExists, opts.CommitMarker).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return false, nil
 			}
@@ -293,7 +293,7 @@ func endSession(ctx context.Context, db sqlcoord.Base, sess session) error {
 	}
 	for i := 0; ; i++ {
 		var n int
-		if err := pool.QueryRow(ctx, d.Q.SessionAlive, sess.id, sess.start).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, d.Q().SessionAlive, sess.id, sess.start).Scan(&n); err != nil {
 			return errs.Errorf("session check: %w", d.Classify(err))
 		}
 		if n == 0 {
@@ -316,7 +316,7 @@ var (
 // statement, until none are left; it never blocks concurrent inserts
 // (SKIP LOCKED on PostgreSQL, small LIMITed deletes on MySQL).
 func CleanupMarkers(ctx context.Context, db sqlcoord.Base, age time.Duration, batch int) (int64, error) {
-	return cleanup(ctx, db, db.Dialect().Q.CommitMarkerCleanup, age, batch)
+	return cleanup(ctx, db, db.Dialect().Q().CommitMarkerCleanup, age, batch)
 }
 
 func cleanup(ctx context.Context, db sqlcoord.Base, q string, age time.Duration, batch int) (int64, error) {

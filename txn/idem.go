@@ -56,7 +56,7 @@ type KeysOptions struct {
 // (scope, key). A scope is a key space: per user, per tenant, per API.
 type Keys[TTx any] struct {
 	db  sqlcoord.Driver[TTx]
-	q   *dialects.Queries
+	q   dialects.Queries
 	opt KeysOptions
 }
 
@@ -66,7 +66,7 @@ func NewKeys[TTx any](db sqlcoord.Driver[TTx], opt KeysOptions) *Keys[TTx] {
 	if opt.LockFor == 0 {
 		opt.LockFor = 5 * time.Minute
 	}
-	return &Keys[TTx]{db: db, q: db.Dialect().Q, opt: opt}
+	return &Keys[TTx]{db: db, q: db.Dialect().Q(), opt: opt}
 }
 
 // Claim is the outcome of Begin or Start.

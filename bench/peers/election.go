@@ -26,8 +26,8 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 	_ "github.com/sqlcoord/sqlcoord/pgxv5" // LISTEN/NOTIFY through database/sql: the observers' wake-up
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
 // electionTTL is both systems' leadership TTL. etcd's lease TTL is whole

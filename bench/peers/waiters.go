@@ -32,9 +32,9 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 	"github.com/sqlcoord/sqlcoord/metrics"
 	"github.com/sqlcoord/sqlcoord/pgxv5"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
 const (

@@ -45,11 +45,11 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
 	"github.com/sqlcoord/sqlcoord/session"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
 func main() {

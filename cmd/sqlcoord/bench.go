@@ -23,9 +23,9 @@ import (
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/bench"
 	"github.com/sqlcoord/sqlcoord/internal/core"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/natspub"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
 func newBenchCmd() *cobra.Command {

@@ -15,10 +15,10 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/coord"
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/saga"
 	"github.com/sqlcoord/sqlcoord/session"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 var update = flag.Bool("update", false, "rewrite the --json golden files in testdata/json")

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // `sqlcoord relay --listen`: /metrics carries the Go and process

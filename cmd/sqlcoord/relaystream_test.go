@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 )
 
 // `sqlcoord relay --mode stream|auto|poll`: on PostgreSQL (wal_level

@@ -14,8 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sqlcoord/sqlcoord/console"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/saga"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 

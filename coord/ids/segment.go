@@ -320,7 +320,7 @@ func CreateTag(ctx context.Context, db sqlcoord.Base, tag string, start int64) e
 	if start < 0 {
 		return errs.Errorf("%w: negative start %d", ErrInvalid, start)
 	}
-	if _, err := db.Executor().Exec(ctx, db.Dialect().Q.SegmentCreate, tag, start, 1); err != nil {
+	if _, err := db.Executor().Exec(ctx, db.Dialect().Q().SegmentCreate, tag, start, 1); err != nil {
 		return errs.Errorf("ids: create tag %q: %w", tag, db.Dialect().Classify(err))
 	}
 	return nil

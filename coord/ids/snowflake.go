@@ -302,7 +302,7 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 	if opt.Owner == "" {
 		opt.Owner = coord.NewOwnerID()
 	}
-	q := db.Dialect().Q
+	q := db.Dialect().Q()
 	// After a promotion (PostgreSQL), wait until TTL + Margin have passed
 	// since the promoted server first saw its epoch: a holder whose grant
 	// or heartbeats were lost with the old primary has stopped by then.
@@ -426,6 +426,6 @@ func (w *Worker) Close(ctx context.Context) error {
 	w.loop.Stop()
 	last := w.LastMs()
 	w.stop(errors.New("ids: worker closed"))
-	_, err := w.db.Executor().Exec(ctx, w.db.Dialect().Q.WorkerRelease, last, w.id, w.owner)
+	_, err := w.db.Executor().Exec(ctx, w.db.Dialect().Q().WorkerRelease, last, w.id, w.owner)
 	return err
 }

@@ -192,11 +192,11 @@ func (r *Runs) SlotTotal(ctx context.Context, job string, fire time.Time, group 
 	}
 	d := r.db.Dialect()
 	f := norm(fire)
-	if _, err := r.db.Executor().Exec(ctx, d.Q.JobSlotTotal, job, f, group); err != nil {
+	if _, err := r.db.Executor().Exec(ctx, d.Q().JobSlotTotal, job, f, group); err != nil {
 		return 0, errs.Errorf("jobs: shard total of %s@%s: %w", job, f.Format(time.RFC3339Nano), d.Classify(err))
 	}
 	var n int
-	if err := r.db.Executor().QueryRow(ctx, d.Q.JobSlotRead, job, f).Scan(&n); err != nil {
+	if err := r.db.Executor().QueryRow(ctx, d.Q().JobSlotRead, job, f).Scan(&n); err != nil {
 		return 0, errs.Errorf("jobs: shard total of %s@%s: %w", job, f.Format(time.RFC3339Nano), d.Classify(err))
 	}
 	return n, nil
@@ -205,7 +205,7 @@ func (r *Runs) SlotTotal(ctx context.Context, job string, fire time.Time, group 
 // Heartbeat refreshes a running attempt; ErrSuperseded when it is no
 // longer the current one.
 func (r *Runs) Heartbeat(ctx context.Context, run Run) error {
-	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobHeartbeat, run.Job, run.FireTime, run.Shard, run.Attempt)
+	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q().JobHeartbeat, run.Job, run.FireTime, run.Shard, run.Attempt)
 	if err != nil {
 		return errs.Errorf("jobs: heartbeat: %w", r.db.Dialect().Classify(err))
 	}
@@ -223,7 +223,7 @@ func (r *Runs) Finish(ctx context.Context, run Run, runErr error) error {
 		status = Failed
 		msg = sql.NullString{String: errText(runErr), Valid: true}
 	}
-	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobFinish, status, msg, run.Job, run.FireTime, run.Shard, run.Attempt)
+	n, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q().JobFinish, status, msg, run.Job, run.FireTime, run.Shard, run.Attempt)
 	if err != nil {
 		return errs.Errorf("jobs: finish: %w", r.db.Dialect().Classify(err))
 	}
@@ -273,7 +273,7 @@ func (r *Runs) Fail(ctx context.Context, run Run, runErr error, p Retry) (Failur
 		return f, ErrSuperseded
 	}
 	var at sql.NullTime
-	if err := r.db.Executor().QueryRow(ctx, d.Q.JobOutcome, run.Job, run.FireTime, run.Shard).Scan(&f.Status, &f.Failures, &at); err != nil {
+	if err := r.db.Executor().QueryRow(ctx, d.Q().JobOutcome, run.Job, run.FireTime, run.Shard).Scan(&f.Status, &f.Failures, &at); err != nil {
 		return f, errs.Errorf("jobs: read failure: %w", d.Classify(err))
 	}
 	if at.Valid {
@@ -305,10 +305,10 @@ func Fence[TTx any](ctx context.Context, drv sqlcoord.Driver[TTx], tx TTx, run R
 
 func (r *Runs) fence(ctx context.Context, x dialects.Executor, run Run) error {
 	var a int
-	q, args := r.db.Dialect().Q.JobFence, []any{run.Job, run.FireTime, run.Shard, run.Attempt}
+	q, args := r.db.Dialect().Q().JobFence, []any{run.Job, run.FireTime, run.Shard, run.Attempt}
 	hwm := r.db.Epochs().Seen()
-	if hwm > 0 && r.db.Dialect().Q.JobFenceChecked != "" {
-		q, args = r.db.Dialect().Q.JobFenceChecked, append(args, hwm)
+	if hwm > 0 && r.db.Dialect().Q().JobFenceChecked != "" {
+		q, args = r.db.Dialect().Q().JobFenceChecked, append(args, hwm)
 	}
 	err := x.QueryRow(ctx, q, args...).Scan(&a)
 	if errors.Is(err, sql.ErrNoRows) && hwm > 0 {
@@ -337,9 +337,9 @@ func Complete[TTx any](ctx context.Context, drv sqlcoord.Driver[TTx], tx TTx, ru
 }
 
 func (r *Runs) complete(ctx context.Context, x dialects.Executor, run Run) error {
-	q, args := r.db.Dialect().Q.JobFinish, []any{Succeeded, sql.NullString{}, run.Job, run.FireTime, run.Shard, run.Attempt}
-	if hwm := r.db.Epochs().Seen(); hwm > 0 && r.db.Dialect().Q.JobFinishChecked != "" {
-		q, args = r.db.Dialect().Q.JobFinishChecked, append(args, hwm)
+	q, args := r.db.Dialect().Q().JobFinish, []any{Succeeded, sql.NullString{}, run.Job, run.FireTime, run.Shard, run.Attempt}
+	if hwm := r.db.Epochs().Seen(); hwm > 0 && r.db.Dialect().Q().JobFinishChecked != "" {
+		q, args = r.db.Dialect().Q().JobFinishChecked, append(args, hwm)
 	}
 	n, err := x.Exec(ctx, q, args...)
 	if err == nil && n == 0 && len(args) == 7 { // checked: a stale primary, or no epoch yet?
@@ -362,7 +362,7 @@ func (r *Runs) complete(ctx context.Context, x dialects.Executor, run Run) error
 func (r *Runs) completed(ctx context.Context, run Run) (bool, error) {
 	var status string
 	var attempt int
-	err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobGet, run.Job, run.FireTime, run.Shard).Scan(&status, &attempt)
+	err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q().JobGet, run.Job, run.FireTime, run.Shard).Scan(&status, &attempt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -395,7 +395,7 @@ type taken struct {
 // takeOver is TakeOver that only tries the candidates accept allows
 // (status is the run's status before: running, rerun, retry or queued).
 func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, owner string, accept func(c Run, status string) bool) ([]taken, error) {
-	q := r.db.Dialect().Q
+	q := r.db.Dialect().Q()
 	rows, err := r.db.Executor().Query(ctx, q.JobStale, job, grace.Microseconds())
 	if err != nil {
 		return nil, errs.Errorf("jobs: stale runs: %w", r.db.Dialect().Classify(err))
@@ -452,7 +452,7 @@ func (r *Runs) Register(ctx context.Context, name string, s *Schedule, shards in
 	if err := validJob(name); err != nil {
 		return err
 	}
-	if _, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q.JobRegister, name, s.expr, s.loc.String(), max(shards, 1)); err != nil {
+	if _, err := r.db.Executor().Exec(ctx, r.db.Dialect().Q().JobRegister, name, s.expr, s.loc.String(), max(shards, 1)); err != nil {
 		return errs.Errorf("jobs: register %s: %w", name, r.db.Dialect().Classify(err))
 	}
 	return nil
@@ -465,7 +465,7 @@ func (r *Runs) Definition(ctx context.Context, name string) (Definition, *Schedu
 		return Definition{}, nil, err
 	}
 	d := Definition{Name: name}
-	err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobDef, name).Scan(&d.Schedule, &d.Location, &d.Shards, &d.UpdatedAt)
+	err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q().JobDef, name).Scan(&d.Schedule, &d.Location, &d.Shards, &d.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, nil, errs.Errorf("jobs: %q: %w (no scheduler has registered it)", name, ErrUnknownJob)
 	}
@@ -487,7 +487,7 @@ func (d Definition) Parse() (*Schedule, error) {
 
 // Jobs lists the registered jobs.
 func (r *Runs) Jobs(ctx context.Context) ([]Definition, error) {
-	rows, err := r.db.Executor().Query(ctx, r.db.Dialect().Q.JobNames)
+	rows, err := r.db.Executor().Query(ctx, r.db.Dialect().Q().JobNames)
 	if err != nil {
 		return nil, errs.Errorf("jobs: list jobs: %w", r.db.Dialect().Classify(err))
 	}
@@ -527,7 +527,7 @@ func (r *Runs) MarkRerun(ctx context.Context, job string, fire time.Time, total 
 	if total <= 0 {
 		total = def.Shards
 	}
-	q := r.db.Dialect().Q
+	q := r.db.Dialect().Q()
 	fire = norm(fire)
 	n, err := r.db.Executor().Exec(ctx, q.JobRerunMark, job, fire)
 	if err != nil {
@@ -545,7 +545,7 @@ func (r *Runs) MarkRerun(ctx context.Context, job string, fire time.Time, total 
 
 // List returns the runs of job planned in [from, to).
 func (r *Runs) List(ctx context.Context, job string, from, to time.Time) ([]Record, error) {
-	rows, err := r.db.Executor().Query(ctx, r.db.Dialect().Q.JobList, job, norm(from), norm(to))
+	rows, err := r.db.Executor().Query(ctx, r.db.Dialect().Q().JobList, job, norm(from), norm(to))
 	if err != nil {
 		return nil, errs.Errorf("jobs: list: %w", r.db.Dialect().Classify(err))
 	}
@@ -598,7 +598,7 @@ func MissingIn(recs []Record, s *Schedule, shards int, from, to time.Time) []tim
 // LastFire is the newest fire time recorded for job (zero if none).
 func (r *Runs) LastFire(ctx context.Context, job string) (time.Time, error) {
 	var t sql.NullTime
-	if err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q.JobLastFire, job).Scan(&t); err != nil {
+	if err := r.db.Executor().QueryRow(ctx, r.db.Dialect().Q().JobLastFire, job).Scan(&t); err != nil {
 		return time.Time{}, errs.Errorf("jobs: last fire: %w", r.db.Dialect().Classify(err))
 	}
 	if !t.Valid {
@@ -630,7 +630,7 @@ func (r *Runs) Cleanup(ctx context.Context, job string, age time.Duration, batch
 	if batch <= 0 {
 		batch = 1000
 	}
-	q := r.db.Dialect().Q
+	q := r.db.Dialect().Q()
 	del := func(stmt string) (int64, error) {
 		n, err := sqlutil.InBatches(ctx, r.db, sqlutil.Pace(r.db.CleanupPace()), batch, func(ctx context.Context, x dialects.Executor) (int64, error) {
 			return x.Exec(ctx, stmt, job, age.Microseconds(), batch)

@@ -486,7 +486,7 @@ func (s *Scheduler) sweepPartial(ctx context.Context, j *Job) {
 	// Old enough that the slot's members had their turn (SpreadDelay) and
 	// a claim in flight has landed.
 	age := s.opt.SpreadDelay + j.Grace
-	rows, err := s.runs.db.Executor().Query(ctx, s.runs.db.Dialect().Q.JobPartial, j.Name, age.Microseconds())
+	rows, err := s.runs.db.Executor().Query(ctx, s.runs.db.Dialect().Q().JobPartial, j.Name, age.Microseconds())
 	if err != nil {
 		s.log.Warn("partly claimed slots", "job", j.Name, "err", err)
 		s.fatal(err)
@@ -516,10 +516,10 @@ func (s *Scheduler) overlap(ctx context.Context, j *Job, fire time.Time) (status
 	q, args := "", []any{j.Name, norm(fire)}
 	switch j.Overlap {
 	case SkipOverlap:
-		q, args = s.runs.db.Dialect().Q.JobOverlap, append(args, j.Grace.Microseconds())
+		q, args = s.runs.db.Dialect().Q().JobOverlap, append(args, j.Grace.Microseconds())
 		status, reason = Skipped, "overlap: an earlier run was still running (Overlap: SkipOverlap)"
 	case Queue:
-		q = s.runs.db.Dialect().Q.JobQueued
+		q = s.runs.db.Dialect().Q().JobQueued
 		status, reason = Queued, "overlap: queued behind an earlier run still running, retrying or queued (Overlap: Queue)"
 	default:
 		return Running, ""

@@ -58,7 +58,7 @@ func Check(ctx context.Context, e dialects.Executor, o Options, what string) (Ch
 	}
 	if !o.AllowReadOnly {
 		var ro bool
-		if err := e.QueryRow(ctx, d.Q.ReadOnly).Scan(&ro); err != nil {
+		if err := e.QueryRow(ctx, d.Q().ReadOnly).Scan(&ro); err != nil {
 			return fail(unreachable(d.Classify(err)))
 		}
 		if ro {

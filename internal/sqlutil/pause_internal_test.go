@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
 )
 
 func TestPause(t *testing.T) {

@@ -124,7 +124,7 @@ func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 	if pub == nil {
 		return nil, errs.Errorf("%w: relay needs a publisher", outbox.ErrInvalid)
 	}
-	if db.Dialect().Q.OutboxStreamClaim == "" {
+	if db.Dialect().Q().OutboxStreamClaim == "" {
 		return nil, errs.Errorf("%w: %s: only PostgreSQL streams (MySQL and MariaDB: no binlog client is available; use the polling relay)", outbox.ErrStreamUnsupported, db)
 	}
 	if opt.Group == "" {
@@ -766,9 +766,9 @@ func (st *stream) flush(lctx context.Context) error {
 	// is not published by then is given back (unmark) before COMMIT, and
 	// no mark statement follows the publishes.
 	marking := !s.opt.DeleteOnPublish
-	claim, claimArgs := d.Q.OutboxStreamClaim, []any(nil)
+	claim, claimArgs := d.Q().OutboxStreamClaim, []any(nil)
 	if marking {
-		claim, claimArgs = d.Q.OutboxStreamClaimMark, []any{st.lease.Name, st.lease.Owner, st.lease.Token}
+		claim, claimArgs = d.Q().OutboxStreamClaimMark, []any{st.lease.Name, st.lease.Owner, st.lease.Token}
 	}
 	claimQ, inClaim := d.WithIdleTimeout(claim, s.opt.LeaseTTL.Milliseconds())
 	var tx dialects.OwnedTx
@@ -811,7 +811,7 @@ func (st *stream) flush(lctx context.Context) error {
 		if len(ids) == 0 {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, d.Q.OutboxStreamUnmark, ids); err != nil {
+		if _, err := tx.Exec(ctx, d.Q().OutboxStreamUnmark, ids); err != nil {
 			return errs.Errorf("outbox: give back %d unpublished: %w", len(ids), d.Classify(err))
 		}
 		for _, id := range ids {
@@ -881,13 +881,13 @@ commits:
 	}
 	if failed != nil && lctx.Err() == nil {
 		// where operators look: the row's attempts and last error
-		if _, err := tx.Exec(ctx, d.Q.OutboxStreamFailed, failedMsg.Attempt, relayutil.StoredError(failed), failedMsg.ID); err != nil {
+		if _, err := tx.Exec(ctx, d.Q().OutboxStreamFailed, failedMsg.Attempt, relayutil.StoredError(failed), failedMsg.ID); err != nil {
 			endBatch(err)
 			return errs.Errorf("outbox: record the failed attempt at %d: %w", failedMsg.ID, d.Classify(err))
 		}
 	}
 	if len(published) > 0 && !marking { // DeleteOnPublish: the claim only locked them
-		n, err := tx.Exec(ctx, d.Q.OutboxStreamDelete, published, st.lease.Name, st.lease.Owner, st.lease.Token)
+		n, err := tx.Exec(ctx, d.Q().OutboxStreamDelete, published, st.lease.Name, st.lease.Owner, st.lease.Token)
 		if err != nil {
 			endBatch(err)
 			return errs.Errorf("outbox: delete %d published: %w", len(published), d.Classify(err))

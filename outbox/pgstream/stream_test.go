@@ -17,9 +17,9 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/coord"
-	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
+	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
 
@@ -728,7 +728,7 @@ func TestStreamClaimIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := env.DB.Dialect().Q.OutboxStreamClaimMark
+	q := env.DB.Dialect().Q().OutboxStreamClaimMark
 	// claim runs the claim in a transaction and returns what it answered
 	// and the row's state in that transaction, then rolls back.
 	claim := func(token int64) (got []int64, inTx string) {
