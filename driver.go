@@ -68,8 +68,9 @@ type Options struct {
 	MaxIdleConns    int           // default 10
 	ConnMaxLifetime time.Duration // default 30m
 	ConnMaxIdleTime time.Duration // default 5m
-	// Dialect is "postgres", "mysql" or "mariadb"; "" detects it from the
-	// server's version string (a wrapped pool).
+	// Dialect is "postgres", "mysql" or "mariadb", or the name of a
+	// dialect installed with dialects.Register (of the server's family);
+	// "" detects it from the server's version string (a wrapped pool).
 	Dialect string
 	// Pooler: the pool reaches PostgreSQL through a transaction-mode
 	// pooler (PgBouncer): sqlcoord's statements then run without named

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Dialect is what sqlcoord knows about one database family. The two values
@@ -18,7 +19,7 @@ type Dialect struct {
 	quote    string
 	numbered bool // placeholders are $1, $2 (PostgreSQL) rather than ?
 	classify func(error) error
-	ops      operations
+	ops      Operations
 	w        *waitSQL // waiting, FenceLease and Reap (waiting.go)
 	// tokenCheck builds the condition of a fenced write that refuses a
 	// token issued before the current failover epoch began (at or below
@@ -131,6 +132,12 @@ func (d *Dialect) QuoteIdent(name string) (string, error) {
 // ByFamily returns the dialect for "postgres"/"postgresql"/"pgx" or
 // "mysql"/"mariadb".
 func ByFamily(name string) (*Dialect, error) {
+	registered.Lock()
+	d := registered.m[name]
+	registered.Unlock()
+	if d != nil {
+		return d, nil
+	}
 	switch strings.ToLower(name) {
 	case "postgres", "postgresql", "pgx", "pg":
 		return Postgres, nil
@@ -150,3 +157,38 @@ func ByFamily(name string) (*Dialect, error) {
 // copy, to read (and to build the same statements in a benchmark's
 // baseline); what the dialect runs cannot be changed through it.
 func (d *Dialect) Q() Queries { return *d.q }
+
+// Operations returns the operations d runs: the starting point of a
+// dialect that changes some of them (see Derive).
+func (d *Dialect) Operations() Operations { return d.ops }
+
+// Derive returns a dialect named name that runs ops with everything else
+// of base: its statements (Q), error classification, waiting and
+// failover-epoch checks. ops typically embeds base.Operations() and
+// overrides what differs.
+func Derive(base *Dialect, name string, ops Operations) *Dialect {
+	d := *base
+	d.name, d.ops = name, ops
+	return &d
+}
+
+// ErrDialectName is returned by Register for a name already taken.
+var ErrDialectName = errors.New("sqlcoord: dialect name taken")
+
+var registered = struct {
+	sync.Mutex
+	m map[string]*Dialect
+}{m: map[string]*Dialect{}}
+
+// Register makes d available by its name to ByFamily, and so to
+// sqlcoord.Options.Dialect: a pool opened with that name runs d (on a
+// server of d's family). Names of the built-in dialects are refused.
+func Register(d *Dialect) error {
+	if _, err := ByFamily(d.name); err == nil {
+		return fmt.Errorf("%w: %q", ErrDialectName, d.name)
+	}
+	registered.Lock()
+	defer registered.Unlock()
+	registered.m[d.name] = d
+	return nil
+}

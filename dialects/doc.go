@@ -3,7 +3,7 @@
 //
 // A Dialect holds the text of every statement sqlcoord sends (Q, one
 // Queries per family: postgres.go, mysql.go, mysql_epoch.go — read them to
-// see exactly what runs on your database), the typed operations built on
+// see exactly what runs on your database), the typed Operations built on
 // them (counters, fences, epochs, the saga log), error classification
 // into sqlcoord's sentinel errors (Error, ErrLocked, ErrSerialization, …)
 // and what a server says about itself (ServerInfo). Executor, Row, Rows

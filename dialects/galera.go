@@ -68,18 +68,18 @@ type galeraWriterOps struct {
 	writer func() error
 }
 
-func (o galeraWriterOps) lockTry(ctx context.Context, tx Executor, name string, names *LockNames) error {
+func (o galeraWriterOps) LockTry(ctx context.Context, tx Executor, name string, names *LockNames) error {
 	if err := o.writer(); err != nil {
 		return err
 	}
-	return o.mysqlOps.lockTry(ctx, tx, name, names)
+	return o.mysqlOps.LockTry(ctx, tx, name, names)
 }
 
-func (o galeraWriterOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
+func (o galeraWriterOps) LockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
 	if err := o.writer(); err != nil {
 		return err
 	}
-	return o.mysqlOps.lockWait(ctx, tx, name, wait, names)
+	return o.mysqlOps.LockWait(ctx, tx, name, wait, names)
 }
 
 // GaleraNode names the node a connection reaches: wsrep_node_name, or
@@ -95,11 +95,11 @@ const GaleraCatchUp = `SET STATEMENT wsrep_sync_wait = 1 FOR SELECT 1`
 // galeraOps refuses row locks on a multi-writer Galera cluster.
 type galeraOps struct{ mysqlOps }
 
-func (galeraOps) lockTry(context.Context, Executor, string, *LockNames) error {
+func (galeraOps) LockTry(context.Context, Executor, string, *LockNames) error {
 	return &Error{Kind: ErrGaleraLocks}
 }
 
-func (galeraOps) lockWait(context.Context, Executor, string, time.Duration, *LockNames) error {
+func (galeraOps) LockWait(context.Context, Executor, string, time.Duration, *LockNames) error {
 	return &Error{Kind: ErrGaleraLocks}
 }
 

@@ -30,7 +30,7 @@ func (o mysqlOps) lockRow(ctx context.Context, tx Executor, q, name string) erro
 	return classifyMySQL(err)
 }
 
-func (o mysqlOps) lockTry(ctx context.Context, tx Executor, name string, _ *LockNames) error {
+func (o mysqlOps) LockTry(ctx context.Context, tx Executor, name string, _ *LockNames) error {
 	err := o.lockRow(ctx, tx, o.q.LockNowait, name)
 	if errors.Is(err, ErrLockTimeout) { // MariaDB reports NOWAIT as 1205, MySQL 8 waited its 1 s
 		var e *Error
@@ -40,11 +40,11 @@ func (o mysqlOps) lockTry(ctx context.Context, tx Executor, name string, _ *Lock
 	return err
 }
 
-func (o mysqlOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration, _ *LockNames) error {
+func (o mysqlOps) LockWait(ctx context.Context, tx Executor, name string, wait time.Duration, _ *LockNames) error {
 	return o.lockRow(ctx, tx, fmt.Sprintf(o.q.LockWait, secs(wait)), name)
 }
 
-func (o mysqlOps) lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
+func (o mysqlOps) LockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
 	names, err := pick[string](ctx, tx, o.q.LockCleanup, age.Microseconds(), batch)
 	if err != nil || len(names) == 0 {
 		return 0, err
@@ -59,7 +59,7 @@ func (o mysqlOps) lockCleanup(ctx context.Context, tx Executor, age time.Duratio
 // DELETE); when it walked the primary key under REPEATABLE READ it locked
 // every row it passed — pending ones too — and the gap at the table's end
 // where producers insert, for as long as it ran.
-func (o mysqlOps) outboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+func (o mysqlOps) OutboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
 	ids, err := pick[int64](ctx, x, o.q.OutboxCleanup, age.Microseconds(), batch)
 	if err != nil || len(ids) == 0 {
 		return 0, err
@@ -88,9 +88,9 @@ func pick[T any](ctx context.Context, x Executor, q string, args ...any) ([]any,
 // marks is n placeholders, comma-separated.
 func marks(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
 
-func (o mysqlOps) txIdleTimeout(context.Context, Executor, int64) (bool, error) { return false, nil }
+func (o mysqlOps) TxIdleTimeout(context.Context, Executor, int64) (bool, error) { return false, nil }
 
-func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error {
+func (o mysqlOps) SetIdleTimeout(ctx context.Context, tx Executor, ms int64) error {
 	_, err := tx.Exec(ctx, o.q.IdleTxTimeoutSet, ms)
 	return err
 }
@@ -101,7 +101,7 @@ func (o mysqlOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) err
 // is what it is by then. The read also tells the epoch: NULL — the upsert
 // issued nothing because this server's history is not recorded as the
 // newest (a promoted replica) — records a new epoch and runs it again.
-func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
+func (o mysqlOps) LeaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
 	name, owner, ttl, hwm := l.Name, l.Owner, l.TTLMicros, l.HWM
 	stmtReturning, stmt := o.q.LeaseAcquireReturning, o.q.LeaseAcquire
 	own := l.Queue == l.Name
@@ -163,7 +163,7 @@ func (o mysqlOps) leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) 
 	}
 }
 
-func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl, hwm int64) (Renewal, error) {
+func (o mysqlOps) LeaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl, hwm int64) (Renewal, error) {
 	for i := 0; ; i++ {
 		var r Renewal
 		// renewed_at changes on every renewal, so the count is the same
@@ -188,7 +188,7 @@ func (o mysqlOps) leaseRenew(ctx context.Context, pool Executor, name, owner str
 	}
 }
 
-func (o mysqlOps) leaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, _ string) (bool, error) {
+func (o mysqlOps) LeaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, _ string) (bool, error) {
 	return o.releaseRinging(ctx, pool, l)
 }
 
@@ -210,7 +210,7 @@ func (o mysqlOps) releaseRinging(ctx context.Context, pool Executor, l LeaseSlot
 // the full statement, which raises its gate; a lease whose queue may
 // hold a waiter has the queue's head woken (and the mark cleared when
 // the queue is empty).
-func (o mysqlOps) leaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
+func (o mysqlOps) LeaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
 	l.Observed = false // LeaseRelease wakes no observer
 	if l.Queue != l.Name {
 		return o.releaseRinging(ctx, pool, l)
@@ -268,7 +268,7 @@ func (o mysqlOps) release(ctx context.Context, pool Executor, l LeaseSlot) (bool
 // token from before the epoch's base, a stale server, or no epoch yet for
 // this run — the epoch is checked (and recorded for a new run, then the
 // statement runs once more).
-func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
+func (o mysqlOps) FenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
 	for i := 0; ; i++ {
 		var fence int64
 		var err error
@@ -283,7 +283,7 @@ func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return false, err
 		}
-		retry, eerr := o.epochCheck(ctx, tx, hwm)
+		retry, eerr := o.EpochCheck(ctx, tx, hwm)
 		if eerr != nil || !retry || i > 0 {
 			return false, eerr
 		}
@@ -293,29 +293,29 @@ func (o mysqlOps) fenceAdvance(ctx context.Context, tx Executor, resource string
 // fencedUpdate does not rely on clientFoundRows: an update that changed
 // no value reports 0 rows, so 0 is checked with a locking read of the row's
 // fence (the update's lock is already held).
-func (o mysqlOps) fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error) {
-	n, err := tx.Exec(ctx, u.q, u.args...)
+func (o mysqlOps) FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) (bool, error) {
+	n, err := tx.Exec(ctx, u.Query, u.Args...)
 	if err != nil || n > 0 {
 		return n > 0, err
 	}
 	// refused as a stale primary, or no epoch yet for this run?
-	if retry, err := o.epochCheck(ctx, tx, u.hwm); err != nil || retry {
+	if retry, err := o.EpochCheck(ctx, tx, u.HWM); err != nil || retry {
 		if err != nil {
 			return false, err
 		}
-		if n, err = tx.Exec(ctx, u.q, u.args...); err != nil || n > 0 {
+		if n, err = tx.Exec(ctx, u.Query, u.Args...); err != nil || n > 0 {
 			return n > 0, err
 		}
 	}
 	var fence int64
-	err = tx.QueryRow(ctx, u.check, u.key).Scan(&fence)
+	err = tx.QueryRow(ctx, u.Check, u.Key).Scan(&fence)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
-	return err == nil && fence == u.token, err
+	return err == nil && fence == u.Token, err
 }
 
-func (o mysqlOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
+func (o mysqlOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
 	q := o.q.IdemInsert
 	if nowait {
 		q = o.q.IdemInsertNowait
@@ -324,7 +324,7 @@ func (o mysqlOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scop
 	return n == 1, err
 }
 
-func (o mysqlOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error) {
+func (o mysqlOps) JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error) {
 	for i := 0; ; i++ {
 		var r Issued
 		if o.q.JobClaimReturning != "" { // MariaDB: one round trip
@@ -354,7 +354,7 @@ func (o mysqlOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm in
 	}
 }
 
-func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, grace, hwm int64) (Issued, bool, error) {
+func (o mysqlOps) JobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, grace, hwm int64) (Issued, bool, error) {
 	for i := 0; ; i++ {
 		var r Issued
 		n, err := pool.Exec(ctx, o.q.JobTakeover, hwm, j.Owner, j.Job, j.Fire, j.Shard, attempt, grace)
@@ -373,7 +373,7 @@ func (o mysqlOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, att
 	}
 }
 
-func (o mysqlOps) epochAdvance(ctx context.Context, x Executor) (int64, error) {
+func (o mysqlOps) EpochAdvance(ctx context.Context, x Executor) (int64, error) {
 	if o.q.EpochAdvance == "" {
 		return 0, errors.New("sqlcoord: no failover epoch on this dialect")
 	}
@@ -391,7 +391,7 @@ func (o mysqlOps) epochAdvance(ctx context.Context, x Executor) (int64, error) {
 	return b, err
 }
 
-func (o mysqlOps) epochCheck(ctx context.Context, x Executor, hwm int64) (bool, error) {
+func (o mysqlOps) EpochCheck(ctx context.Context, x Executor, hwm int64) (bool, error) {
 	if o.q.EpochEnsure == "" {
 		return false, nil
 	}
@@ -399,7 +399,7 @@ func (o mysqlOps) epochCheck(ctx context.Context, x Executor, hwm int64) (bool, 
 	return retry, err
 }
 
-func (o mysqlOps) workerEpochReady(ctx context.Context, pool Executor, wait, hwm int64) (EpochGrace, error) {
+func (o mysqlOps) WorkerEpochReady(ctx context.Context, pool Executor, wait, hwm int64) (EpochGrace, error) {
 	for i := 0; ; i++ {
 		var g EpochGrace
 		var e sql.NullInt64
@@ -417,7 +417,7 @@ func (o mysqlOps) workerEpochReady(ctx context.Context, pool Executor, wait, hwm
 	}
 }
 
-func (o mysqlOps) outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {
+func (o mysqlOps) OutboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {
 	tmpl := o.q.OutboxPublishedBatch
 	if deleteRows {
 		tmpl = o.q.OutboxDeleteBatch
@@ -437,7 +437,7 @@ func (o mysqlOps) outboxMark(ctx context.Context, tx Executor, ids []int64, dele
 	return nil
 }
 
-func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {
+func (o mysqlOps) SegmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {
 	for i := 0; ; i++ {
 		var r Issued
 		n, err := tx.Exec(ctx, o.q.SegmentAdvance, hwm, step, step, tag)
@@ -461,7 +461,7 @@ func (o mysqlOps) segmentAdvance(ctx context.Context, tx Executor, tag string, s
 
 // KILL is not a preparable statement: the id, an integer read from the
 // server, is formatted into the text.
-func (o mysqlOps) endSession(ctx context.Context, pool Executor, id, _ int64) error {
+func (o mysqlOps) EndSession(ctx context.Context, pool Executor, id, _ int64) error {
 	_, err := pool.Exec(ctx, fmt.Sprintf(o.q.SessionEnd, id))
 	if errors.Is(classifyMySQL(err), ErrNoSuchSession) {
 		return nil
@@ -470,25 +470,25 @@ func (o mysqlOps) endSession(ctx context.Context, pool Executor, id, _ int64) er
 }
 
 // BINARY(16), bytes in order: byte order equals time order for UUIDv7.
-func (o mysqlOps) uuidValue(u [16]byte) any {
+func (o mysqlOps) UuidValue(u [16]byte) any {
 	b := make([]byte, 16)
 	copy(b, u[:])
 	return b
 }
-func (o mysqlOps) uuidColumnType() string { return "BINARY(16)" }
+func (o mysqlOps) UuidColumnType() string { return "BINARY(16)" }
 
-func (o mysqlOps) jobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error) {
+func (o mysqlOps) JobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error) {
 	return pool.Exec(ctx, o.q.JobFail, f.Error, f.Permanent, f.MaxAttempts, f.BackoffMicros, f.Permanent, f.MaxAttempts,
 		f.Slot.Job, f.Slot.Fire, f.Slot.Shard, f.Attempt)
 }
 
-func (o mysqlOps) sagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error) {
+func (o mysqlOps) SagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error) {
 	n, err := x.Exec(ctx, o.q.Saga.Record, r.Idx, r.Status, r.Step, r.Tries, r.Reason, r.Err, r.Stuck, r.DueMicros, r.Keep,
 		r.BranchStatus, r.BranchTries, r.BranchErr, r.GID, r.Claim)
 	return n >= 1, err
 }
 
-func (o mysqlOps) sagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error) {
+func (o mysqlOps) SagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error) {
 	q := o.q.Saga
 	if c.GID != "" {
 		n, err := x.Exec(ctx, q.ClaimSetGID, c.Token, c.Owner, c.LeaseMicros, c.GID)
@@ -510,7 +510,7 @@ func (o mysqlOps) sagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]Sag
 // sagaCleanup picks the batch, then deletes its branches and the
 // transactions themselves (a table copied with CREATE TABLE … LIKE has no
 // foreign key to cascade).
-func (o mysqlOps) sagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+func (o mysqlOps) SagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
 	gids, err := pick[string](ctx, x, o.q.Saga.CleanupPick, age.Microseconds(), batch)
 	if err != nil || len(gids) == 0 {
 		return 0, err

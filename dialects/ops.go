@@ -7,40 +7,48 @@ import (
 	"time"
 )
 
-// operations are the statements whose shape differs between databases:
+// Operations are the statements whose shape differs between databases:
 // what PostgreSQL does in one statement MySQL needs two for, what one
 // server lets a transaction survive the other aborts it for. Each dialect
 // implements them in its own file (postgres_ops.go, mysql_ops.go; MariaDB
 // embeds MySQL and overrides what differs), so callers in coord, ids,
 // jobs, txn and outbox never branch on the database.
-type operations interface {
-	lockTry(ctx context.Context, tx Executor, name string, names *LockNames) error
-	lockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error
-	lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error)
-	outboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error)
-	setIdleTimeout(ctx context.Context, tx Executor, ms int64) error
-	txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error)
-	leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error)
-	leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros, hwm int64) (Renewal, error)
-	leaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error)
-	leaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error)
-	fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error)
-	fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error)
-	idemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error)
-	segmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error)
-	jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error)
-	jobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, graceMicros, hwm int64) (Issued, bool, error)
-	jobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error)
-	workerEpochReady(ctx context.Context, pool Executor, waitMicros, hwm int64) (EpochGrace, error)
-	outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error
-	endSession(ctx context.Context, pool Executor, id, start int64) error
-	epochCheck(ctx context.Context, x Executor, hwm int64) (bool, error)
-	epochAdvance(ctx context.Context, x Executor) (int64, error)
-	sagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error)
-	sagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error)
-	sagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error)
-	uuidValue(u [16]byte) any
-	uuidColumnType() string
+//
+// Operations is the contract a dialect implements. Each method is
+// documented on the Dialect method of the same name, which checks its
+// arguments, calls it and classifies its errors. A dialect written outside
+// this package starts from a built-in one's (Dialect.Operations), changes
+// what its database does differently, and is made with Derive and
+// installed with Register; it must pass the conformance suite
+// (package sqlcoordtest) like the built-in ones.
+type Operations interface {
+	LockTry(ctx context.Context, tx Executor, name string, names *LockNames) error
+	LockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error
+	LockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error)
+	OutboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error)
+	SetIdleTimeout(ctx context.Context, tx Executor, ms int64) error
+	TxIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error)
+	LeaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error)
+	LeaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttlMicros, hwm int64) (Renewal, error)
+	LeaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error)
+	LeaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error)
+	FenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error)
+	FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) (bool, error)
+	IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error)
+	SegmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error)
+	JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error)
+	JobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, graceMicros, hwm int64) (Issued, bool, error)
+	JobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error)
+	WorkerEpochReady(ctx context.Context, pool Executor, waitMicros, hwm int64) (EpochGrace, error)
+	OutboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error
+	EndSession(ctx context.Context, pool Executor, id, start int64) error
+	EpochCheck(ctx context.Context, x Executor, hwm int64) (bool, error)
+	EpochAdvance(ctx context.Context, x Executor) (int64, error)
+	SagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error)
+	SagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error)
+	SagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error)
+	UuidValue(u [16]byte) any
+	UuidColumnType() string
 }
 
 // LeaseRow is a coord_leases row as an acquire left it, and the failover
@@ -93,12 +101,12 @@ type JobSlot struct {
 // registered for the console, so that PostgreSQL's lock statement need not
 // look (see LockNames).
 func (d *Dialect) LockTry(ctx context.Context, tx Executor, name string, names *LockNames) error {
-	return d.ops.lockTry(ctx, tx, name, names)
+	return d.ops.LockTry(ctx, tx, name, names)
 }
 
 // LockWait is LockTry that waits up to wait (ErrLockTimeout after it).
 func (d *Dialect) LockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
-	return d.ops.lockWait(ctx, tx, name, wait, names)
+	return d.ops.LockWait(ctx, tx, name, wait, names)
 }
 
 // LockCleanup deletes the coord_locks rows of names created longer ago
@@ -107,19 +115,19 @@ func (d *Dialect) LockWait(ctx context.Context, tx Executor, name string, wait t
 // name's next lock creates (MySQL family) or registers (PostgreSQL) it
 // again.
 func (d *Dialect) LockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
-	return d.ops.lockCleanup(ctx, tx, age, batch)
+	return d.ops.LockCleanup(ctx, tx, age, batch)
 }
 
 // OutboxCleanup deletes up to batch published messages older than age,
 // oldest ids first, locking only the rows it deletes (autocommit on x).
 func (d *Dialect) OutboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
-	return d.ops.outboxCleanup(ctx, x, age, batch)
+	return d.ops.OutboxCleanup(ctx, x, age, batch)
 }
 
 // SetIdleTimeout bounds how long the server lets tx's session sit idle in
 // a transaction (milliseconds; see coord.Client.SetIdleTimeout).
 func (d *Dialect) SetIdleTimeout(ctx context.Context, tx Executor, ms int64) error {
-	return d.ops.setIdleTimeout(ctx, tx, ms)
+	return d.ops.SetIdleTimeout(ctx, tx, ms)
 }
 
 // TxIdleTimeout is SetIdleTimeout where the setting ends with tx
@@ -127,7 +135,7 @@ func (d *Dialect) SetIdleTimeout(ctx context.Context, tx Executor, ms int64) err
 // connection (MySQL/MariaDB: session variables) it sets nothing and
 // reports false.
 func (d *Dialect) TxIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error) {
-	return d.ops.txIdleTimeout(ctx, tx, ms)
+	return d.ops.TxIdleTimeout(ctx, tx, ms)
 }
 
 // LeaseAcquire takes the lease when free, expired or already owner's, in
@@ -136,12 +144,12 @@ func (d *Dialect) TxIdleTimeout(ctx context.Context, tx Executor, ms int64) (boo
 // failover-epoch high-water mark: a server in an older epoch refuses with
 // ErrStalePrimary (every statement below that takes hwm does).
 func (d *Dialect) LeaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
-	return d.ops.leaseAcquire(ctx, pool, l.withQueue())
+	return d.ops.LeaseAcquire(ctx, pool, l.withQueue())
 }
 
 // LeaseRenew extends a live lease held by l.Owner with l.Token.
 func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, l LeaseSlot) (Renewal, error) {
-	return d.ops.leaseRenew(ctx, pool, l.Name, l.Owner, l.Token, l.TTLMicros, l.HWM)
+	return d.ops.LeaseRenew(ctx, pool, l.Name, l.Owner, l.Token, l.TTLMicros, l.HWM)
 }
 
 // LeaseRelease ends the live lease l.Name held by l.Owner with l.Token,
@@ -150,7 +158,7 @@ func (d *Dialect) LeaseRenew(ctx context.Context, pool Executor, l LeaseSlot) (R
 // lease ended, and wakes the waiter heading its queue (l.Queue), if one
 // waits. On PostgreSQL it commits without waiting for its flush.
 func (d *Dialect) LeaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
-	return d.ops.leaseRelease(ctx, pool, l.withQueue())
+	return d.ops.LeaseRelease(ctx, pool, l.withQueue())
 }
 
 // LeaseReleaseWaking is LeaseRelease that also wakes the queue's
@@ -159,7 +167,7 @@ func (d *Dialect) LeaseRelease(ctx context.Context, pool Executor, l LeaseSlot) 
 // release waits for its flush there (an observer that saw the end must
 // not see the lease live again after a crash).
 func (d *Dialect) LeaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error) {
-	return d.ops.leaseReleaseWaking(ctx, pool, l.withQueue(), channel)
+	return d.ops.LeaseReleaseWaking(ctx, pool, l.withQueue(), channel)
 }
 
 // LeaseQueue is the name of the advisory lock that the waiter at the head
@@ -213,7 +221,7 @@ type IdemKey struct {
 // newer token has written; false when refused. The row stays locked until
 // tx ends.
 func (d *Dialect) FenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
-	return d.ops.fenceAdvance(ctx, tx, resource, token, hwm)
+	return d.ops.FenceAdvance(ctx, tx, resource, token, hwm)
 }
 
 // FencedUpdateRow runs the fenced update of a caller's table built from
@@ -225,21 +233,25 @@ func (d *Dialect) FencedUpdateRow(ctx context.Context, tx Executor, r FencedRow)
 	if err != nil {
 		return false, err
 	}
-	return d.ops.fencedUpdate(ctx, tx, fencedUpdate{q: q, args: args, check: check, key: r.Key, token: r.Token, hwm: r.HWM})
+	return d.ops.FencedUpdate(ctx, tx, FencedWrite{Query: q, Args: args, Check: check, Key: r.Key, Token: r.Token, HWM: r.HWM})
 }
 
-type fencedUpdate struct {
-	q, check   string
-	args       []any
-	key        any
-	token, hwm int64
+// FencedWrite is one fenced UPDATE as Operations.FencedUpdate runs it:
+// Query (its Args) changes the row only when the fence admits Token;
+// Check reads the row's fence for Key when the update changed nothing
+// (MySQL family: an update that wrote equal values reports 0 rows).
+type FencedWrite struct {
+	Query, Check string
+	Args         []any
+	Key          any
+	Token, HWM   int64
 }
 
 // IdemInsert registers an idempotency key as pending in tx; false when it
 // exists. With nowait it fails at once (ErrLockTimeout) when another
 // transaction holds the key, leaving tx usable.
 func (d *Dialect) IdemInsert(ctx context.Context, tx Executor, k IdemKey) (bool, error) {
-	return d.ops.idemInsert(ctx, tx, k.NoWait, k.Scope, k.Key, k.Fingerprint, k.LockMicros)
+	return d.ops.IdemInsert(ctx, tx, k.NoWait, k.Scope, k.Key, k.Fingerprint, k.LockMicros)
 }
 
 // OutboxMark marks the published messages ids in tx in one statement
@@ -248,21 +260,21 @@ func (d *Dialect) OutboxMark(ctx context.Context, tx Executor, ids []int64, dele
 	if len(ids) == 0 {
 		return nil
 	}
-	return d.ops.outboxMark(ctx, tx, ids, deleteRows)
+	return d.ops.OutboxMark(ctx, tx, ids, deleteRows)
 }
 
 // JobClaim inserts the run of a slot's shard in one autocommit statement
 // and returns its attempt number (the failover epoch's first attempt: 1
 // until the first fork) — claimed false when the run already exists.
 func (d *Dialect) JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (attempt Issued, claimed bool, err error) {
-	return d.ops.jobClaim(ctx, pool, j, hwm)
+	return d.ops.JobClaim(ctx, pool, j, hwm)
 }
 
 // JobTakeover gives a stale or rerun-marked run to j.Owner as a new
 // attempt and returns its number (attempt+1, or at least the failover
 // epoch's first attempt); ok false when someone else was first.
 func (d *Dialect) JobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, graceMicros, hwm int64) (newAttempt Issued, ok bool, err error) {
-	return d.ops.jobTakeover(ctx, pool, j, attempt, graceMicros, hwm)
+	return d.ops.JobTakeover(ctx, pool, j, attempt, graceMicros, hwm)
 }
 
 // JobFailure is a failed attempt recorded under a retry policy.
@@ -279,13 +291,13 @@ type JobFailure struct {
 // running one: 'retry' with retry_at, or 'dead'; failures + 1 is counted
 // by the row. It returns the rows updated (0: superseded or finished).
 func (d *Dialect) JobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error) {
-	return d.ops.jobFail(ctx, pool, f)
+	return d.ops.JobFail(ctx, pool, f)
 }
 
 // SegmentAdvance moves a tag's max_id forward by step (above the failover
 // epoch's base) in tx and returns the new max_id.
 func (d *Dialect) SegmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {
-	return d.ops.segmentAdvance(ctx, tx, tag, step, hwm)
+	return d.ops.SegmentAdvance(ctx, tx, tag, step, hwm)
 }
 
 // WorkerEpochReady records the failover epoch if new and reports whether
@@ -293,7 +305,7 @@ func (d *Dialect) SegmentAdvance(ctx context.Context, tx Executor, tag string, s
 // database started in, otherwise only once waitMicros (a lease TTL plus
 // margin) have passed since the epoch began.
 func (d *Dialect) WorkerEpochReady(ctx context.Context, pool Executor, waitMicros, hwm int64) (EpochGrace, error) {
-	return d.ops.workerEpochReady(ctx, pool, waitMicros, hwm)
+	return d.ops.WorkerEpochReady(ctx, pool, waitMicros, hwm)
 }
 
 // EpochGrace is WorkerEpochReady's answer: Ready, or the time Left until
@@ -311,26 +323,26 @@ type EpochGrace struct {
 // run the statement once more). PostgreSQL raises in the statement
 // itself: (false, nil).
 func (d *Dialect) EpochCheck(ctx context.Context, x Executor, hwm int64) (retry bool, err error) {
-	return d.ops.epochCheck(ctx, x, hwm)
+	return d.ops.EpochCheck(ctx, x, hwm)
 }
 
 // EpochAdvance starts a new failover epoch for the history the server
 // writes on and returns its base.
 func (d *Dialect) EpochAdvance(ctx context.Context, x Executor) (int64, error) {
-	return d.ops.epochAdvance(ctx, x)
+	return d.ops.EpochAdvance(ctx, x)
 }
 
 // EndSession ends the server session named by SessionID's id and start;
 // a session already gone is not an error.
 func (d *Dialect) EndSession(ctx context.Context, pool Executor, id, start int64) error {
-	return d.ops.endSession(ctx, pool, id, start)
+	return d.ops.EndSession(ctx, pool, id, start)
 }
 
 // UUIDValue is a UUID as this dialect's uuid column takes it.
-func (d *Dialect) UUIDValue(u [16]byte) any { return d.ops.uuidValue(u) }
+func (d *Dialect) UUIDValue(u [16]byte) any { return d.ops.UuidValue(u) }
 
 // UUIDColumnType is the column type sqlcoord recommends for UUIDs.
-func (d *Dialect) UUIDColumnType() string { return d.ops.uuidColumnType() }
+func (d *Dialect) UUIDColumnType() string { return d.ops.UuidColumnType() }
 
 // errLockHeld is ErrLocked when the lock statement skipped the lock (or
 // a concurrent creator held it) rather than failing.
@@ -355,7 +367,7 @@ type SagaRecord struct {
 // fence did not hold (the claim is no longer r.Claim). Not Durable: the
 // commit does not wait for the WAL flush where the dialect can.
 func (d *Dialect) SagaRecord(ctx context.Context, x Executor, r SagaRecord) (ok bool, err error) {
-	return d.ops.sagaRecord(ctx, x, r)
+	return d.ops.SagaRecord(ctx, x, r)
 }
 
 // SagaClaim asks for up to Max due global transactions (GID: that one
@@ -380,7 +392,7 @@ type SagaClaimed struct {
 // a READ COMMITTED transaction (SagaClaimInTx), which takes no gap locks,
 // so Begin's inserts never wait for a claim.
 func (d *Dialect) SagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error) {
-	return d.ops.sagaClaim(ctx, x, c)
+	return d.ops.SagaClaim(ctx, x, c)
 }
 
 // SagaClaimInTx reports whether a claim of the oldest due transactions
@@ -390,7 +402,7 @@ func (d *Dialect) SagaClaimInTx() bool { return d.q.Saga.Claim == "" }
 // SagaCleanup deletes up to batch ended global transactions older than
 // age, with their branches, in x (a READ COMMITTED transaction).
 func (d *Dialect) SagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
-	return d.ops.sagaCleanup(ctx, x, age, batch)
+	return d.ops.SagaCleanup(ctx, x, age, batch)
 }
 
 // scanSagaClaims reads claimed rows (SagaQueries.Claim's columns).

@@ -45,13 +45,13 @@ func (o pgOps) bounded(ctx context.Context, tx Executor, timeout time.Duration, 
 // lockTry takes the advisory lock of name's hash without waiting: one
 // statement, nothing written (a first use also registers the name for
 // the console).
-func (o pgOps) lockTry(ctx context.Context, tx Executor, name string, names *LockNames) error {
+func (o pgOps) LockTry(ctx context.Context, tx Executor, name string, names *LockNames) error {
 	return o.lock(ctx, tx, name, 0, names)
 }
 
 // lockWait is lockTry that waits up to wait (lock_timeout, restored
 // afterwards; a timeout aborts tx, as documented on coord.Lock).
-func (o pgOps) lockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
+func (o pgOps) LockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
 	return o.lock(ctx, tx, name, wait, names)
 }
 
@@ -210,27 +210,27 @@ func (o pgOps) lockBoth(ctx context.Context, tx Executor, name string, id int64,
 }
 
 // outboxCleanup: one DELETE of the batch it picks with SKIP LOCKED.
-func (o pgOps) outboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+func (o pgOps) OutboxCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
 	return x.Exec(ctx, o.q.OutboxCleanup, age.Microseconds(), batch)
 }
 
 // lockCleanup deletes the rows of names created longer ago than age, at
 // most batch, in tx (READ COMMITTED). The hash lock needs no row; the
 // database refuses while an older protocol (which needs them) is on.
-func (o pgOps) lockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
+func (o pgOps) LockCleanup(ctx context.Context, tx Executor, age time.Duration, batch int) (int64, error) {
 	return tx.Exec(ctx, o.q.LockCleanup, age.Microseconds(), batch)
 }
 
-func (o pgOps) txIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error) {
-	return true, o.setIdleTimeout(ctx, tx, ms)
+func (o pgOps) TxIdleTimeout(ctx context.Context, tx Executor, ms int64) (bool, error) {
+	return true, o.SetIdleTimeout(ctx, tx, ms)
 }
 
-func (o pgOps) setIdleTimeout(ctx context.Context, tx Executor, ms int64) error {
+func (o pgOps) SetIdleTimeout(ctx context.Context, tx Executor, ms int64) error {
 	var s string
 	return tx.QueryRow(ctx, o.q.IdleTxTimeoutSet, strconv.FormatInt(ms, 10)).Scan(&s)
 }
 
-func (o pgOps) leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
+func (o pgOps) LeaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (LeaseRow, error) {
 	r := LeaseRow{Owner: l.Owner} // a row returned is the caller's
 	err := pool.QueryRow(ctx, o.q.LeaseAcquire, l.Name, l.Owner, l.TTLMicros, l.HWM, l.Queue, l.Ticket).Scan(&r.Token, &r.ExpiresAt, &r.Epoch)
 	r.TicketDropped = err == nil && l.Ticket != 0
@@ -245,7 +245,7 @@ func (o pgOps) leaseAcquire(ctx context.Context, pool Executor, l LeaseSlot) (Le
 	return r, err
 }
 
-func (o pgOps) leaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl, hwm int64) (Renewal, error) {
+func (o pgOps) LeaseRenew(ctx context.Context, pool Executor, name, owner string, token, ttl, hwm int64) (Renewal, error) {
 	var r Renewal
 	err := pool.QueryRow(ctx, o.q.LeaseRenew, ttl, name, owner, token, hwm).Scan(&r.ExpiresAt, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -255,27 +255,27 @@ func (o pgOps) leaseRenew(ctx context.Context, pool Executor, name, owner string
 	return r, err
 }
 
-func (o pgOps) leaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
+func (o pgOps) LeaseRelease(ctx context.Context, pool Executor, l LeaseSlot) (bool, error) {
 	n, err := pool.Exec(ctx, o.q.LeaseRelease, l.Name, l.Owner, l.Token, LeaseQueue(l.Name), l.Queue)
 	return n > 0, err
 }
 
-func (o pgOps) leaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error) {
+func (o pgOps) LeaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error) {
 	n, err := pool.Exec(ctx, o.q.LeaseReleaseNotify, l.Name, l.Owner, l.Token, channel, l.Queue, l.Observed)
 	return n > 0, err
 }
 
-func (o pgOps) fenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
+func (o pgOps) FenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error) {
 	n, err := tx.Exec(ctx, o.q.FenceAdvanceChecked, resource, token, hwm) // one row when accepted
 	return n > 0, err
 }
 
-func (o pgOps) fencedUpdate(ctx context.Context, tx Executor, u fencedUpdate) (bool, error) {
-	n, err := tx.Exec(ctx, u.q, u.args...) // PostgreSQL counts matched rows
+func (o pgOps) FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) (bool, error) {
+	n, err := tx.Exec(ctx, u.Query, u.Args...) // PostgreSQL counts matched rows
 	return n > 0, err
 }
 
-func (o pgOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
+func (o pgOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
 	if !nowait {
 		n, err := tx.Exec(ctx, o.q.IdemInsert, scope, key, fp, lock)
 		return n == 1, err
@@ -289,13 +289,13 @@ func (o pgOps) idemInsert(ctx context.Context, tx Executor, nowait bool, scope, 
 	return n == 1 && err == nil, err
 }
 
-func (o pgOps) segmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {
+func (o pgOps) SegmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {
 	var r Issued
 	err := tx.QueryRow(ctx, o.q.SegmentAdvance, step, step, tag, hwm).Scan(&r.Value, &r.Epoch)
 	return r, err
 }
 
-func (o pgOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error) {
+func (o pgOps) JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error) {
 	var r Issued
 	err := pool.QueryRow(ctx, o.q.JobClaim, j.Job, j.Fire, j.Shard, j.Total, j.Status, j.Owner, hwm, j.Reason).Scan(&r.Value, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -304,7 +304,7 @@ func (o pgOps) jobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64
 	return r, err == nil, err
 }
 
-func (o pgOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, grace, hwm int64) (Issued, bool, error) {
+func (o pgOps) JobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, grace, hwm int64) (Issued, bool, error) {
 	var r Issued
 	err := pool.QueryRow(ctx, o.q.JobTakeover, j.Owner, j.Job, j.Fire, j.Shard, attempt, grace, hwm).Scan(&r.Value, &r.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -313,7 +313,7 @@ func (o pgOps) jobTakeover(ctx context.Context, pool Executor, j JobSlot, attemp
 	return r, err == nil, err
 }
 
-func (o pgOps) workerEpochReady(ctx context.Context, pool Executor, wait, hwm int64) (EpochGrace, error) {
+func (o pgOps) WorkerEpochReady(ctx context.Context, pool Executor, wait, hwm int64) (EpochGrace, error) {
 	var g EpochGrace
 	var left int64
 	err := pool.QueryRow(ctx, o.q.WorkerEpochReady, wait, hwm).Scan(&g.Ready, &g.Epoch, &left)
@@ -321,7 +321,7 @@ func (o pgOps) workerEpochReady(ctx context.Context, pool Executor, wait, hwm in
 	return g, err
 }
 
-func (o pgOps) outboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {
+func (o pgOps) OutboxMark(ctx context.Context, tx Executor, ids []int64, deleteRows bool) error {
 	q := o.q.OutboxPublishedBatch
 	if deleteRows {
 		q = o.q.OutboxDeleteBatch
@@ -330,28 +330,28 @@ func (o pgOps) outboxMark(ctx context.Context, tx Executor, ids []int64, deleteR
 	return err
 }
 
-func (o pgOps) endSession(ctx context.Context, pool Executor, id, start int64) error {
+func (o pgOps) EndSession(ctx context.Context, pool Executor, id, start int64) error {
 	_, err := pool.Exec(ctx, o.q.SessionEnd, id, start)
 	return err
 }
 
-func (o pgOps) epochAdvance(ctx context.Context, x Executor) (int64, error) {
+func (o pgOps) EpochAdvance(ctx context.Context, x Executor) (int64, error) {
 	var b int64
 	err := x.QueryRow(ctx, o.q.EpochAdvance).Scan(&b)
 	return b, err
 }
 
-func (o pgOps) epochCheck(context.Context, Executor, int64) (bool, error) { return false, nil }
+func (o pgOps) EpochCheck(context.Context, Executor, int64) (bool, error) { return false, nil }
 
-func (o pgOps) uuidValue(u [16]byte) any { return uuid.UUID(u).String() }
-func (o pgOps) uuidColumnType() string   { return "uuid" }
+func (o pgOps) UuidValue(u [16]byte) any { return uuid.UUID(u).String() }
+func (o pgOps) UuidColumnType() string   { return "uuid" }
 
-func (o pgOps) jobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error) {
+func (o pgOps) JobFail(ctx context.Context, pool Executor, f JobFailure) (int64, error) {
 	return pool.Exec(ctx, o.q.JobFail, f.Error, f.Permanent, f.MaxAttempts, f.BackoffMicros,
 		f.Slot.Job, f.Slot.Fire, f.Slot.Shard, f.Attempt)
 }
 
-func (o pgOps) sagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error) {
+func (o pgOps) SagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, error) {
 	q := o.q.Saga.RecordRelaxed
 	if r.Durable {
 		q = o.q.Saga.Record
@@ -362,7 +362,7 @@ func (o pgOps) sagaRecord(ctx context.Context, x Executor, r SagaRecord) (bool, 
 	return n == 1, err
 }
 
-func (o pgOps) sagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error) {
+func (o pgOps) SagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaClaimed, error) {
 	if c.GID != "" {
 		return scanSagaClaims(x.Query(ctx, o.q.Saga.ClaimGID, c.Token, c.Owner, c.LeaseMicros, c.GID))
 	}
@@ -371,6 +371,6 @@ func (o pgOps) sagaClaim(ctx context.Context, x Executor, c SagaClaim) ([]SagaCl
 
 // sagaCleanup: one DELETE of the batch it picks with SKIP LOCKED; the
 // branches go by the foreign key's cascade.
-func (o pgOps) sagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
+func (o pgOps) SagaCleanup(ctx context.Context, x Executor, age time.Duration, batch int) (int64, error) {
 	return x.Exec(ctx, o.q.Saga.Cleanup, age.Microseconds(), batch)
 }

@@ -587,7 +587,7 @@ func (d *Dialect) mysqlFenceLease(ctx context.Context, tx Executor, resource str
 		if fence.Valid && fence.Int64 == l.Token {
 			return LeaseFence{Admitted: true}, nil
 		}
-		retry, eerr := d.ops.epochCheck(ctx, tx, l.HWM)
+		retry, eerr := d.ops.EpochCheck(ctx, tx, l.HWM)
 		if eerr != nil || !retry || i > 0 {
 			return LeaseFence{}, eerr
 		}

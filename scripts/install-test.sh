@@ -10,6 +10,7 @@
 # build outside the workspace, or a README program that does not compile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo=$PWD
 GO=${GO:-go}
 release=$(awk '$1 == "github.com/sqlcoord/sqlcoord" {print $2; exit}' cmd/sqlcoord/go.mod)
 work=$(mktemp -d)
@@ -59,4 +60,17 @@ $GO get "github.com/sqlcoord/sqlcoord@$release" >/dev/null 2>&1
 $GO mod tidy
 $GO vet .
 $GO build -o app .
+
+# The test kit from a module outside the repository: the conformance
+# suite on the kit's throwaway servers, through a dialect written there
+# against the exported contract (scripts/kit/kit_test.go).
+echo "install-test: sqlcoordtest from a module outside the repository"
+mkdir "$work/kit"
+cd "$work/kit"
+$GO mod init example.com/sqlcoordkit >/dev/null 2>&1
+cp "$repo/scripts/kit/kit_test.go" .
+$GO get "github.com/sqlcoord/sqlcoord@$release" >/dev/null 2>&1
+$GO mod tidy
+$GO vet .
+$GO test -count=1 -timeout 10m .
 echo "install-test: ok"

@@ -89,7 +89,14 @@ func Check(ctx context.Context, e dialects.Executor, o Options, what string) (Ch
 // pick is the dialect named by want ("" detects it from version).
 func pick(version, want string) (*dialects.Dialect, error) {
 	if want != "" {
-		return dialects.ByFamily(want)
+		d, err := dialects.ByFamily(want)
+		if err != nil {
+			return nil, err
+		}
+		if server, _ := pick(version, ""); server.Family() != d.Family() {
+			return nil, errs.Errorf("%w: dialect %q is for %s, the server is %s", dialects.ErrDriverSetting, want, d.Family(), server.Family())
+		}
+		return d, nil
 	}
 	switch v := strings.ToLower(version); {
 	case strings.Contains(v, "postgres"):
