@@ -2,6 +2,7 @@ package sqlcoord_test
 
 import (
 	"context"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -25,8 +26,8 @@ func TestBeginOwnedFailsWithNoTransaction(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		for name, begin := range map[string]func() (any, error){
-			"database/sql": func() (any, error) { return env.DB.BeginOwned(ctx, nil) },
-			"sqlx":         func() (any, error) { return x.BeginOwned(ctx, nil) },
+			"database/sql": func() (any, error) { return core.Owned(ctx, env.DB, nil) },
+			"sqlx":         func() (any, error) { return core.Owned(ctx, x, nil) },
 		} {
 			t.Run(name, func(t *testing.T) {
 				tx, err := begin()

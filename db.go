@@ -35,7 +35,11 @@ type DB struct {
 	pace    CleanupPace        // Options.CleanupDuty, Options.CleanupRate
 	dsn     string             // driver DSN with every option sqlcoord needs ("" when wrapped)
 	shown   string             // DSN with the password replaced, for messages
+	sealed                     // owned transactions, executors of any transaction
 }
+
+// sealed is embedded by every driver of the module (see core.Plumbing).
+type sealed = core.Plumbing
 
 func first(opts []Options) Options {
 	if len(opts) > 0 {
@@ -132,6 +136,7 @@ func Open(ctx context.Context, dsn string, opts ...Options) (*DB, error) {
 	}
 	db := &DB{DB: sdb, dialect: checked.Dialect, writer: checked.Writer, dsn: driverDSN, shown: shown,
 		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: CleanupPace{o.CleanupDuty, o.CleanupRate}}
+	db.sealed = core.NewPlumbing(db.stack())
 	if db.epochs, err = openEpochs(pctx, db, o.EpochFile, o.AllowReadOnly); err != nil {
 		db.Close()
 		return nil, errs.Errorf("%s: %w", shown, err)
@@ -216,6 +221,7 @@ func WrapDB(ctx context.Context, db *sql.DB, opts ...Options) (*DB, error) {
 	}
 	out := &DB{DB: db, dialect: checked.Dialect, writer: checked.Writer, pre: pre,
 		shown: "database/sql pool (" + checked.Dialect.Name() + ")", tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: CleanupPace{o.CleanupDuty, o.CleanupRate}}
+	out.sealed = core.NewPlumbing(out.stack())
 	if out.epochs, err = openEpochs(ctx, out, o.EpochFile, o.AllowReadOnly); err != nil {
 		return nil, err
 	}
@@ -244,12 +250,6 @@ func (db *DB) DSN() string {
 	return db.shown
 }
 
-// ConnString returns the driver DSN sqlcoord opened, password included
-// ("" for a wrapped pool): for sqlcoord's own packages (a migration's or a
-// stream's own connection, a helper process in tests), which alone can
-// call it.
-func (db *DB) ConnString(core.Seal) string { return db.dsn }
-
 // Dialect is the database's dialect (detected from the server).
 func (db *DB) Dialect() *dialects.Dialect { return db.dialect }
 
@@ -268,14 +268,11 @@ func (db *DB) CleanupPace() CleanupPace { return db.pace }
 // CleanupDuty is Options.CleanupDuty (CleanupPace().Duty).
 func (db *DB) CleanupDuty() float64 { return db.pace.Duty }
 
-// Sealed marks sqlcoord's drivers.
-func (db *DB) Sealed(core.Seal) {}
-
-// OwnConn is a connection for sqlcoord's own use beside the pool (a
+// ownConn is a connection for sqlcoord's own use beside the pool (a
 // MySQL-family waiter sleeps on it until woken): a new connection to the
 // DSN Open was given, or, for a wrapped pool (no DSN), one of the pool's
-// connections, held until close. Only sqlcoord's packages can call it.
-func (db *DB) OwnConn(ctx context.Context, _ core.Seal) (x dialects.Executor, close func() error, err error) {
+// connections, held until close.
+func (db *DB) ownConn(ctx context.Context) (x dialects.Executor, close func() error, err error) {
 	if db.dsn != "" {
 		if dc, ok := db.DB.Driver().(driver.DriverContext); ok {
 			conn, err := dc.OpenConnector(db.dsn)
@@ -311,14 +308,15 @@ func (db *DB) CommitTx(_ context.Context, tx *sql.Tx) error { return tx.Commit()
 // RollbackTx rolls tx back.
 func (db *DB) RollbackTx(_ context.Context, tx *sql.Tx) error { return tx.Rollback() }
 
-// BeginOwned starts a transaction sqlcoord commits itself.
-func (db *DB) BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error) {
-	return core.BeginOwned(ctx, db.DB, opts, db.pre)
+// stack is what sqlcoord's own packages use of db beyond Base.
+func (db *DB) stack() core.Stack {
+	return core.Stack{Begin: db.beginOwned, OwnConn: db.ownConn, ConnString: func() string { return db.dsn },
+		SQLDB: func() *sql.DB { return db.DB }}
 }
 
-// ExecutorFor accepts a *sql.Tx (or a *sqlx.Tx).
-func (db *DB) ExecutorFor(tx any) (dialects.Executor, error) {
-	return core.TxExecutorFor(tx, "database/sql", db.pre)
+// beginOwned starts a transaction sqlcoord commits itself.
+func (db *DB) beginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error) {
+	return core.BeginOwned(ctx, db.DB, opts, db.pre)
 }
 
 // Rebind turns a query written with ? placeholders into the dialect's

@@ -13,23 +13,16 @@ import (
 )
 
 // Base is what every driver offers whatever its transaction type: the
-// dialect, autocommit statements on the pool, transactions sqlcoord owns
-// (a lease acquire, a segment fetch, a relay batch), instrumentation and
-// the failover-epoch mark. The implementations are this package's *DB,
-// pgxv5.Driver and sqlxdriver.Driver; the interface is sealed (Sealed
-// takes a type only this module can name), because it grows with
-// sqlcoord: use it, do not implement it.
+// dialect, autocommit statements on the pool, instrumentation and the
+// failover-epoch mark. The implementations are this package's *DB,
+// pgxv5.Driver and sqlxdriver.Driver; the interface is sealed (it embeds
+// an interface of an internal package, which only those drivers satisfy),
+// because it grows with sqlcoord: use it, do not implement it.
 type Base interface {
 	// Dialect is the database's dialect (sqlcoord's statements for it).
 	Dialect() *dialects.Dialect
 	// Executor runs autocommit statements on the pool.
 	Executor() dialects.Executor
-	// BeginOwned starts a transaction that sqlcoord itself commits.
-	BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error)
-	// ExecutorFor returns the executor of tx when tx is a transaction of
-	// this driver's stack, and an error matching ErrNotATransaction
-	// otherwise.
-	ExecutorFor(tx any) (dialects.Executor, error)
 	// Epochs is the driver's failover-epoch high-water mark.
 	Epochs() *Epochs
 	// Tracer is the driver's tracer (nil: tracing off).
@@ -41,8 +34,10 @@ type Base interface {
 	CleanupPace() CleanupPace
 	// String describes the database without credentials.
 	String() string
-	// Sealed marks sqlcoord's own drivers.
-	Sealed(core.Seal)
+	// what sqlcoord's own packages need of a driver beyond the above
+	// (transactions sqlcoord commits itself: a lease acquire, a relay
+	// batch), implemented by sqlcoord's drivers only
+	core.Sealed
 }
 
 // Driver is one application stack: its pool and its transaction type TTx.

@@ -11,7 +11,8 @@ import (
 
 // Epochs is a client's memory of the newest failover epoch it has seen (a
 // high-water mark that only goes up): see docs/failover.md. Seen reads it;
-// Observe raises it (and writes Options.EpochFile).
+// only sqlcoord raises it, from what its statements report (and writes
+// Options.EpochFile then).
 type Epochs = core.Epochs
 
 // CurrentEpoch returns the failover epoch the server db reaches writes in
@@ -24,7 +25,7 @@ func CurrentEpoch(ctx context.Context, db Base) (int64, error) {
 	if err != nil {
 		return 0, errs.Errorf("sqlcoord: epoch: %w", db.Dialect().Classify(err))
 	}
-	return g.Epoch, db.Epochs().Observe(g.Epoch)
+	return g.Epoch, core.ObserveEpoch(db.Epochs(), g.Epoch)
 }
 
 // AdvanceEpoch starts a new failover epoch on the server db reaches (its
@@ -42,7 +43,7 @@ func AdvanceEpoch(ctx context.Context, db Base) (int64, error) {
 	if err != nil {
 		return 0, errs.Errorf("sqlcoord: epoch advance: %w", db.Dialect().Classify(err))
 	}
-	return b, db.Epochs().Observe(b)
+	return b, core.ObserveEpoch(db.Epochs(), b)
 }
 
 // Fork is one history of the database recorded in coord_forks: a server

@@ -69,7 +69,7 @@ func LeaseWait(ctx context.Context, db *sqlcoord.DB, cfg LeaseWaitConfig) ([]Lea
 
 func leaseWaitCase(ctx context.Context, db *sqlcoord.DB, cfg LeaseWaitConfig, waiters int, mode string) (LeaseWaitRow, error) {
 	cnt := &acquireCount{}
-	cdb, err := sqlcoord.Open(ctx, db.ConnString(core.Seal{}), sqlcoord.Options{Metrics: cnt, MaxOpenConns: 2*waiters + 8, MaxIdleConns: 2*waiters + 8})
+	cdb, err := sqlcoord.Open(ctx, core.ConnString(db), sqlcoord.Options{Metrics: cnt, MaxOpenConns: 2*waiters + 8, MaxIdleConns: 2*waiters + 8})
 	if err != nil {
 		return LeaseWaitRow{}, err
 	}

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
@@ -82,7 +83,7 @@ func (c *Client[TTx]) acquire(ctx context.Context, name, owner string, ttl time.
 	if row.TicketDropped {
 		c.w.ticketDropped(w, slot.Ticket)
 	}
-	if err := c.drv.Epochs().Observe(row.Epoch); err != nil {
+	if err := core.ObserveEpoch(c.drv.Epochs(), row.Epoch); err != nil {
 		return Lease{}, err
 	}
 	if row.Owner != owner {
@@ -138,7 +139,7 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 	if !r.OK {
 		return l, errs.Errorf("coord: renew lease %q: %w", truncate(l.Name), ErrLeaseLost)
 	}
-	if err := c.drv.Epochs().Observe(r.Epoch); err != nil {
+	if err := core.ObserveEpoch(c.drv.Epochs(), r.Epoch); err != nil {
 		return l, err
 	}
 	l.ExpiresAt = r.ExpiresAt

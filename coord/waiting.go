@@ -760,13 +760,7 @@ func (h *waiting) startWake(parent context.Context, id int64, rung chan struct{}
 		}
 	}
 	if h.d.CanSleep() {
-		opener, ok := h.base.(interface {
-			OwnConn(context.Context, core.Seal) (dialects.Executor, func() error, error)
-		})
-		if !ok {
-			close(done)
-			return cancel, done
-		}
+		opener := h.base
 		go func() {
 			defer close(done)
 			for attempt := 1; ctx.Err() == nil; attempt++ {
@@ -812,10 +806,8 @@ func (h *waiting) startWake(parent context.Context, id int64, rung chan struct{}
 // client interrupts the wait (KILL QUERY) — each interruption is a
 // wake-up. It returns when ctx ends or a connection fails; true when it
 // got as far as waiting.
-func (h *waiting) sleepOn(ctx context.Context, opener interface {
-	OwnConn(context.Context, core.Seal) (dialects.Executor, func() error, error)
-}, id int64, ring func()) bool {
-	hold, closeHold, err := opener.OwnConn(ctx, core.Seal{})
+func (h *waiting) sleepOn(ctx context.Context, opener core.Sealed, id int64, ring func()) bool {
+	hold, closeHold, err := core.OwnConn(ctx, opener)
 	if err != nil {
 		return false
 	}
@@ -823,7 +815,7 @@ func (h *waiting) sleepOn(ctx context.Context, opener interface {
 	if err := h.d.Hold(ctx, hold, id); err != nil {
 		return false
 	}
-	conn, closeConn, err := opener.OwnConn(ctx, core.Seal{})
+	conn, closeConn, err := core.OwnConn(ctx, opener)
 	if err != nil {
 		return false
 	}

@@ -28,7 +28,7 @@ type Rows interface {
 }
 
 // OwnedTx is a transaction sqlcoord itself began and commits (a lease
-// acquire, a segment fetch, a relay batch): sqlcoord.Base.BeginOwned.
+// acquire, a segment fetch, a relay batch): what a driver begins for sqlcoord itself (internal/core.Owned).
 type OwnedTx interface {
 	Executor
 	Commit(ctx context.Context) error

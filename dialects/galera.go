@@ -27,7 +27,7 @@ import (
 // GaleraSingleWriter is the same with row locks allowed, for clusters whose
 // clients all write through one node (a proxy's single-writer mode). The
 // promise is checked: sqlcoord.Open (and the Wrap constructors) hold a
-// writer lease for the node they reach (NewGaleraWriter) and refuse locks
+// writer lease for the node they reach and refuse locks
 // — ErrGaleraLocks naming the writer node — while another node holds it.
 var Galera = newGalera("mariadb-galera", false)
 
@@ -51,35 +51,6 @@ func newGalera(name string, locks bool) *Dialect {
 		d.ops = galeraOps{d.ops.(mysqlOps)}
 	}
 	return d
-}
-
-// NewGaleraWriter is GaleraSingleWriter whose locks first ask writer,
-// which returns an error matching ErrGaleraLocks unless this client's node
-// holds the cluster's writer lease.
-func NewGaleraWriter(writer func() error) *Dialect {
-	d := newGalera("mariadb-galera-single-writer", true)
-	d.ops = galeraWriterOps{d.ops.(mysqlOps), writer}
-	return d
-}
-
-// galeraWriterOps takes row locks only while the node holds the writer lease.
-type galeraWriterOps struct {
-	mysqlOps
-	writer func() error
-}
-
-func (o galeraWriterOps) LockTry(ctx context.Context, tx Executor, name string, names *LockNames) error {
-	if err := o.writer(); err != nil {
-		return err
-	}
-	return o.mysqlOps.LockTry(ctx, tx, name, names)
-}
-
-func (o galeraWriterOps) LockWait(ctx context.Context, tx Executor, name string, wait time.Duration, names *LockNames) error {
-	if err := o.writer(); err != nil {
-		return err
-	}
-	return o.mysqlOps.LockWait(ctx, tx, name, wait, names)
 }
 
 // GaleraNode names the node a connection reaches: wsrep_node_name, or

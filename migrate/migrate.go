@@ -190,30 +190,23 @@ func Force(ctx context.Context, db sqlcoord.Base, version uint) error {
 // statements in one Exec, and does not reveal its DSN).
 func migrationConn(ctx context.Context, db sqlcoord.Base) (*sql.Conn, func(), error) {
 	d := db.Dialect()
-	var pool *sql.DB
-	switch x := db.(type) {
-	case *sqlcoord.DB:
-		if x.ConnString(core.Seal{}) != "" {
-			dsn := x.ConnString(core.Seal{})
-			if d.Family() == "mysql" {
-				dsn = withMultiStatements(dsn)
-			}
-			own, err := sql.Open(d.DriverName(), dsn)
-			if err != nil {
-				return nil, nil, err
-			}
-			own.SetMaxOpenConns(1)
-			c, err := own.Conn(ctx)
-			if err != nil {
-				own.Close()
-				return nil, nil, err
-			}
-			return c, func() { c.Close(); own.Close() }, nil
+	if dsn := core.ConnString(db); dsn != "" {
+		if d.Family() == "mysql" {
+			dsn = withMultiStatements(dsn)
 		}
-		pool = x.DB
-	case interface{ SQLDB(core.Seal) *sql.DB }: // pgxv5, sqlxdriver
-		pool = x.SQLDB(core.Seal{})
+		own, err := sql.Open(d.DriverName(), dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		own.SetMaxOpenConns(1)
+		c, err := own.Conn(ctx)
+		if err != nil {
+			own.Close()
+			return nil, nil, err
+		}
+		return c, func() { c.Close(); own.Close() }, nil
 	}
+	pool := core.SQLDB(db)
 	if pool == nil || d.Family() != "postgres" {
 		return nil, nil, errs.Errorf("%w (%T)", ErrNeedsDSN, db)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"log/slog"
 	"math"
 	"strconv"
@@ -368,7 +369,7 @@ func (r *Relay) Run(ctx context.Context) error {
 					// (on an error pre stays nil and the batch begins its
 					// own, reporting it: a failed BeginOwned's value holds
 					// no transaction, and rolling it back panicked)
-					if tx, err := r.db.BeginOwned(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err == nil {
+					if tx, err := core.Owned(context.WithoutCancel(ctx), r.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err == nil {
 						pre = tx
 					}
 				}
@@ -453,7 +454,7 @@ func (a *arrivalRate) observe(now time.Time, newest int64, n int) float64 {
 func (r *Relay) waitCommit(ctx context.Context, d time.Duration) bool {
 	until := time.Now().Add(d)
 	sleep := func() { backoff.Sleep(ctx, time.Until(until)) } // the rest of d, or until ctx ends
-	tx, err := r.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := core.Owned(ctx, r.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		sleep()
 		return false
@@ -484,7 +485,7 @@ func (r *Relay) fallAsleep(ctx context.Context) (tx dialects.OwnedTx, other bool
 	if q.OutboxSleep == "" {
 		return nil, false
 	}
-	tx, err := r.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := core.Owned(ctx, r.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, false
 	}
@@ -629,7 +630,7 @@ func (r *Relay) batch(ctx context.Context, pre dialects.OwnedTx, claimed func())
 	tx := pre
 	if tx == nil {
 		var err error
-		if tx, err = r.db.BeginOwned(dctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
+		if tx, err = core.Owned(dctx, r.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
 			return 0, false, errs.Errorf("outbox: begin: %w", d.Classify(err))
 		}
 	}

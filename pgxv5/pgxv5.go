@@ -47,7 +47,11 @@ type Driver struct {
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB // database/sql on Pool (migrate), made when first asked
+	sealed          // owned transactions, executors of any transaction
 }
+
+// sealed is embedded by every driver of the module (see core.Plumbing).
+type sealed = core.Plumbing
 
 var (
 	_ sqlcoord.Driver[pgx.Tx] = (*Driver)(nil)
@@ -66,6 +70,7 @@ func Wrap(ctx context.Context, pool *pgxpool.Pool, opts ...sqlcoord.Options) (*D
 		return nil, err
 	}
 	d := &Driver{Pool: pool, tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: sqlcoord.CleanupPace{Duty: o.CleanupDuty, Rate: o.CleanupRate}}
+	d.sealed = core.NewPlumbing(core.Stack{Begin: d.beginOwned, SQLDB: d.sqlView})
 	if o.Pooler {
 		d.pre = execMode
 	}
@@ -142,7 +147,6 @@ func (d *Driver) Tracer() trace.Tracer                            { return d.tra
 func (d *Driver) Metrics() metrics.Recorder                       { return d.metrics }
 func (d *Driver) CleanupPace() sqlcoord.CleanupPace               { return d.pace }
 func (d *Driver) CleanupDuty() float64                            { return d.pace.Duty }
-func (d *Driver) Sealed(core.Seal)                                {}
 func (d *Driver) Executor() dialects.Executor                     { return Executor{d.Pool, d.pre} }
 func (d *Driver) TxExecutor(tx pgx.Tx) dialects.Executor          { return Executor{tx, d.pre} }
 func (d *Driver) CommitTx(ctx context.Context, tx pgx.Tx) error   { return tx.Commit(ctx) }
@@ -154,21 +158,13 @@ func (d *Driver) String() string {
 	return fmt.Sprintf("pgxpool %s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
 }
 
-// ExecutorFor accepts a pgx.Tx.
-func (d *Driver) ExecutorFor(tx any) (dialects.Executor, error) {
-	if t, ok := tx.(pgx.Tx); ok {
-		return Executor{t, d.pre}, nil
-	}
-	return nil, errs.Errorf("%w: got %T, want a pgx.Tx", sqlcoord.ErrNotATransaction, tx)
-}
-
 // BeginTx starts a pgx.Tx with the given isolation and access mode.
 func (d *Driver) BeginTx(ctx context.Context, opts *sql.TxOptions) (pgx.Tx, error) {
 	return d.Pool.BeginTx(ctx, TxOptions(opts))
 }
 
-// BeginOwned starts a transaction sqlcoord commits itself.
-func (d *Driver) BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error) {
+// beginOwned starts a transaction sqlcoord commits itself.
+func (d *Driver) beginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error) {
 	tx, err := d.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -236,9 +232,8 @@ func behindPooler(ctx context.Context, pool *pgxpool.Pool) bool {
 // streaming relay opens its replication connection with them).
 func (d *Driver) PgConnConfig() *pgconn.Config { return d.Pool.Config().ConnConfig.Config.Copy() }
 
-// SQLDB is a database/sql view of the pool (for package migrate; only
-// sqlcoord's own packages can call it).
-func (d *Driver) SQLDB(core.Seal) *sql.DB {
+// sqlView is a database/sql view of the pool (for package migrate).
+func (d *Driver) sqlView() *sql.DB {
 	d.sqlOnce.Do(func() { d.sqlDB = stdlib.OpenDBFromPool(d.Pool) })
 	return d.sqlDB
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"sync"
 	"time"
 
@@ -213,7 +214,7 @@ func (c *Coordinator[TTx]) claimRows(ctx context.Context, cl dialects.SagaClaim)
 	if cl.GID != "" || !d.SagaClaimInTx() {
 		return d.SagaClaim(ctx, c.db.Executor(), cl)
 	}
-	tx, err := c.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := core.Owned(ctx, c.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}

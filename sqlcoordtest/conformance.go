@@ -74,7 +74,6 @@ func Run[TTx any](t *testing.T, tg Target[TTx]) {
 	t.Run("Jobs/a slot is claimed once", s.jobsOnce)
 	t.Run("Segments/ranges never overlap", s.segments)
 	t.Run("Do/commit marker: a committed callback is not run again", s.commitMarker)
-	t.Run("Helpers/refuse a pool where a transaction is needed", s.notATransaction)
 	t.Run("Saga/committed runs every action, a refused step compensates, rolled back never exists", s.sagaRuns)
 	t.Run("Session/one of two saves of a version conflicts, revoked does not load", s.sessionsConflict)
 	t.Run("Membership/members listed until they leave", s.membersListed)
@@ -526,15 +525,6 @@ func (s *suite[TTx]) commitMarker(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Fatalf("callback ran %d times for one marker, want 1", calls)
-	}
-}
-
-func (s *suite[TTx]) notATransaction(t *testing.T) {
-	ctx := s.ctx(t)
-	_ = ctx // helpers take the stack's transaction type: a pool does not compile (compile_test.go);
-	// where a transaction arrives untyped, a pool is refused at run time
-	if _, err := s.Driver.ExecutorFor(s.Other); !errors.Is(err, sqlcoord.ErrNotATransaction) {
-		t.Errorf("ExecutorFor a pool: %v, want ErrNotATransaction", err)
 	}
 }
 

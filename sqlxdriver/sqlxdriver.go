@@ -27,7 +27,11 @@ type Driver struct {
 	metrics metrics.Recorder
 	pace    sqlcoord.CleanupPace // Options.CleanupDuty, Options.CleanupRate
 	db      *sqlcoord.DB         // the same pool as the database/sql stack, for LISTEN
+	sealed                       // owned transactions, executors of any transaction
 }
+
+// sealed is embedded by every driver of the module (see core.Plumbing).
+type sealed = core.Plumbing
 
 var (
 	_ sqlcoord.Driver[*sqlx.Tx] = (*Driver)(nil)
@@ -46,8 +50,11 @@ func Wrap(ctx context.Context, x *sqlx.DB, opts ...sqlcoord.Options) (*Driver, e
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	return &Driver{X: x, dialect: db.Dialect(), pre: preOf(db), epochs: db.Epochs(),
-		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: db.CleanupPace(), db: db}, nil
+	d := &Driver{X: x, dialect: db.Dialect(), pre: preOf(db), epochs: db.Epochs(),
+		tracer: core.Tracer(o.TracerProvider), metrics: o.Metrics, pace: db.CleanupPace(), db: db}
+	d.sealed = core.NewPlumbing(core.Stack{Begin: d.beginOwned, SQLDB: func() *sql.DB { return x.DB },
+		OwnConn: func(ctx context.Context) (dialects.Executor, func() error, error) { return core.OwnConn(ctx, db) }})
+	return d, nil
 }
 
 // preOf is the statement-mode arguments the database/sql stack chose.
@@ -64,25 +71,19 @@ func (s *Driver) Tracer() trace.Tracer                            { return s.tra
 func (s *Driver) Metrics() metrics.Recorder                       { return s.metrics }
 func (s *Driver) CleanupPace() sqlcoord.CleanupPace               { return s.pace }
 func (s *Driver) CleanupDuty() float64                            { return s.pace.Duty }
-func (s *Driver) Sealed(core.Seal)                                {}
 func (s *Driver) Executor() dialects.Executor                     { return core.PoolExecutor(s.X, s.pre, s.dialect) }
 func (s *Driver) TxExecutor(tx *sqlx.Tx) dialects.Executor        { return core.SQLExec{Q: tx, Pre: s.pre} }
 func (s *Driver) CommitTx(_ context.Context, tx *sqlx.Tx) error   { return tx.Commit() }
 func (s *Driver) RollbackTx(_ context.Context, tx *sqlx.Tx) error { return tx.Rollback() }
 func (s *Driver) String() string                                  { return "sqlx pool (" + s.dialect.Name() + ")" }
 
-// ExecutorFor accepts a *sqlx.Tx (or a *sql.Tx).
-func (s *Driver) ExecutorFor(tx any) (dialects.Executor, error) {
-	return core.TxExecutorFor(tx, "sqlx", s.pre)
-}
-
 // BeginTx starts a *sqlx.Tx.
 func (s *Driver) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sqlx.Tx, error) {
 	return s.X.BeginTxx(ctx, opts)
 }
 
-// BeginOwned starts a transaction sqlcoord commits itself.
-func (s *Driver) BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error) {
+// beginOwned starts a transaction sqlcoord commits itself.
+func (s *Driver) beginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error) {
 	return core.BeginOwned(ctx, s.X.DB, opts, s.pre)
 }
 
@@ -93,13 +94,4 @@ func (s *Driver) CanListen() error { return s.db.CanListen() }
 // Listen: as the database/sql stack.
 func (s *Driver) Listen(ctx context.Context, channel string, opt sqlcoord.ListenOptions, wake func()) error {
 	return s.db.Listen(ctx, channel, opt, wake)
-}
-
-// SQLDB is the database/sql pool under X (for package migrate; only
-// sqlcoord's own packages can call it).
-func (s *Driver) SQLDB(core.Seal) *sql.DB { return s.X.DB }
-
-// OwnConn: see sqlcoord.DB.OwnConn.
-func (s *Driver) OwnConn(ctx context.Context, seal core.Seal) (dialects.Executor, func() error, error) {
-	return s.db.OwnConn(ctx, seal)
 }

@@ -151,7 +151,7 @@ func demoIDs(ctx context.Context, e *demoEnv) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := demoChild(ctx, e.Self, e.DB.ConnString(core.Seal{}), "__draw-segment", "--tag", "orders", "--n", "50000")
+			cmd := demoChild(ctx, e.Self, core.ConnString(e.DB), "__draw-segment", "--tag", "orders", "--n", "50000")
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			out, err := cmd.Output()
 			if err != nil {

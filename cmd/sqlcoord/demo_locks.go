@@ -80,7 +80,7 @@ func demoLocks(ctx context.Context, e *demoEnv) error {
 	if e.Self == "" {
 		return errors.New("cannot find this executable to start a helper process")
 	}
-	hold := demoChild(ctx, e.Self, db.ConnString(core.Seal{}), "__hold-lock", "--name", "nightly")
+	hold := demoChild(ctx, e.Self, core.ConnString(db), "__hold-lock", "--name", "nightly")
 	out, _ := hold.StdoutPipe()
 	hold.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := hold.Start(); err != nil {

@@ -94,7 +94,7 @@ func demoOutbox(ctx context.Context, e *demoEnv) error {
 	}
 	e.printf("1. 1,000 orders committed, each with its outbox message in the same transaction\n")
 	relay := func() *exec.Cmd {
-		c := demoChild(ctx, e.Self, db.ConnString(core.Seal{}), "relay", "--publisher", url, "--batch", "10")
+		c := demoChild(ctx, e.Self, core.ConnString(db), "relay", "--publisher", url, "--batch", "10")
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		c.Start()
 		return c

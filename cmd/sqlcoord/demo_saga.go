@@ -185,7 +185,7 @@ func demoSaga(ctx context.Context, e *demoEnv) error {
 		gids = append(gids, gid)
 	}
 	driver := func() *exec.Cmd {
-		cmd := demoChild(ctx, e.Self, db.ConnString(core.Seal{}), "saga", "run", "--lease", "2s", "--call-timeout", "1s", "--workers", "2")
+		cmd := demoChild(ctx, e.Self, core.ConnString(db), "saga", "run", "--lease", "2s", "--call-timeout", "1s", "--workers", "2")
 		cmd.Start()
 		return cmd
 	}

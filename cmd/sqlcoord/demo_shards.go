@@ -102,7 +102,7 @@ func shardRound(ctx context.Context, e *demoEnv, n int) (time.Duration, string, 
 		}
 	}()
 	for i := 0; i < n; i++ {
-		c := demoChild(rctx, e.Self, e.DB.ConnString(core.Seal{}), "__shard-worker", "--job", job, "--fire", fire.Format(time.RFC3339))
+		c := demoChild(rctx, e.Self, core.ConnString(e.DB), "__shard-worker", "--job", job, "--fire", fire.Format(time.RFC3339))
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := c.Start(); err != nil {
 			return 0, "", err

@@ -17,6 +17,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -259,7 +260,7 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 		// fetch back, or never began it.
 		committing := false
 		err := func() error {
-			tx, err := s.db.BeginOwned(ctx, nil)
+			tx, err := core.Owned(ctx, s.db, nil)
 			if err != nil {
 				return err
 			}
@@ -274,7 +275,7 @@ func (s *Segments) fetch(ctx context.Context, step int) (*segment, error) {
 			}
 			committing = false
 			max = got.Value
-			return s.db.Epochs().Observe(got.Epoch)
+			return core.ObserveEpoch(s.db.Epochs(), got.Epoch)
 		}()
 		if errors.Is(err, sql.ErrNoRows) && attempt == 0 {
 			if !s.opt.AutoCreate {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -311,7 +312,7 @@ func LeaseWorker[TTx any](ctx context.Context, db sqlcoord.Driver[TTx], opt Work
 		if err != nil {
 			return nil, errs.Errorf("ids: lease worker id: %w", db.Dialect().Classify(err))
 		}
-		if err := db.Epochs().Observe(g.Epoch); err != nil {
+		if err := core.ObserveEpoch(db.Epochs(), g.Epoch); err != nil {
 			return nil, err
 		}
 		if g.Ready {

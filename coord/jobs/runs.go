@@ -30,6 +30,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/dialects"
@@ -172,7 +173,7 @@ func (r *Runs) claimAs(ctx context.Context, job string, fire time.Time, shard, t
 	if !claimed {
 		return Run{}, ErrAlreadyClaimed
 	}
-	if err := r.db.Epochs().Observe(attempt.Epoch); err != nil {
+	if err := core.ObserveEpoch(r.db.Epochs(), attempt.Epoch); err != nil {
 		return Run{}, err
 	}
 	run.Attempt = int(attempt.Value)
@@ -427,7 +428,7 @@ func (r *Runs) takeOver(ctx context.Context, job string, grace time.Duration, ow
 			return won, errs.Errorf("jobs: take over: %w", r.db.Dialect().Classify(err))
 		}
 		if ok {
-			if err := r.db.Epochs().Observe(next.Epoch); err != nil {
+			if err := core.ObserveEpoch(r.db.Epochs(), next.Epoch); err != nil {
 				return won, err
 			}
 			c.Attempt = int(next.Value)

@@ -116,7 +116,7 @@ func checkGalera(ctx context.Context, e dialects.Executor, o Options, c *Checked
 			return nil, err
 		}
 		c.Writer = w
-		return dialects.NewGaleraWriter(w.Check), nil
+		return galeraWriterDialect(w.Check), nil
 	}
 	var w int
 	if err := e.QueryRow(ctx, `SELECT @@session.wsrep_sync_wait`).Scan(&w); err != nil {

@@ -18,11 +18,6 @@ import (
 	sqlschema "github.com/sqlcoord/sqlcoord/sql"
 )
 
-// Seal is the parameter type of the Sealed method every sqlcoord driver
-// has: code outside this module cannot name it, so it cannot implement
-// sqlcoord.Base — a driver is one of sqlcoord's own.
-type Seal struct{}
-
 // Options mirrors sqlcoord.Options field for field (the root package
 // converts one into the other; a field added to one and not the other is
 // a compile error there). See sqlcoord.Options for what each does.

@@ -62,9 +62,9 @@ func (e *Epochs) Seen() int64 {
 	return e.seen.Load()
 }
 
-// Observe raises the mark to epoch (never lowers it) and, with a file,
+// observe raises the mark to epoch (never lowers it) and, with a file,
 // writes it there before returning (a temporary file, fsync, rename).
-func (e *Epochs) Observe(epoch int64) error {
+func (e *Epochs) observe(epoch int64) error {
 	if e == nil {
 		return nil
 	}
@@ -119,3 +119,8 @@ func OpenEpochs(ctx context.Context, file string, readOnly bool, check func(cont
 	}
 	return e, nil
 }
+
+// ObserveEpoch raises db's high-water mark to epoch, an epoch a statement
+// of sqlcoord's reported. It is not a method of Epochs: a user raising
+// the mark by hand would make every token of the current epoch stale.
+func ObserveEpoch(e *Epochs, epoch int64) error { return e.observe(epoch) }

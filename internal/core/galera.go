@@ -151,3 +151,32 @@ func (w *galeraWriter) release() {
 		w.d.LeaseRelease(ctx, w.x, dialects.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, Token: token})
 	}
 }
+
+// galeraWriterOps are GaleraSingleWriter's operations with row locks
+// taken only while this client's node holds the writer lease.
+type galeraWriterOps struct {
+	dialects.Operations
+	writer func() error
+}
+
+func (o galeraWriterOps) LockTry(ctx context.Context, tx dialects.Executor, name string, names *dialects.LockNames) error {
+	if err := o.writer(); err != nil {
+		return err
+	}
+	return o.Operations.LockTry(ctx, tx, name, names)
+}
+
+func (o galeraWriterOps) LockWait(ctx context.Context, tx dialects.Executor, name string, wait time.Duration, names *dialects.LockNames) error {
+	if err := o.writer(); err != nil {
+		return err
+	}
+	return o.Operations.LockWait(ctx, tx, name, wait, names)
+}
+
+// galeraWriterDialect is GaleraSingleWriter whose locks first ask writer,
+// which returns an error matching ErrGaleraLocks unless this client's
+// node holds the cluster's writer lease.
+func galeraWriterDialect(writer func() error) *dialects.Dialect {
+	base := dialects.GaleraSingleWriter
+	return dialects.Derive(base, base.Name(), galeraWriterOps{base.Operations(), writer})
+}

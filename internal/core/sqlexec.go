@@ -9,7 +9,6 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
-	"github.com/sqlcoord/sqlcoord/internal/errs"
 )
 
 // Querier is what database/sql pools, connections and transactions (and
@@ -113,19 +112,6 @@ func (e SQLExec) Query(ctx context.Context, query string, args ...any) (dialects
 		return err
 	})
 	return rows, err
-}
-
-// TxExecutorFor is the executor of tx when it is a database/sql (or sqlx)
-// transaction, ErrNotATransaction otherwise.
-func TxExecutorFor(tx any, stack string, pre []any) (dialects.Executor, error) {
-	if q, ok := tx.(interface {
-		Querier
-		Commit() error
-		Rollback() error
-	}); ok {
-		return SQLExec{Q: q, Pre: pre}, nil
-	}
-	return nil, errs.Errorf("%w: got %T, want the %s transaction (*sql.Tx or *sqlx.Tx)", dialects.ErrNotATransaction, tx, stack)
 }
 
 // SQLOwned is a database/sql transaction sqlcoord began and commits.

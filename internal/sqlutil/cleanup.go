@@ -11,13 +11,14 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
+	"github.com/sqlcoord/sqlcoord/internal/core"
 )
 
 // Pool is what a cleanup needs of a driver (any sqlcoord.Base): its
 // dialect and transactions it commits itself.
 type Pool interface {
 	Dialect() *dialects.Dialect
-	BeginOwned(ctx context.Context, opts *sql.TxOptions) (dialects.OwnedTx, error)
+	core.Sealed
 }
 
 // Pace is how a cleanup pauses between batches: a sqlcoord.CleanupPace,
@@ -67,7 +68,7 @@ func InBatches(ctx context.Context, db Pool, pace Pace, batch int, one func(cont
 			}
 		}
 		start := time.Now()
-		tx, err := db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		tx, err := core.Owned(ctx, db, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
 			return total, db.Dialect().Classify(err)
 		}

@@ -110,7 +110,7 @@ type Relay struct {
 	log    *slog.Logger
 	rec    metrics.Recorder
 	sweep  *outbox.Relay // the polling pass
-	steps  outbox.StreamSteps
+	steps  relayutil.Steps[outbox.Message]
 	health outbox.HealthLog
 }
 
@@ -170,8 +170,7 @@ func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 	default:
 		if c, ok := db.(pgConfigured); ok {
 			s.cfg = c.PgConnConfig()
-		} else if c, ok := db.(interface{ ConnString(core.Seal) string }); ok && c.ConnString(core.Seal{}) != "" {
-			dsn := c.ConnString(core.Seal{})
+		} else if dsn := core.ConnString(db); dsn != "" {
 			if cfg, err := pgx.ParseConfig(dsn); err == nil { // pgx's own parameters (default_query_exec_mode) removed
 				s.cfg = &cfg.Config
 			}
@@ -193,7 +192,7 @@ func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.sweep, s.steps = sweep, sweep.Steps(core.Seal{})
+	s.sweep, s.steps = sweep, relayutil.StepsOf(sweep).(relayutil.Steps[outbox.Message])
 	return s, nil
 }
 
@@ -246,7 +245,7 @@ func (s *Relay) session(ctx context.Context) (streamed bool, err error) {
 	if err != nil {
 		return false, errs.Errorf("outbox: stream lease: %w", d.Classify(err))
 	}
-	if err := s.db.Epochs().Observe(row.Epoch); err != nil {
+	if err := core.ObserveEpoch(s.db.Epochs(), row.Epoch); err != nil {
 		return false, err
 	}
 	if row.Owner != s.owner {
@@ -266,7 +265,7 @@ func (s *Relay) session(ctx context.Context) (streamed bool, err error) {
 			if !r.OK {
 				return errLeaseLost
 			}
-			return s.db.Epochs().Observe(r.Epoch)
+			return core.ObserveEpoch(s.db.Epochs(), r.Epoch)
 		},
 		Lost: func(err error) bool { return errors.Is(err, errLeaseLost) },
 	})
@@ -385,7 +384,7 @@ func (st *stream) beginNext(ctx context.Context) {
 
 // begin begins a batch's transaction.
 func (st *stream) begin(ctx context.Context) (dialects.OwnedTx, error) {
-	return st.s.db.BeginOwned(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return core.Owned(ctx, st.s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 }
 
 // roomToBeginAhead: the transaction begun ahead holds one of db's

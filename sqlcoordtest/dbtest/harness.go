@@ -187,7 +187,7 @@ func New(t testing.TB, family string, opts ...Option) *Env {
 		defer dcancel()
 		srv.DropDatabase(dctx, name)
 	})
-	return &Env{Family: family, Server: srv, Name: name, DSN: db.ConnString(core.Seal{}), DB: db}
+	return &Env{Family: family, Server: srv, Name: name, DSN: core.ConnString(db), DB: db}
 }
 
 // freshInstall makes a database cloned from the template look installed

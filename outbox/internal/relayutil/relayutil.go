@@ -5,6 +5,7 @@
 package relayutil
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 )
@@ -89,3 +91,28 @@ func Topics(invalid error, topics []string) ([]string, error) {
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
+
+// Steps are the polling relay's steps that the streaming relay takes too,
+// so that both publish, retry and dead-letter one way; M is
+// outbox.Message.
+type Steps[M any] interface {
+	// Publish hands m to the relay's publisher in m's trace, linked to
+	// the batch span in bctx.
+	Publish(ctx, bctx context.Context, m M) error
+	// IsLast: the failed publish perr of m ends it (permanent, or its
+	// last attempt).
+	IsLast(m M, perr error) bool
+	// DeadLetter records in tx that m will not be published.
+	DeadLetter(ctx context.Context, tx dialects.Executor, m M, perr error) error
+	// RetryDelay is the wait after failed attempt n.
+	RetryDelay(n int) time.Duration
+	// BatchSize is the relay's batch size.
+	BatchSize() int
+	// GuardFrozen bounds how long tx outlives a frozen relay: call beat
+	// before publishing and its stop after.
+	GuardFrozen(ctx context.Context, tx dialects.OwnedTx, timeout time.Duration, inClaim bool) (beat func() (stop func()), err error)
+}
+
+// StepsOf returns the Steps of a polling relay (an *outbox.Relay); package
+// outbox sets it.
+var StepsOf func(relay any) any
