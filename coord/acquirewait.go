@@ -35,7 +35,7 @@ import (
 // (PostgreSQL) or sleeping (MySQL/MariaDB) connection besides the pool,
 // one renewal of its waiter row per third of that TTL and one read of its
 // queues when woken or when a lease may have expired — not per wait.
-func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl time.Duration) (_ Lease, retErr error) {
+func (c *Leases) AcquireWait(ctx context.Context, name, owner string, ttl time.Duration) (_ Lease, retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.acquire_wait", c.d, attribute.String("sqlcoord.name", name))
 	defer func() { end(retErr) }()
 	if owner == "" {
@@ -82,7 +82,7 @@ func (c *Client[TTx]) AcquireWait(ctx context.Context, name, owner string, ttl t
 // acquireRetrying is Acquire (queue: "" for the lease's own; each attempt
 // traced as lease.acquire) run again after a deadlock or serialization
 // failure (InnoDB's concurrent first inserts of a lease row deadlock).
-func (c *Client[TTx]) acquireRetrying(ctx context.Context, name, owner string, ttl time.Duration, queue string, w *wait) (Lease, error) {
+func (c *Leases) acquireRetrying(ctx context.Context, name, owner string, ttl time.Duration, queue string, w *wait) (Lease, error) {
 	for attempt := 1; ; attempt++ {
 		actx, end := tracing.Start(ctx, c.drv, "lease.acquire", c.d, attribute.String("sqlcoord.name", name))
 		l, err := c.acquire(actx, name, owner, ttl, queue, w)

@@ -67,7 +67,18 @@ const MaxNameLen = 255
 // transaction (TryLock, Lock, Fence, Update, SetIdleTimeout) take only
 // that — a pool there does not compile. It is safe for concurrent use.
 type Client[TTx any] struct {
-	drv sqlcoord.Driver[TTx]
+	*Leases
+	tx sqlcoord.Driver[TTx]
+}
+
+// Leases is the part of a Client that needs no transaction of the
+// caller's: leases (Acquire, AcquireWait, Renew, Release, KeepAlive),
+// their queues, lock cleanup and the listings. It works on any
+// sqlcoord.Base — code that holds a Base rather than a typed driver
+// (a relay, a scheduler) keeps its leases with it. It is safe for
+// concurrent use.
+type Leases struct {
+	drv sqlcoord.Base
 	d   *dialects.Dialect
 	q   dialects.Queries
 	w   *waiting // AcquireWait's, Campaign's, Acquire's and Observe's waiter
@@ -109,17 +120,31 @@ func New[TTx any](drv sqlcoord.Driver[TTx], opts ...ClientOptions) *Client[TTx] 
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	return &Client[TTx]{Leases: newLeases(drv, o), tx: drv}
+}
+
+// NewLeases returns the leases of a driver, whatever its transaction type,
+// with options (at most one).
+func NewLeases(b sqlcoord.Base, opts ...ClientOptions) *Leases {
+	var o ClientOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	return newLeases(b, o)
+}
+
+func newLeases(b sqlcoord.Base, o ClientOptions) *Leases {
 	if o.FenceGrace == 0 {
 		o.FenceGrace = DefaultFenceGrace
 	}
 	if o.RevokeGrace == 0 {
 		o.RevokeGrace = DefaultRevokeGrace
 	}
-	return &Client[TTx]{drv: drv, d: drv.Dialect(), q: drv.Dialect().Q(), w: newWaiting(drv, o), opt: o}
+	return &Leases{drv: b, d: b.Dialect(), q: b.Dialect().Q(), w: newWaiting(b, o), opt: o}
 }
 
 // pool runs autocommit statements.
-func (c *Client[TTx]) pool() dialects.Executor { return c.drv.Executor() }
+func (c *Leases) pool() dialects.Executor { return c.drv.Executor() }
 
 // validName refuses names that are empty, over MaxNameLen bytes, not
 // UTF-8 or contain NUL. Names are compared byte for byte on both dialect.
@@ -168,7 +193,7 @@ var ownerPrefix = sync.OnceValue(func() string {
 })
 
 // wrap classifies a driver error and names the operation.
-func (c *Client[TTx]) wrap(op, name string, err error) error {
+func (c *Leases) wrap(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}

@@ -538,7 +538,7 @@ func (e *Election[TTx]) Depose(ctx context.Context) (Leader, error) {
 
 // Elections lists up to limit elections by name with their newest term
 // (Live when it is current), for operators; limit ≤ 0 means 100.
-func (c *Client[TTx]) Elections(ctx context.Context, limit int) ([]Leader, error) {
+func (c *Leases) Elections(ctx context.Context, limit int) ([]Leader, error) {
 	return ListElections(ctx, c.drv, limit)
 }
 

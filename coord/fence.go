@@ -64,7 +64,7 @@ func (c *Client[TTx]) Fence(ctx context.Context, tx TTx, resource string, token 
 	}
 	var ok bool
 	err := c.whileFencing(ctx, func(ctx context.Context) (err error) {
-		ok, err = c.d.FenceAdvance(ctx, c.drv.TxExecutor(tx), resource, token, c.drv.Epochs().Seen())
+		ok, err = c.d.FenceAdvance(ctx, c.tx.TxExecutor(tx), resource, token, c.drv.Epochs().Seen())
 		return err
 	})
 	if err != nil {
@@ -110,7 +110,7 @@ func (c *Client[TTx]) FenceLease(ctx context.Context, tx TTx, resource string, l
 	}
 	var r dialects.LeaseFence
 	err := c.whileFencing(ctx, func(ctx context.Context) (err error) {
-		r, err = c.d.FenceLease(ctx, c.drv.TxExecutor(tx), resource, dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token, HWM: c.drv.Epochs().Seen()})
+		r, err = c.d.FenceLease(ctx, c.tx.TxExecutor(tx), resource, dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token, HWM: c.drv.Epochs().Seen()})
 		return err
 	})
 	if err != nil {
@@ -139,7 +139,7 @@ const reapEvery = 100 * time.Millisecond
 // database ends that transaction's session (Dialect.Reap): it rolls back,
 // nothing it wrote commits, and the write goes on within the grace instead
 // of waiting until TCP notices the dead peer.
-func (c *Client[TTx]) whileFencing(ctx context.Context, stmt func(context.Context) error) error {
+func (c *Leases) whileFencing(ctx context.Context, stmt func(context.Context) error) error {
 	// a successor's write: the frozen holder has usually sat idle since
 	// long before it started, so the first look comes early
 	return c.reaping(ctx, dialects.MarkFence, min(c.opt.FenceGrace, reapEvery), c.opt.FenceGrace, stmt)
@@ -148,7 +148,7 @@ func (c *Client[TTx]) whileFencing(ctx context.Context, stmt func(context.Contex
 // whileRevoking runs a release or revocation; a transaction FenceLease
 // admitted with the lease that it waits for and that has sat idle for
 // RevokeGrace — its holder frozen or cut off — has its session ended.
-func (c *Client[TTx]) whileRevoking(ctx context.Context, stmt func(context.Context) error) error {
+func (c *Leases) whileRevoking(ctx context.Context, stmt func(context.Context) error) error {
 	// the first look after RevokeGrace: a release blocked for less (on a
 	// busy server, or by fenced writes about to commit) costs no read of
 	// the server's sessions
@@ -156,7 +156,7 @@ func (c *Client[TTx]) whileRevoking(ctx context.Context, stmt func(context.Conte
 }
 
 // revoking runs a revoking statement on the pool (see whileRevoking).
-func (c *Client[TTx]) revoking(ctx context.Context, query string, args ...any) (int64, error) {
+func (c *Leases) revoking(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
 	err := c.whileRevoking(ctx, func(ctx context.Context) (err error) {
 		n, err = c.pool().Exec(ctx, query, args...)
@@ -168,7 +168,7 @@ func (c *Client[TTx]) revoking(ctx context.Context, query string, args ...any) (
 // reaping runs stmt; from first on, and then every reapEvery until stmt
 // returns, it ends the sessions that block stmt and sat idle in their
 // transaction for grace.
-func (c *Client[TTx]) reaping(ctx context.Context, marker string, first, grace time.Duration, stmt func(context.Context) error) error {
+func (c *Leases) reaping(ctx context.Context, marker string, first, grace time.Duration, stmt func(context.Context) error) error {
 	if grace < 0 {
 		return stmt(ctx)
 	}
@@ -240,7 +240,7 @@ func (c *Client[TTx]) Update(ctx context.Context, tx TTx, u FencedUpdate) (retEr
 	}
 	var ok bool
 	err := c.whileFencing(ctx, func(ctx context.Context) (err error) {
-		ok, err = c.d.FencedUpdateRow(ctx, c.drv.TxExecutor(tx), dialects.FencedRow{
+		ok, err = c.d.FencedUpdateRow(ctx, c.tx.TxExecutor(tx), dialects.FencedRow{
 			Table: u.Table, KeyColumn: u.KeyColumn, FenceColumn: u.FenceColumn,
 			Columns: cols, Values: vals, Token: u.Token, Key: u.Key, HWM: c.drv.Epochs().Seen(),
 		})

@@ -71,13 +71,13 @@ const releaseTimeout = 5 * time.Second
 // KeepAlive starts renewing l until Stop, ctx's end, or loss of the lease.
 // l should come from Acquire or Renew; a Lease built by hand is renewed
 // once, synchronously, to learn when its validity starts.
-func (c *Client[TTx]) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptions) (*Keeper, error) {
+func (c *Leases) KeepAlive(ctx context.Context, l Lease, opt KeepAliveOptions) (*Keeper, error) {
 	return c.keepAlive(ctx, l, opt, c.Release)
 }
 
 // keepAlive is KeepAlive releasing through release (an election's and a
 // semaphore's wake their own waiters).
-func (c *Client[TTx]) keepAlive(ctx context.Context, l Lease, opt KeepAliveOptions, release func(context.Context, Lease) error) (*Keeper, error) {
+func (c *Leases) keepAlive(ctx context.Context, l Lease, opt KeepAliveOptions, release func(context.Context, Lease) error) (*Keeper, error) {
 	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
 		return nil, err
 	}

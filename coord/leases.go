@@ -54,7 +54,7 @@ const MinTTL = time.Millisecond
 // Acquire is fair to AcquireWait's waiters: while a waiter queued for the
 // lease, a free lease goes to the waiter at the head of the queue, and
 // Acquire by anyone else fails as if it were held (LeaseHeldError.Queued).
-func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (_ Lease, retErr error) {
+func (c *Leases) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (_ Lease, retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.acquire", c.d, attribute.String("sqlcoord.name", name))
 	defer func() { end(retErr) }()
 	return c.acquire(ctx, name, owner, ttl, "", nil)
@@ -63,7 +63,7 @@ func (c *Client[TTx]) Acquire(ctx context.Context, name, owner string, ttl time.
 // acquire is Acquire whose free lease goes to the head of queue ("": the
 // lease's own; a semaphore's permits share its queue). w, when not nil,
 // is the caller's wait in that queue: a grant may delete its ticket.
-func (c *Client[TTx]) acquire(ctx context.Context, name, owner string, ttl time.Duration, queue string, w *wait) (Lease, error) {
+func (c *Leases) acquire(ctx context.Context, name, owner string, ttl time.Duration, queue string, w *wait) (Lease, error) {
 	if err := validName("lease", name); err != nil {
 		return Lease{}, err
 	}
@@ -122,7 +122,7 @@ func (e *LeaseHeldError) Is(target error) bool {
 // released, or now belongs to another owner or token — even if the expired
 // lease is still free, because a writer with this token may already have
 // been overtaken; call Acquire for a new token instead.
-func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error) {
+func (c *Leases) Renew(ctx context.Context, l Lease) (_ Lease, retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.renew", c.d, attribute.String("sqlcoord.name", l.Name))
 	defer func() { end(retErr) }()
 	if err := validDuration("lease TTL", l.TTL, MinTTL); err != nil {
@@ -158,7 +158,7 @@ func (c *Client[TTx]) Renew(ctx context.Context, l Lease) (_ Lease, retErr error
 // and Renew always wait for the flush: losing one could hand a token out
 // twice or shorten a lease its holder believes in; so do an election's
 // Resign and a semaphore permit's Release, whose end observers see.
-func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
+func (c *Leases) Release(ctx context.Context, l Lease) (retErr error) {
 	ctx, end := tracing.Start(ctx, c.drv, "lease.release", c.d, attribute.String("sqlcoord.name", l.Name))
 	defer func() { end(retErr) }()
 	var ok bool
@@ -178,7 +178,7 @@ func (c *Client[TTx]) Release(ctx context.Context, l Lease) (retErr error) {
 // releaseWaking releases l and wakes channel's listeners with it
 // (dialects.Dialect.LeaseReleaseWaking): an election's observers, a
 // semaphore's queue. false: l was no longer held.
-func (c *Client[TTx]) releaseWaking(ctx context.Context, l Lease, channel, queue string, observed bool) (bool, error) {
+func (c *Leases) releaseWaking(ctx context.Context, l Lease, channel, queue string, observed bool) (bool, error) {
 	var ok bool
 	err := c.whileRevoking(ctx, func(ctx context.Context) (err error) {
 		ok, err = c.d.LeaseReleaseWaking(ctx, c.pool(), dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token, Queue: queue, Observed: observed}, channel)
@@ -204,7 +204,7 @@ func leaseOwner(what string, ttl time.Duration, owner string) (string, error) {
 
 // LeaseInfo reads a lease's row; sql.ErrNoRows (wrapped) when it never
 // existed.
-func (c *Client[TTx]) LeaseInfo(ctx context.Context, name string) (LeaseState, error) {
+func (c *Leases) LeaseInfo(ctx context.Context, name string) (LeaseState, error) {
 	var s LeaseState
 	if err := validName("lease", name); err != nil {
 		return s, err

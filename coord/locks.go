@@ -79,7 +79,7 @@ func (c *Client[TTx]) TryLock(ctx context.Context, tx TTx, name string) (retErr 
 	if err := validName("lock", name); err != nil {
 		return err
 	}
-	return c.lockResult(name, c.d.LockTry(ctx, c.drv.TxExecutor(tx), name, &c.names))
+	return c.lockResult(name, c.d.LockTry(ctx, c.tx.TxExecutor(tx), name, &c.names))
 }
 
 // Lock is TryLock that waits up to wait for the holder to finish, then
@@ -105,10 +105,10 @@ func (c *Client[TTx]) Lock(ctx context.Context, tx TTx, name string, wait time.D
 	if err := validName("lock", name); err != nil {
 		return err
 	}
-	return c.lockResult(name, c.d.LockWait(ctx, c.drv.TxExecutor(tx), name, wait, &c.names))
+	return c.lockResult(name, c.d.LockWait(ctx, c.tx.TxExecutor(tx), name, wait, &c.names))
 }
 
-func (c *Client[TTx]) lockResult(name string, err error) error {
+func (c *Leases) lockResult(name string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -144,7 +144,7 @@ func (c *Client[TTx]) SetIdleTimeout(ctx context.Context, tx TTx, d time.Duratio
 		return err
 	}
 	ms := int64(math.Ceil(float64(d) / float64(time.Millisecond)))
-	return c.wrap("set idle timeout", "", c.d.SetIdleTimeout(ctx, c.drv.TxExecutor(tx), ms))
+	return c.wrap("set idle timeout", "", c.d.SetIdleTimeout(ctx, c.tx.TxExecutor(tx), ms))
 }
 
 // CleanupLocks deletes the coord_locks rows of lock names first used
@@ -160,7 +160,7 @@ func (c *Client[TTx]) SetIdleTimeout(ctx context.Context, tx TTx, d time.Duratio
 // lock blocks a new name). PostgreSQL refuses (ErrLockProtocol-like error
 // 55000 from the database) while an older lock protocol is on: instances
 // of schema 14 and earlier need the rows (see sqlcoord.SetLockProtocol).
-func (c *Client[TTx]) CleanupLocks(ctx context.Context, age time.Duration, batch int) (int64, error) {
+func (c *Leases) CleanupLocks(ctx context.Context, age time.Duration, batch int) (int64, error) {
 	if age < 0 {
 		return 0, errs.Errorf("%w: cleanup age %v is negative", ErrInvalidTTL, age)
 	}

@@ -397,7 +397,7 @@ type SemaphoreInfo struct {
 
 // Semaphores lists up to limit semaphores by name with their permit count
 // and how many are held, for operators; limit ≤ 0 means 100.
-func (c *Client[TTx]) Semaphores(ctx context.Context, limit int) ([]SemaphoreInfo, error) {
+func (c *Leases) Semaphores(ctx context.Context, limit int) ([]SemaphoreInfo, error) {
 	return ListSemaphores(ctx, c.drv, limit)
 }
 

@@ -884,7 +884,7 @@ func QueueWaiters(ctx context.Context, db sqlcoord.Base, queue string, limit int
 
 // LeaseWaiters lists the waits for lease name (AcquireWait), in arrival
 // order.
-func (c *Client[TTx]) LeaseWaiters(ctx context.Context, name string) ([]Waiter, error) {
+func (c *Leases) LeaseWaiters(ctx context.Context, name string) ([]Waiter, error) {
 	if err := validName("lease", name); err != nil {
 		return nil, err
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/internal/core"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
-	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 	"github.com/sqlcoord/sqlcoord/internal/redact"
 	"github.com/sqlcoord/sqlcoord/internal/tracing"
 	"github.com/sqlcoord/sqlcoord/metrics"
@@ -106,6 +105,7 @@ type Relay struct {
 	cfg    *pgconn.Config
 	slot   string
 	lease  string
+	leases *coord.Leases // the group lease's keeper
 	owner  string
 	log    *slog.Logger
 	rec    metrics.Recorder
@@ -182,6 +182,7 @@ func New(db sqlcoord.Base, pub outbox.Publisher, opt Options) (*Relay, error) {
 	s.cfg.RuntimeParams["replication"] = "database"
 	s.cfg.RuntimeParams["application_name"] = "sqlcoord-stream-" + opt.Group
 	s.lease = "sqlcoord.outbox.stream." + opt.Group
+	s.leases = coord.NewLeases(db)
 	s.owner = coord.NewOwnerID()
 	// FrozenTimeout: a streamer frozen in a polling pass's batch holds its
 	// rows no longer than one frozen in a streamed batch (LeaseTTL), not
@@ -231,55 +232,37 @@ func (s *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// errLeaseLost ends a session whose lease renewal was refused.
-var errLeaseLost = errors.New("outbox: stream lease lost")
+// errLeaseLost: a fenced statement of the stream found the group's lease
+// no longer this relay's.
+var errLeaseLost = fmt.Errorf("outbox: stream lease lost: %w", coord.ErrLeaseLost)
 
 // session holds the group's lease and streams under it; it waits for the
-// lease while another relay holds it. streamed: replication started.
+// lease while another relay holds it. streamed: replication started. The
+// lease is kept by coord's one keeper (coord.Leases.KeepAlive): the
+// session's context ends when the lease is lost or may have expired.
 func (s *Relay) session(ctx context.Context) (streamed bool, err error) {
-	d, x := s.db.Dialect(), s.db.Executor()
-	slot := dialects.LeaseSlot{Name: s.lease, Owner: s.owner, TTLMicros: s.opt.LeaseTTL.Microseconds()}
-	sent := time.Now()
-	slot.HWM = s.db.Epochs().Seen()
-	row, err := d.LeaseAcquire(ctx, x, slot)
-	if err != nil {
-		return false, errs.Errorf("outbox: stream lease: %w", d.Classify(err))
-	}
-	if err := core.ObserveEpoch(s.db.Epochs(), row.Epoch); err != nil {
-		return false, err
-	}
-	if row.Owner != s.owner {
+	l, err := s.leases.Acquire(ctx, s.lease, s.owner, s.opt.LeaseTTL)
+	var held *coord.LeaseHeldError
+	if errors.As(err, &held) {
 		// A standby: try again when the holder's lease may have ended.
-		wait := min(max(time.Until(row.ExpiresAt), 50*time.Millisecond), s.opt.LeaseTTL/2)
+		wait := min(max(time.Until(held.ExpiresAt), 50*time.Millisecond), s.opt.LeaseTTL/2)
 		backoff.Sleep(ctx, wait)
 		return false, nil
 	}
-	slot.Token = row.Token
-	loop, err := keepalive.Start(ctx, sent, keepalive.Options{TTL: s.opt.LeaseTTL,
-		Renew: func(rctx context.Context) error {
-			slot.HWM = s.db.Epochs().Seen()
-			r, err := d.LeaseRenew(rctx, x, slot)
-			if err != nil {
-				return d.Classify(err)
-			}
-			if !r.OK {
-				return errLeaseLost
-			}
-			return core.ObserveEpoch(s.db.Epochs(), r.Epoch)
-		},
-		Lost: func(err error) bool { return errors.Is(err, errLeaseLost) },
-	})
 	if err != nil {
-		return false, err
+		return false, errs.Errorf("outbox: stream lease: %w", err)
+	}
+	k, err := s.leases.KeepAlive(ctx, l, coord.KeepAliveOptions{})
+	if err != nil {
+		return false, errs.Errorf("outbox: stream lease: %w", err)
 	}
 	defer func() {
-		loop.Stop()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		d.LeaseRelease(rctx, x, slot)
+		k.Release(rctx)
 	}()
-	lctx := loop.Context()
-	st := &stream{s: s, lease: slot}
+	lctx := k.Context()
+	st := &stream{s: s, lease: dialects.LeaseSlot{Name: l.Name, Owner: l.Owner, Token: l.Token, TTLMicros: l.TTL.Microseconds()}}
 	err = st.run(lctx)
 	if c := context.Cause(lctx); c != nil && ctx.Err() == nil && !errors.Is(c, context.Canceled) {
 		err = errs.Errorf("outbox: stream lease: %w", c)
