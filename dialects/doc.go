@@ -15,7 +15,9 @@
 // application on pgx compiles no MySQL driver and one on MariaDB no pgx.
 //
 // It is public the way River's riverdriver is: so that you can read what
-// sqlcoord does and, later, add a dialect. It carries no compatibility
+// sqlcoord does and add a dialect — Derive one from a built-in dialect with
+// Operations of your own, Register it, and run the conformance suite
+// (package sqlcoordtest) on it. It carries no compatibility
 // promise — its details change with sqlcoord's schema and statements in
 // minor releases. Applications use the root package, coord, txn, outbox
 // and the other primitives; they need this package only to name an

@@ -1,9 +1,15 @@
-// Package conformance is the behavioural suite every dialect and every
-// application stack passes (golang-migrate's database/testing.Test is the
-// model): the same subtests, one per behaviour, run against a
-// sqlcoord.Driver — sqlcoord.Open's pool, a wrapped *sql.DB, *sqlx.DB or
-// *pgxpool.Pool, direct or through PgBouncer, on PostgreSQL, MariaDB or
-// MySQL. A dialect or a stack is done when Test passes on it.
+// Package sqlcoordtest is sqlcoord's test kit: Run is the behavioural
+// suite every dialect and every application stack passes (golang-migrate's
+// database/testing.Test is the model): the same subtests, one per
+// behaviour, run against a sqlcoord.Driver — sqlcoord.Open's pool, a
+// wrapped *sql.DB, *sqlx.DB or *pgxpool.Pool, direct or through PgBouncer,
+// on PostgreSQL, MariaDB or MySQL, or a dialect of your own
+// (dialects.Derive). A dialect or a stack is done when Run passes on it.
+// Package sqlcoordtest/dbtest gives a test a fresh database on a
+// throwaway server; sqlcoordtest/localdb starts the servers.
+//
+// Like River's riverdbtest, the kit carries no compatibility promise: it
+// changes with the suite, in minor releases too.
 //
 // The driver's pool may be limited to ONE connection: no helper may need
 // a second connection while the caller's transaction holds one, so such a

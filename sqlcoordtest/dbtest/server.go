@@ -6,7 +6,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
 
-// Server is a throwaway or existing database server (see internal/localdb).
+// Server is a throwaway or existing database server (see sqlcoordtest/localdb).
 type Server = localdb.Server
 
 // Families lists the dialect families the harness provides.

@@ -1,5 +1,5 @@
 // Package localdb provisions real PostgreSQL and MariaDB/MySQL servers for
-// sqlcoord's tests (through internal/dbtest), demo and benchmarks. It does
+// sqlcoord's tests (through sqlcoordtest/dbtest), demo and benchmarks. It does
 // not import testing, so the CLI can link it.
 //
 // Where a server comes from, in order:
@@ -12,7 +12,7 @@
 //     SQLCOORD_PG_ARGS / SQLCOORD_MYSQL_ARGS (space-separated) are appended
 //     to its command line and override the defaults, e.g.
 //     SQLCOORD_MYSQL_ARGS=--innodb-buffer-pool-size=32M;
-//  3. Fallback, when set (internal/dbtest sets it to a Docker daemon
+//  3. Fallback, when set (sqlcoordtest/dbtest sets it to a Docker daemon
 //     through testcontainers-go, which the CLI does not link);
 //  4. otherwise an error that says what to install (`make setup`).
 package localdb
