@@ -709,22 +709,8 @@ func decodeOutboxRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (ou
 // marked and acknowledged, the rest waits for the retry.
 func (st *stream) flush(lctx context.Context) error {
 	defer func() { st.flushed = time.Now() }()
-	s := st.s
-	d := s.db.Dialect()
-	// A relay stopping (its context cancelled: SIGTERM) finishes the batch
-	// in flight — the publish under way, then marks and acknowledges what
-	// was published — within ShutdownTimeout; a lost lease stops it at
-	// once (the fence and the row locks make a late mark harmless).
-	ctx, cancel := context.WithCancel(context.WithoutCancel(lctx))
-	defer cancel()
-	stopAfter := context.AfterFunc(lctx, func() {
-		if errors.Is(context.Cause(lctx), context.Canceled) {
-			time.AfterFunc(s.opt.ShutdownTimeout, cancel)
-			return
-		}
-		cancel()
-	})
-	defer stopAfter()
+	ctx, stop := st.batchContext(lctx)
+	defer stop()
 	var ids []int64
 	for _, c := range st.ready {
 		for _, m := range c.msgs {
@@ -737,90 +723,152 @@ func (st *stream) flush(lctx context.Context) error {
 		st.ready = st.ready[:0]
 		return nil
 	}
-	// A streamer frozen in this transaction must not hold the rows its
-	// successor (the lease's next holder, streaming the same commits)
-	// claims: the server ends the session after LeaseTTL idle, so a
-	// takeover waits at most about that long, never for the frozen
-	// process to wake.
-	//
-	// Unless published rows are deleted, the claim marks the rows it
-	// locks published (fenced by the lease) and the commit decides: what
-	// is not published by then is given back (unmark) before COMMIT, and
-	// no mark statement follows the publishes.
-	marking := !s.opt.DeleteOnPublish
+	b, err := st.claim(ctx, ids)
+	if b.tx != nil {
+		defer b.tx.Rollback(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		return err
+	}
+	d := st.s.db.Dialect()
+	bctx, endBatch := tracing.Start(ctx, st.s.db, "outbox.stream.batch", d, attribute.Int("sqlcoord.messages", len(ids)))
+	if err := b.publish(ctx, bctx, lctx); err != nil {
+		endBatch(err)
+		return err
+	}
+	if err := b.finish(ctx, lctx); err != nil {
+		endBatch(err)
+		return err
+	}
+	endBatch(b.failed)
+	if lctx.Err() == nil {
+		// Not ended with the session's context: a relay stopping
+		// finishes its batch in flight (ShutdownTimeout) in this
+		// transaction; the session's end rolls it back (dropNext).
+		st.beginNext(context.WithoutCancel(lctx))
+	}
+	return st.committed(lctx, b)
+}
+
+// batchContext is the context of one batch: a relay stopping (lctx
+// cancelled: SIGTERM) finishes the batch in flight — the publish under
+// way, then marks and acknowledges what was published — within
+// ShutdownTimeout; a lost lease stops it at once (the fence and the row
+// locks make a late mark harmless).
+func (st *stream) batchContext(lctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(lctx))
+	stopAfter := context.AfterFunc(lctx, func() {
+		if errors.Is(context.Cause(lctx), context.Canceled) {
+			time.AfterFunc(st.s.opt.ShutdownTimeout, cancel)
+			return
+		}
+		cancel()
+	})
+	return ctx, func() { stopAfter(); cancel() }
+}
+
+// batch is one flush's transaction and what its publishes did.
+type batch struct {
+	st      *stream
+	tx      dialects.OwnedTx
+	guard   func() (stop func()) // keeps tx from looking idle while publishing
+	marking bool                 // the claim marked the rows published (not DeleteOnPublish)
+	pending map[int64]bool       // rows the claim locked
+	marked  map[int64]bool       // claimed and marked published, not (yet) published
+
+	published []int64
+	ok        []outbox.Message
+	done      int // commits fully handled
+	failed    error
+	failedMsg outbox.Message
+}
+
+// claim begins the batch's transaction (the one begun ahead when there is
+// one) and claims ids in it.
+//
+// A streamer frozen in this transaction must not hold the rows its
+// successor (the lease's next holder, streaming the same commits) claims:
+// the server ends the session after LeaseTTL idle, so a takeover waits at
+// most about that long, never for the frozen process to wake.
+//
+// Unless published rows are deleted, the claim marks the rows it locks
+// published (fenced by the lease) and the commit decides: what is not
+// published by then is given back (unmark) before COMMIT, and no mark
+// statement follows the publishes.
+func (st *stream) claim(ctx context.Context, ids []int64) (*batch, error) {
+	s, d := st.s, st.s.db.Dialect()
+	b := &batch{st: st, marking: !s.opt.DeleteOnPublish, marked: map[int64]bool{}}
 	claim, claimArgs := d.Q().OutboxStreamClaim, []any(nil)
-	if marking {
+	if b.marking {
 		claim, claimArgs = d.Q().OutboxStreamClaimMark, []any{st.lease.Name, st.lease.Owner, st.lease.Token}
 	}
 	claimQ, inClaim := d.WithIdleTimeout(claim, s.opt.LeaseTTL.Milliseconds())
-	var tx dialects.OwnedTx
-	var guard func() (stop func())
-	var pending map[int64]bool
 	for {
-		var fresh bool
-		var err error
-		tx, fresh, err = st.takeNext(ctx)
+		tx, fresh, err := st.takeNext(ctx)
 		if err != nil {
-			return errs.Errorf("outbox: begin: %w", d.Classify(err))
+			return b, errs.Errorf("outbox: begin: %w", d.Classify(err))
 		}
-		defer tx.Rollback(context.WithoutCancel(ctx))
-		if guard, err = s.steps.GuardFrozen(ctx, tx, s.opt.LeaseTTL, inClaim); err == nil {
-			pending, err = claimIDs(ctx, tx, claimQ, ids, claimArgs...)
+		b.tx = tx
+		if b.guard, err = s.steps.GuardFrozen(ctx, tx, s.opt.LeaseTTL, inClaim); err == nil {
+			b.pending, err = claimIDs(ctx, tx, claimQ, ids, claimArgs...)
 		}
 		if err == nil {
 			break
 		}
 		if fresh || errors.Is(err, errLeaseLost) || ctx.Err() != nil {
-			return errs.Errorf("outbox: stream claim: %w", classifyClaim(d, err))
+			return b, errs.Errorf("outbox: stream claim: %w", classifyClaim(d, err))
 		}
 		// the transaction begun ahead failed (its session ended while it
 		// waited: a server timeout, a restart): once more in a new one
+		tx.Rollback(context.WithoutCancel(ctx))
 		s.log.Debug("transaction begun ahead failed; beginning anew", "err", err)
 	}
-	if len(pending) < len(ids) {
-		if err := st.claimLate(ctx, tx, pending, claim, claimArgs); err != nil {
-			return err
+	if len(b.pending) < len(ids) {
+		if err := st.claimLate(ctx, b.tx, b.pending, claim, claimArgs); err != nil {
+			return b, err
 		}
 	}
-	// marked: ids the claim marked published that are not (yet) published
-	marked := map[int64]bool{}
-	if marking {
-		for id := range pending {
-			marked[id] = true
+	if b.marking {
+		for id := range b.pending {
+			b.marked[id] = true
 		}
 	}
-	unmark := func(ids []int64) error {
-		if len(ids) == 0 {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, d.Q().OutboxStreamUnmark, ids); err != nil {
-			return errs.Errorf("outbox: give back %d unpublished: %w", len(ids), d.Classify(err))
-		}
-		for _, id := range ids {
-			delete(marked, id)
-		}
+	return b, nil
+}
+
+// unmark gives ids back (pending again) in the batch's transaction.
+func (b *batch) unmark(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
 		return nil
 	}
-	bctx, endBatch := tracing.Start(ctx, s.db, "outbox.stream.batch", d, attribute.Int("sqlcoord.messages", len(ids)))
-	var published []int64
-	var ok []outbox.Message
-	done := 0 // commits fully handled
-	var failed error
-	var failedMsg outbox.Message
+	d := b.st.s.db.Dialect()
+	if _, err := b.tx.Exec(ctx, d.Q().OutboxStreamUnmark, ids); err != nil {
+		return errs.Errorf("outbox: give back %d unpublished: %w", len(ids), d.Classify(err))
+	}
+	for _, id := range ids {
+		delete(b.marked, id)
+	}
+	return nil
+}
+
+// publish publishes the claimed messages in commit order, dead-lettering
+// those whose failure ends them, until one fails (b.failed) or lctx ends.
+func (b *batch) publish(ctx, bctx, lctx context.Context) error {
+	st, s := b.st, b.st.s
 	// tx is not idle while this process publishes: one beat for the whole
 	// run of publishes (a beat per publish would restart its clock each
 	// time, and a run of quick publishes longer than LeaseTTL would look
 	// idle to the server).
-	stopBeat := guard()
-commits:
+	stopBeat := b.guard()
+	defer func() { stopBeat() }()
 	for ci, c := range st.ready {
 		for _, m := range c.msgs {
-			if !pending[m.ID] {
+			if !b.pending[m.ID] {
 				continue // published by a polling pass, cancelled, or delayed
 			}
 			if lctx.Err() != nil { // the lease ended or the relay stops: publish no more
-				failed, failedMsg = lctx.Err(), m
-				break commits
+				b.failed, b.failedMsg = lctx.Err(), m
+				return nil
 			}
 			m.Attempt = st.attempts[m.ID] + 1
 			pctx, pc := context.WithTimeout(ctx, s.opt.PublishTimeout)
@@ -828,92 +876,95 @@ commits:
 			pc()
 			switch {
 			case err == nil:
-				published, ok = append(published, m.ID), append(ok, m)
-				delete(marked, m.ID)
+				b.published, b.ok = append(b.published, m.ID), append(b.ok, m)
+				delete(b.marked, m.ID)
 			case s.steps.IsLast(m, err):
-				stopBeat()        // tx is used here: no beat at the same time
-				if marked[m.ID] { // the dead letter counts its attempt from pending
-					if err := unmark([]int64{m.ID}); err != nil {
-						endBatch(err)
+				stopBeat()           // tx is used here: no beat at the same time
+				stopBeat = func() {} // not twice when what follows fails
+				if b.marked[m.ID] {  // the dead letter counts its attempt from pending
+					if err := b.unmark(ctx, []int64{m.ID}); err != nil {
 						return err
 					}
 				}
-				if err := s.steps.DeadLetter(ctx, tx, m, err); err != nil {
-					endBatch(err)
+				if err := s.steps.DeadLetter(ctx, b.tx, m, err); err != nil {
 					return err
 				}
-				stopBeat = guard()
+				stopBeat = b.guard()
 			default:
-				failed, failedMsg = err, m
-				break commits
+				b.failed, b.failedMsg = err, m
+				return nil
 			}
 		}
-		done = ci + 1
+		b.done = ci + 1
 	}
-	stopBeat()
-	if len(marked) > 0 { // claimed and marked, not published: pending again
-		back := make([]int64, 0, len(marked))
-		for id := range marked {
+	return nil
+}
+
+// finish gives back what was claimed and not published, records a failed
+// attempt, deletes what was published (DeleteOnPublish, fenced) and
+// commits.
+func (b *batch) finish(ctx, lctx context.Context) error {
+	st, d := b.st, b.st.s.db.Dialect()
+	if len(b.marked) > 0 { // claimed and marked, not published: pending again
+		back := make([]int64, 0, len(b.marked))
+		for id := range b.marked {
 			back = append(back, id)
 		}
-		if err := unmark(back); err != nil {
-			endBatch(err)
+		if err := b.unmark(ctx, back); err != nil {
 			return err
 		}
 	}
-	if failed != nil && lctx.Err() == nil {
+	if b.failed != nil && lctx.Err() == nil {
 		// where operators look: the row's attempts and last error
-		if _, err := tx.Exec(ctx, d.Q().OutboxStreamFailed, failedMsg.Attempt, relayutil.StoredError(failed), failedMsg.ID); err != nil {
-			endBatch(err)
-			return errs.Errorf("outbox: record the failed attempt at %d: %w", failedMsg.ID, d.Classify(err))
+		if _, err := b.tx.Exec(ctx, d.Q().OutboxStreamFailed, b.failedMsg.Attempt, relayutil.StoredError(b.failed), b.failedMsg.ID); err != nil {
+			return errs.Errorf("outbox: record the failed attempt at %d: %w", b.failedMsg.ID, d.Classify(err))
 		}
 	}
-	if len(published) > 0 && !marking { // DeleteOnPublish: the claim only locked them
-		n, err := tx.Exec(ctx, d.Q().OutboxStreamDelete, published, st.lease.Name, st.lease.Owner, st.lease.Token)
+	if len(b.published) > 0 && !b.marking { // DeleteOnPublish: the claim only locked them
+		n, err := b.tx.Exec(ctx, d.Q().OutboxStreamDelete, b.published, st.lease.Name, st.lease.Owner, st.lease.Token)
 		if err != nil {
-			endBatch(err)
-			return errs.Errorf("outbox: delete %d published: %w", len(published), d.Classify(err))
+			return errs.Errorf("outbox: delete %d published: %w", len(b.published), d.Classify(err))
 		}
-		if n < int64(len(published)) { // the rows are ours (locked): the fence refused
-			endBatch(errLeaseLost)
-			return errs.Errorf("outbox: delete %d published: %w", len(published), errLeaseLost)
+		if n < int64(len(b.published)) { // the rows are ours (locked): the fence refused
+			return errs.Errorf("outbox: delete %d published: %w", len(b.published), errLeaseLost)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		endBatch(err)
+	if err := b.tx.Commit(ctx); err != nil {
 		return errs.Errorf("outbox: commit: %w", d.ClassifyCommit(err))
 	}
-	endBatch(failed)
-	if lctx.Err() == nil {
-		// Not ended with the session's context: a relay stopping
-		// finishes its batch in flight (ShutdownTimeout) in this
-		// transaction; the session's end rolls it back (dropNext).
-		st.beginNext(context.WithoutCancel(lctx))
-	}
-	for _, m := range ok {
+	return nil
+}
+
+// committed moves the stream past a committed batch: what was published
+// is acknowledged; after a failed publish the failed commit and those
+// after it are kept for the retry, after its backoff.
+func (st *stream) committed(lctx context.Context, b *batch) error {
+	s := st.s
+	for _, m := range b.ok {
 		delete(st.attempts, m.ID)
 		s.rec.OutboxPublish(m.Topic, "ok", time.Since(m.CreatedAt))
 	}
-	if done > 0 {
-		st.acked = max(st.acked, st.ready[done-1].end)
+	if b.done > 0 {
+		st.acked = max(st.acked, st.ready[b.done-1].end)
 	}
-	if failed == nil {
+	if b.failed == nil {
 		st.ready, st.queued = st.ready[:0], 0
 		s.health.Record(nil)
 		return nil
 	}
 	// Keep the failed commit (its published messages are marked now, so
 	// the retry skips them) and those after it; wait, then retry.
-	st.ready = append(st.ready[:0], st.ready[done:]...)
+	st.ready = append(st.ready[:0], st.ready[b.done:]...)
 	st.queued = 0
 	for _, c := range st.ready {
 		st.queued += len(c.msgs)
 	}
-	st.attempts[failedMsg.ID] = failedMsg.Attempt
-	s.rec.OutboxPublish(failedMsg.Topic, "retry", 0)
-	s.health.Record(errs.Errorf("outbox: publish %d: %w", failedMsg.ID, failed))
-	s.log.Debug("publish failed; will retry", "id", failedMsg.ID, "topic", failedMsg.Topic, "attempt", failedMsg.Attempt, "err", relayutil.StoredError(failed))
-	return st.pause(lctx, s.steps.RetryDelay(failedMsg.Attempt))
+	m := b.failedMsg
+	st.attempts[m.ID] = m.Attempt
+	s.rec.OutboxPublish(m.Topic, "retry", 0)
+	s.health.Record(errs.Errorf("outbox: publish %d: %w", m.ID, b.failed))
+	s.log.Debug("publish failed; will retry", "id", m.ID, "topic", m.Topic, "attempt", m.Attempt, "err", relayutil.StoredError(b.failed))
+	return st.pause(lctx, s.steps.RetryDelay(m.Attempt))
 }
 
 // claimLate handles streamed rows the claim did not find. A commit reaches
