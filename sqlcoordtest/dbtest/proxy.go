@@ -24,6 +24,7 @@ type Proxy struct {
 	ln     net.Listener
 
 	mu    sync.Mutex
+	gen   int                   // SetTarget's count: a connection dialled before a switch is dropped
 	conns map[net.Conn]net.Conn // client -> server
 	arm   *commitCut
 	down  bool
@@ -85,7 +86,7 @@ func (p *Proxy) accept() {
 			continue
 		}
 		p.mu.Lock()
-		target := p.target
+		target, gen := p.target, p.gen
 		p.mu.Unlock()
 		s, err := net.Dial("tcp", target)
 		if err != nil {
@@ -93,9 +94,11 @@ func (p *Proxy) accept() {
 			continue
 		}
 		// SetDown may have cut every registered connection while we were
-		// dialling: check again while registering, or this one escapes.
+		// dialling, or SetTarget switched servers: check again while
+		// registering, or this one escapes (a client of the old server
+		// after a simulated switchover).
 		p.mu.Lock()
-		if p.down {
+		if p.down || p.gen != gen {
 			p.mu.Unlock()
 			c.Close()
 			s.Close()
@@ -300,6 +303,7 @@ func (p *Proxy) SetStalled(stalled bool) { p.stall.Store(stalled) }
 func (p *Proxy) SetTarget(addr string) {
 	p.mu.Lock()
 	p.target = addr
+	p.gen++
 	p.mu.Unlock()
 }
 
