@@ -4,7 +4,10 @@
 // with fsync on, and runs `sqlcoord bench primitives` and `bench
 // leasewait` with each binary in turn — rounds alternate which goes first,
 // each run on a database of its own migrated by that binary — then prints
-// head ÷ previous per case with the range over rounds. A case measured
+// head ÷ previous per case with the range over rounds. With the suite
+// latency it also builds bench/peers of both trees and compares the
+// relays' commit→delivery p50 and p99 (PostgreSQL: the polling and the
+// streaming relay; MariaDB: the polling relay) at the offered rates. A case measured
 // beside a baseline (the same work by hand) is also compared through its
 // ratio to that baseline, which cancels the machine's drift between the
 // two runs; the baselines themselves (the same SQL in both binaries) give
@@ -24,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -43,7 +47,8 @@ var (
 	dialects = flag.String("dialects", "postgres,mysql", "families to run on")
 	outPath  = flag.String("out", "", "also write the report (markdown) here")
 	slower   = flag.Float64("threshold", 0.95, "a case below this head ÷ previous in every round is named a regression")
-	suites   = flag.String("suites", "primitives,leasewait", "what to compare: primitives (bench primitives throughput), leasewait (lease hand-off latency)")
+	suites   = flag.String("suites", "primitives,leasewait,latency", "what to compare: primitives (bench primitives throughput), leasewait (lease hand-off latency), latency (the relays' commit→delivery, bench/peers)")
+	latRates = flag.String("latency-rates", "100,1000", "latency: offered rates (msgs/s)")
 	handoffs = flag.Int("handoffs", 1000, "leasewait: hand-offs per case (p99 of a few hundred is mostly the start)")
 )
 
@@ -64,12 +69,15 @@ func main() {
 	}
 	defer os.RemoveAll(work)
 	fmt.Fprintf(os.Stderr, "regress: building the previous release %s (%s) and the working tree\n", version, commit)
-	prevBin, err := buildAt(ctx, root, work, commit)
+	prevBin, prevPeers, err := buildAt(ctx, root, work, commit)
 	if err != nil {
 		fail(err)
 	}
-	headBin := filepath.Join(work, "sqlcoord-head")
+	headBin, headPeers := filepath.Join(work, "sqlcoord-head"), filepath.Join(work, "peers-head")
 	if err := run(ctx, filepath.Join(root, "cmd", "sqlcoord"), "go", "build", "-tags", "bench,full", "-o", headBin, "."); err != nil {
+		fail(err)
+	}
+	if err := run(ctx, filepath.Join(root, "bench", "peers"), "go", "build", "-o", headPeers, "."); err != nil {
 		fail(err)
 	}
 	os.Setenv("SQLCOORD_PG_ARGS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c shared_preload_libraries=pg_stat_statements")
@@ -84,7 +92,64 @@ func main() {
 	controls := map[key]bool{} // baselines: the same SQL in both binaries
 	var order []key
 	var notes []string
+	// collect adds one round's head ÷ previous of every case both ran.
+	collect := func(got map[string]map[key]bench.Result, r int) {
+		for k, h := range got["head"] {
+			p, ok := got["previous"][k]
+			if !ok || p.OpsPerS <= 0 || h.OpsPerS <= 0 {
+				continue
+			}
+			if _, seen := ratios[k]; !seen {
+				order = append(order, k)
+			}
+			ratios[k] = append(ratios[k], h.OpsPerS/p.OpsPerS)
+			if h.Baseline != "" && h.Baseline == p.Baseline && h.Ratio > 0 && p.Ratio > 0 {
+				normalized[k] = append(normalized[k], h.Ratio/p.Ratio)
+			}
+		}
+		for k := range got["previous"] {
+			if _, ok := got["head"][k]; !ok && r == 0 {
+				notes = append(notes, fmt.Sprintf("%s %s %q: only in the previous release", k.dialect, k.group, k.name))
+			}
+		}
+	}
+	if strings.Contains(*suites, "latency") {
+		// The relays' commit→delivery: bench/peers of each tree, its
+		// sqlcoord relays only, one paced round per binary and dialect
+		// (each run starts its own throwaway servers).
+		for r := 0; r < *rounds; r++ {
+			bins := []struct{ name, path string }{{"previous", prevPeers}, {"head", headPeers}}
+			if r%2 == 1 {
+				bins[0], bins[1] = bins[1], bins[0]
+			}
+			got := map[string]map[key]bench.Result{}
+			for _, b := range bins {
+				got[b.name] = map[key]bench.Result{}
+				for _, fam := range strings.Split(*dialects, ",") {
+					rows, err := latency(ctx, b.path, fam)
+					if err != nil {
+						fail(fmt.Errorf("%s latency on %s: %w", b.name, fam, err))
+					}
+					for _, x := range rows {
+						for _, m := range []struct {
+							name string
+							v    time.Duration
+						}{{"p50", x.p50}, {"p99", x.p99}} {
+							if m.v <= 0 {
+								continue
+							}
+							got[b.name][key{fam, "commit→delivery", fmt.Sprintf("%s at %d/s, %s (1/latency)", x.system, x.rate, m.name)}] = bench.Result{OpsPerS: float64(time.Second) / float64(m.v)}
+						}
+					}
+				}
+			}
+			collect(got, r)
+		}
+	}
 	for _, fam := range strings.Split(*dialects, ",") {
+		if !strings.Contains(*suites, "primitives") && !strings.Contains(*suites, "leasewait") {
+			break
+		}
 		srv, err := localdb.Start(ctx, fam)
 		if err != nil {
 			fail(err)
@@ -135,24 +200,7 @@ func main() {
 				}
 				srv.DropDatabase(ctx, db)
 			}
-			for k, h := range got["head"] {
-				p, ok := got["previous"][k]
-				if !ok || p.OpsPerS <= 0 || h.OpsPerS <= 0 {
-					continue
-				}
-				if _, seen := ratios[k]; !seen {
-					order = append(order, k)
-				}
-				ratios[k] = append(ratios[k], h.OpsPerS/p.OpsPerS)
-				if h.Baseline != "" && h.Baseline == p.Baseline && h.Ratio > 0 && p.Ratio > 0 {
-					normalized[k] = append(normalized[k], h.Ratio/p.Ratio)
-				}
-			}
-			for k := range got["previous"] {
-				if _, ok := got["head"][k]; !ok && r == 0 {
-					notes = append(notes, fmt.Sprintf("%s %s %q: only in the previous release", k.dialect, k.group, k.name))
-				}
-			}
+			collect(got, r)
 		}
 		srv.Stop()
 	}
@@ -180,8 +228,8 @@ func main() {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Regression: the working tree ÷ %s (%s)\n\n", version, commit)
-	fmt.Fprintf(&b, "`make bench-regress ARGS=\"-rounds %d -groups %s -clients %s -duration %v\"`: both CLIs' `bench primitives` and `bench leasewait` (%d hand-offs) on the same throwaway servers (fsync on), %d rounds alternating which goes first, a fresh database each.\n\n",
-		*rounds, *groups, *clients, *duration, *handoffs, *rounds)
+	fmt.Fprintf(&b, "`make bench-regress ARGS=\"-rounds %d -groups %s -clients %s -duration %v\"`: both CLIs' `bench primitives` and `bench leasewait` (%d hand-offs) on the same throwaway servers (fsync on), %d rounds alternating which goes first, a fresh database each; the relays' commit→delivery by each tree's bench/peers (32 producers, one message per transaction, paced at %s msgs/s, 6 s per rate, servers of its own).\n\n",
+		*rounds, *groups, *clients, *duration, *handoffs, *rounds, *latRates)
 	b.WriteString("- **head ÷ previous**: throughput (latency as 1/latency: above 1 is better), median of the rounds and their range.\n")
 	b.WriteString("- **÷ baseline, head ÷ previous**: for a case measured beside the same work by hand, its ratio to that baseline in the head's run ÷ the same ratio in the previous release's run: the machine's drift between the two runs cancels.\n")
 	b.WriteString("- **control**: a baseline itself — the same SQL in both binaries; the lowest round of any control is the run's noise floor.\n\n")
@@ -310,15 +358,60 @@ func release(root, want string) (string, string, error) {
 	return last[0], last[1], nil
 }
 
-// buildAt builds the CLI (with benchmarks) of commit in a worktree.
-func buildAt(ctx context.Context, root, work, commit string) (string, error) {
+// buildAt builds the CLI (with benchmarks) and bench/peers of commit in a
+// worktree.
+func buildAt(ctx context.Context, root, work, commit string) (cli, peers string, err error) {
 	tree := filepath.Join(work, "prev")
 	if err := run(ctx, root, "git", "worktree", "add", "--detach", tree, commit); err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer run(context.Background(), root, "git", "worktree", "remove", "--force", tree)
-	bin := filepath.Join(work, "sqlcoord-prev")
-	return bin, run(ctx, filepath.Join(tree, "cmd", "sqlcoord"), "go", "build", "-tags", "bench,full", "-o", bin, ".")
+	cli, peers = filepath.Join(work, "sqlcoord-prev"), filepath.Join(work, "peers-prev")
+	if err := run(ctx, filepath.Join(tree, "cmd", "sqlcoord"), "go", "build", "-tags", "bench,full", "-o", cli, "."); err != nil {
+		return "", "", err
+	}
+	return cli, peers, run(ctx, filepath.Join(tree, "bench", "peers"), "go", "build", "-o", peers, ".")
+}
+
+// latencyRow is one relay's commit→delivery at one offered rate.
+type latencyRow struct {
+	system   string
+	rate     int
+	p50, p99 time.Duration
+}
+
+// latencyLine is bench/peers' line per case, rate and round.
+var latencyLine = regexp.MustCompile(`^\s*(sqlcoord, [^:]*?)\s+at\s+(\d+)/s: p50\s+([\d.]+) p90\s+[\d.]+ p99\s+([\d.]+) ms`)
+
+// latency runs bench/peers' commit→delivery comparison (the sqlcoord
+// relays only, one round) for family and reads its per-round lines.
+func latency(ctx context.Context, bin, family string) ([]latencyRow, error) {
+	only := "latency"
+	if family == "mysql" {
+		only = "latency-mariadb"
+	}
+	cmd := exec.CommandContext(ctx, bin, "-only", only, "-cases", "sqlcoord, 1", "-rates", *latRates, "-rounds", "1", "-duration", "2s")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, tail(string(out), 20))
+	}
+	var rows []latencyRow
+	for _, line := range strings.Split(string(out), "\n") {
+		m := latencyLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		rate, _ := strconv.Atoi(m[2])
+		p50, _ := strconv.ParseFloat(m[3], 64)
+		p99, _ := strconv.ParseFloat(m[4], 64)
+		// A p50 of 0: most messages were delivered before the producer's
+		// COMMIT returned (MariaDB at a low rate); nothing to compare.
+		rows = append(rows, latencyRow{system: m[1], rate: rate, p50: time.Duration(p50 * float64(time.Millisecond)), p99: time.Duration(p99 * float64(time.Millisecond))})
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no latency line in its output:\n%s", tail(string(out), 20))
+	}
+	return rows, nil
 }
 
 func run(ctx context.Context, dir, name string, args ...string) error {
