@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/internal/errs"
+	"github.com/sqlcoord/sqlcoord/internal/keepalive"
 )
 
 // GaleraWriterLease is the coord_leases row a GaleraSingleWriter pool's
@@ -34,18 +35,23 @@ func (w *galeraWriter) Close() { w.close() }
 // galeraWriterTTL is the writer lease's TTL; renewed every third of it.
 const galeraWriterTTL = 10 * time.Second
 
+// errWriterLost: a renewal found the writer lease no longer this node's.
+var errWriterLost = errors.New("galera: the writer lease is no longer this node's")
+
 // galeraWriter holds the writer lease for the node a pool reaches. The
 // owner is the node's name, read from the server, so every client of one
 // node shares the lease and a client of another node cannot take it while
-// it is live. Locks are allowed while the lease is valid by the local
-// clock counted from when the last grant was sent (the database's expiry
-// is later), the way an etcd session is.
+// it is live. While it is held, the one renewal loop (internal/keepalive)
+// keeps it, and locks are allowed while the loop's validity — counted from
+// when the last grant or renewal was sent, less its margin — lasts, the
+// way an etcd session's is; while another node holds it, the writer tries
+// to take it every third of the TTL.
 type galeraWriter struct {
 	x      dialects.Executor // the pool's autocommit statements
 	d      *dialects.Dialect
 	node   string
 	mu     sync.Mutex
-	until  time.Time // locks allowed before this
+	held   *keepalive.Loop // nil while not the writer
 	token  int64
 	holder string // when refused: the writer node
 	stop   chan struct{}
@@ -61,62 +67,92 @@ func startGaleraWriter(ctx context.Context, x dialects.Executor) (*galeraWriter,
 	if err := x.QueryRow(ctx, dialects.GaleraNode).Scan(&w.node); err != nil {
 		return nil, errs.Errorf("%w: %v", dialects.ErrUnreachable, err)
 	}
-	if err := w.renew(ctx); err != nil {
+	if err := w.acquire(ctx); err != nil {
 		if !errors.Is(w.d.Classify(err), dialects.ErrNoSchema) {
 			return nil, err
 		}
-		w.holder = "(none yet: the schema is not installed)" // Open for `migrate up`: renewed from then on
+		w.holder = "(none yet: the schema is not installed)" // Open for `migrate up`: taken from then on
 	} else if err := w.check(); err != nil {
-		return nil, err
+		return nil, err // another node's: nothing was started
 	}
 	go w.loop()
 	return w, nil
 }
 
-func (w *galeraWriter) renew(ctx context.Context) error {
-	sent := time.Now()
+// acquire takes the writer lease when it is free (or this node's), and
+// starts keeping it.
+func (w *galeraWriter) acquire(ctx context.Context) error {
 	// A GaleraSingleWriter pool reads without causal waits, and a node
 	// taking the lease may not have applied the previous writer's release
 	// yet (its applier lags under load): without the wait a planned
 	// switchover is refused for a lease that is already released. The
-	// holder renewing its live lease skips it (its own writes are local;
-	// a lagging applier must not delay its renewals).
-	if w.check() != nil { // not holding a live lease
-		var one int
-		if err := w.x.QueryRow(ctx, dialects.GaleraCatchUp).Scan(&one); err != nil {
-			return errs.Errorf("galera: wait for this node to apply the cluster's writes: %w", w.d.Classify(err))
-		}
+	// holder's renewals skip it (its own writes are local; a lagging
+	// applier must not delay them).
+	var one int
+	if err := w.x.QueryRow(ctx, dialects.GaleraCatchUp).Scan(&one); err != nil {
+		return errs.Errorf("galera: wait for this node to apply the cluster's writes: %w", w.d.Classify(err))
 	}
+	sent := time.Now()
 	row, err := w.d.LeaseAcquire(ctx, w.x, dialects.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, TTLMicros: galeraWriterTTL.Microseconds()})
 	if err != nil {
 		return err
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if row.Owner != w.node {
+		w.mu.Lock()
 		w.holder = fmt.Sprintf("%s until %s", row.Owner, row.ExpiresAt.UTC().Format(time.RFC3339))
-		w.until = time.Time{}
+		w.mu.Unlock()
 		return nil
 	}
-	w.holder, w.token, w.until = "", row.Token, sent.Add(galeraWriterTTL)
+	slot := dialects.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, Token: row.Token, TTLMicros: galeraWriterTTL.Microseconds()}
+	l, err := keepalive.Start(context.Background(), sent, keepalive.Options{TTL: galeraWriterTTL,
+		Renew: func(ctx context.Context) error {
+			r, err := w.d.LeaseRenew(ctx, w.x, slot)
+			if err == nil && !r.OK {
+				return errWriterLost
+			}
+			return err
+		},
+		Lost: func(err error) bool { return errors.Is(err, errWriterLost) },
+	})
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.held, w.token, w.holder = l, row.Token, ""
+	w.mu.Unlock()
 	return nil
 }
 
+// loop keeps trying to take the lease while another node holds it (or
+// this node's was lost), until close or until the application closes its
+// pool.
 func (w *galeraWriter) loop() {
 	defer close(w.done)
-	t := time.NewTicker(galeraWriterTTL / 3)
-	defer t.Stop()
 	for {
+		w.mu.Lock()
+		held := w.held
+		w.mu.Unlock()
+		if held != nil {
+			select {
+			case <-w.stop:
+				return
+			case <-held.Done(): // lost, or validity ran out: take it again if free
+				w.mu.Lock()
+				w.held = nil
+				w.mu.Unlock()
+			}
+			continue
+		}
 		select {
 		case <-w.stop:
 			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), galeraWriterTTL/3)
-			err := w.renew(ctx)
-			cancel()
-			if err != nil && (errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed")) {
-				return // the application closed its pool
-			}
+		case <-time.After(galeraWriterTTL / 3):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), galeraWriterTTL/3)
+		err := w.acquire(ctx)
+		cancel()
+		if err != nil && (errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "database is closed")) {
+			return // the application closed its pool
 		}
 	}
 }
@@ -125,7 +161,7 @@ func (w *galeraWriter) loop() {
 func (w *galeraWriter) check() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if time.Now().Before(w.until) {
+	if w.held != nil && w.held.Valid() {
 		return nil
 	}
 	why := "this node's writer lease lapsed (renewals failed)"
@@ -143,9 +179,15 @@ func (w *galeraWriter) release() {
 	close(w.stop)
 	<-w.done
 	w.mu.Lock()
-	token, held := w.token, w.holder == "" && !w.until.IsZero()
+	held, token := w.held, w.token
+	w.held = nil
 	w.mu.Unlock()
-	if held {
+	if held == nil {
+		return
+	}
+	valid := held.Valid()
+	held.Stop()
+	if valid {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		w.d.LeaseRelease(ctx, w.x, dialects.LeaseSlot{Name: GaleraWriterLease, Owner: w.node, Token: token})
