@@ -390,7 +390,7 @@ func latency(ctx context.Context, bin, family string) ([]latencyRow, error) {
 	if family == "mysql" {
 		only = "latency-mariadb"
 	}
-	cmd := exec.CommandContext(ctx, bin, "-only", only, "-cases", "sqlcoord, 1", "-rates", *latRates, "-rounds", "1", "-duration", "2s")
+	cmd := exec.CommandContext(ctx, bin, "-only", only, "-cases", "1 polling relay,1 streaming relay", "-rates", *latRates, "-rounds", "1", "-duration", "2s")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("%v\n%s", err, tail(string(out), 20))
