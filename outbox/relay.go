@@ -489,8 +489,13 @@ func (r *Relay) fallAsleep(ctx context.Context) (tx dialects.OwnedTx, other bool
 	if err != nil {
 		return nil, false
 	}
-	if err = r.sleepSettings(ctx, tx); err == nil {
-		_, err = tx.Exec(ctx, q.OutboxSleep)
+	// Not cancelled with ctx (the lock wait is bounded by the settings'
+	// lock_timeout): a statement cancelled mid-way closes its connection,
+	// and the server would hold the lock — producers notifying — until it
+	// noticed, after Run had returned.
+	sctx := context.WithoutCancel(ctx)
+	if err = r.sleepSettings(sctx, tx); err == nil {
+		_, err = tx.Exec(sctx, q.OutboxSleep)
 	}
 	if err != nil {
 		releaseSleep(ctx, tx)
