@@ -12,7 +12,7 @@ MODULES := . bench cmd/sqlcoord outbox/natspub outbox/kafkapub console/browserte
 # bench/peers (River, watermill-sql, snowflake) builds only for `make bench-peers`.
 # scripts/modproxy writes a local module proxy for install-test.
 
-.PHONY: tidy setup test test-short test-ha lint vet demo bench bench-peers bench-regress soak build clean install-test compat-test
+.PHONY: tidy setup test test-loaded test-short test-ha lint vet demo bench bench-peers bench-regress soak build clean install-test compat-test
 
 # Idempotent: installs the database servers when missing, downloads modules.
 setup:
@@ -46,6 +46,11 @@ test: setup lint
 	@bash scripts/test.sh -race -count=1 -timeout 20m
 	@bash scripts/install-test.sh
 	@bash scripts/compat-test.sh
+
+# make test five times on a clean clone with two CPU-burning processes
+# beside it (ARGS="3 /tmp/logs": runs and log folder).
+test-loaded:
+	@bash scripts/loaded-test.sh $(ARGS)
 
 # The previous release (RELEASES) on this checkout's schema: its own
 # conformance suite, both dialects (also run by `make test`).
