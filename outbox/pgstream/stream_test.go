@@ -815,8 +815,10 @@ func TestStreamSurvivesItsWaitingTransactionEnding(t *testing.T) {
 	send("first") // streamed: a batch, after which the next one's transaction is begun
 	var ended int
 	waitFor(t, 5*time.Second, "the transaction begun ahead, ended", func() bool {
+		// only the transaction begun ahead (its last statement is its
+		// BEGIN), not a batch's between two of its statements
 		env.DB.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> pg_backend_pid()`).Scan(&ended)
+WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> pg_backend_pid() AND query ILIKE 'begin%'`).Scan(&ended)
 		return ended > 0
 	})
 	send("second")
