@@ -80,7 +80,7 @@ func (c *PGCluster) DSN() string {
 func (c *PGCluster) StandbyDSN() string { return c.Standby.DSN(c.Name) }
 
 // WaitCaughtUp waits until the standby has replayed everything the
-// primary has written so far.
+// primary has inserted into its WAL so far (committed, flushed or not).
 func (c *PGCluster) WaitCaughtUp(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -96,7 +96,10 @@ func (c *PGCluster) WaitCaughtUp(t testing.TB) {
 	}
 	defer s.Close()
 	var lsn string
-	if err := p.QueryRowContext(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+	// The insert position, not the write position: a commit without
+	// waiting for its flush (a lease's release) is inserted before the WAL
+	// writer writes it, and a standby promoted without it would lose it.
+	if err := p.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
 		t.Fatal(err)
 	}
 	for {
