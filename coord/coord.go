@@ -116,11 +116,7 @@ type ClientOptions struct {
 // New returns a Client for the driver (e.g. a *sqlcoord.DB), with
 // options (at most one).
 func New[TTx any](drv sqlcoord.Driver[TTx], opts ...ClientOptions) *Client[TTx] {
-	var o ClientOptions
-	if len(opts) > 0 {
-		o = opts[0]
-	}
-	return &Client[TTx]{Leases: newLeases(drv, o), tx: drv}
+	return &Client[TTx]{Leases: NewLeases(drv, opts...), tx: drv}
 }
 
 // NewLeases returns the leases of a driver, whatever its transaction type,
@@ -130,10 +126,6 @@ func NewLeases(b sqlcoord.Base, opts ...ClientOptions) *Leases {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	return newLeases(b, o)
-}
-
-func newLeases(b sqlcoord.Base, o ClientOptions) *Leases {
 	if o.FenceGrace == 0 {
 		o.FenceGrace = DefaultFenceGrace
 	}
