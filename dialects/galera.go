@@ -47,6 +47,7 @@ func newGalera(name string, locks bool) *Dialect {
 	// the commit, tells the truth.
 	d.q.LeaseAcquireReturning, d.q.FenceAdvanceReturning, d.q.JobClaimReturning = "", "", ""
 	d.w.fenceLeaseReturning, d.w.acquireOwnReturning = "", ""
+	d.parts = nil // LOCK TABLES, which Partition needs, is not replicated
 	if !locks {
 		d.ops = galeraOps{d.ops.(mysqlOps)}
 	}

@@ -146,6 +146,9 @@ FROM coord_job_runs WHERE job = ? AND fire_time >= ? AND fire_time < ? ORDER BY 
 VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`,
 		OutboxInsertWake: `INSERT INTO coord_outbox (topic, msg_key, payload, headers, created_at, available_at, msg_id)
 VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`,
+		OutboxIDInsert: `INSERT INTO coord_outbox_ids (msg_id, created_at) VALUES (?, UTC_TIMESTAMP(6))`,
+		OutboxIDCleanup: `DELETE FROM coord_outbox_ids WHERE created_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+ORDER BY created_at LIMIT ?`,
 		// SKIP LOCKED needs MariaDB 10.6+ / MySQL 8.0+.
 		// FORCE INDEX: every relay walks the pending rows in id order through
 		// one index and stops at its batch, locking the same records the same
@@ -288,6 +291,9 @@ func newMySQL(name string, patch func(*Queries), epoch string) *Dialect {
 	}
 	d := &Dialect{name: name, family: "mysql", driver: "mysql", quote: "`", classify: classifyMySQL, q: &q, w: mysqlWaitSQL(epoch)}
 	d.ops = mysqlOps{q: &q, d: d}
+	if strings.HasPrefix(name, "mariadb") {
+		d.parts = mysqlPartitions{d} // see mysqlPartitions for MySQL 8
+	}
 	d.w.acquireOwn = mysqlOwnQueue(q.LeaseAcquire)
 	if q.LeaseAcquireReturning != "" { // MariaDB: INSERT … RETURNING
 		d.w.fenceLeaseReturning = d.w.fenceLease + "\nRETURNING fence"

@@ -118,6 +118,7 @@ ORDER BY l.base`,
 		})),
 	}
 	d.ops = pgOps{q: d.q}
+	d.parts = pgPartitions{d}
 	d.w = pgWaitSQL()
 	return d
 }
@@ -467,6 +468,9 @@ VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6)`
 	q.OutboxInsertWake = `WITH ins AS (INSERT INTO coord_outbox (topic, msg_key, payload, headers, available_at, msg_id)
 VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 microsecond', $6))
 SELECT pg_notify('coord_outbox', '') WHERE NOT pg_try_advisory_xact_lock_shared(` + pgOutboxSleep + `)`
+	q.OutboxIDInsert = `INSERT INTO coord_outbox_ids (msg_id) VALUES ($1::uuid)`
+	q.OutboxIDCleanup = `DELETE FROM coord_outbox_ids WHERE msg_id IN (SELECT msg_id FROM coord_outbox_ids
+  WHERE created_at < clock_timestamp() - $1 * interval '1 microsecond' ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
 	q.OutboxSleepSettings = `SELECT set_config('lock_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $2, true)`
 	q.OutboxSleep = `SELECT pg_advisory_xact_lock(` + pgOutboxSleep + `)::text`
 	q.OutboxStreamClaim = `SELECT id FROM coord_outbox WHERE id = ANY($1) AND state = 'pending' AND available_at <= clock_timestamp() ORDER BY id FOR UPDATE`

@@ -414,6 +414,14 @@ type Queries struct {
 	// the sleep lock — see pgOutboxSleep; MySQL: OutboxInsert, relays
 	// poll). Enqueue uses it for the last message of a call.
 	OutboxInsertWake string
+	// OutboxIDInsert records a message id the caller chose
+	// (coord_outbox_ids, migration 28): its primary key refuses the id a
+	// second time, across the outbox's partitions and after they are
+	// dropped. Enqueue runs it before the message's insert. Args: msg_id.
+	OutboxIDInsert string
+	// OutboxIDCleanup deletes up to $2 rows of coord_outbox_ids recorded
+	// longer than $1 µs ago (oldest first, skipping locked rows).
+	OutboxIDCleanup string
 	// OutboxSleepSettings sets the sleeping relay's transaction's
 	// lock_timeout and idle_in_transaction_session_timeout. Args: both as
 	// text ("50ms"). "" when the dialect has no sleep lock.

@@ -171,6 +171,13 @@ func (o *Outbox[TTx]) Enqueue(ctx context.Context, tx TTx, msgs ...Msg) (retErr 
 		if err != nil {
 			return err
 		}
+		if m.ID != "" {
+			// the caller's id, refused a second time by coord_outbox_ids'
+			// primary key (also once the outbox is partitioned)
+			if _, err := x.Exec(ctx, q.OutboxIDInsert, id.String()); err != nil {
+				return errs.Errorf("outbox: enqueue %s: message id %s: %w", m.Topic, id, o.db.Dialect().Classify(err))
+			}
+		}
 		stmt := q.OutboxInsert
 		if i == len(msgs)-1 {
 			stmt = q.OutboxInsertWake // one wake-up per call, in the same round trip
@@ -344,7 +351,10 @@ func (o Admin) Requeue(ctx context.Context, id int64) (int64, error) {
 // deleted by primary key at READ COMMITTED), so it never blocks producers
 // or relays; it does compete with them for the server's CPU and I/O
 // (`sqlcoord bench growth` measures producers while it runs):
-// sqlcoord.Options.CleanupDuty paces it (docs/retention.md).
+// sqlcoord.Options.CleanupDuty paces it (docs/retention.md). It also
+// forgets the message ids callers chose (Msg.ID) longer than age ago: such
+// an id can then be enqueued again as a new message. The count returned is
+// of messages.
 func (o *Outbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int) (int64, error) {
 	if batch <= 0 {
 		batch = 1000
@@ -357,6 +367,9 @@ func (o *Outbox[TTx]) Cleanup(ctx context.Context, age time.Duration, batch int)
 	})
 	if err != nil {
 		return n, errs.Errorf("sqlcoord: cleanup: %w", err)
+	}
+	if _, err := cleanup(ctx, o.db, o.db.Dialect().Q().OutboxIDCleanup, age, batch); err != nil {
+		return n, errs.Errorf("sqlcoord: cleanup of chosen message ids: %w", err)
 	}
 	return n, nil
 }

@@ -141,7 +141,7 @@ func newRoot() *cobra.Command {
 	root.PersistentFlags().String("dsn", "", "database DSN (postgres://… or mysql://…); default $SQLCOORD_DSN")
 	root.PersistentFlags().Bool("json", false, "print data as JSON (commands that print data)")
 	root.PersistentFlags().Bool("pooler", false, "the DSN reaches PostgreSQL through a transaction-mode pooler (PgBouncer): no named prepared statements; default $SQLCOORD_POOLER, and on by itself when the server's port differs from the DSN's")
-	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd(), newDrawSegmentCmd(), newShardWorkerCmd(), newBenchCmd(), newJobsCmd(), newRelayCmd(), newOutboxCmd(), newDoctorCmd(), newSessionsCmd(), newConsoleCmd(), newLocksCmd(), newEpochCmd(), newSagaCmd(), newLeaderCmd(), newSemaphoreCmd(), newCleanupCmd())
+	root.AddCommand(newVersionCmd(), newMigrateCmd(), newDemoCmd(), newHoldLockCmd(), newDrawSegmentCmd(), newShardWorkerCmd(), newBenchCmd(), newJobsCmd(), newRelayCmd(), newOutboxCmd(), newDoctorCmd(), newSessionsCmd(), newConsoleCmd(), newLocksCmd(), newEpochCmd(), newSagaCmd(), newLeaderCmd(), newSemaphoreCmd(), newCleanupCmd(), newPartitionsCmd())
 	usageArgs(root)
 	return root
 }

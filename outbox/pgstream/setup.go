@@ -39,7 +39,7 @@ func (s *Relay) prepare(ctx context.Context) (created string, err error) {
 		return "", errs.Errorf("outbox: stream: %w", d.Classify(err))
 	}
 	if !pub {
-		_, err := x.Exec(ctx, `CREATE PUBLICATION `+streamPublication+` FOR TABLE coord_outbox WITH (publish = 'insert')`)
+		_, err := x.Exec(ctx, `CREATE PUBLICATION `+streamPublication+` FOR TABLE coord_outbox WITH (publish = 'insert', publish_via_partition_root = true)`)
 		var pe *pgconn.PgError
 		if err != nil && !(errors.As(err, &pe) && pe.Code == "42710") { // duplicate_object: another relay made it
 			return "", errs.Errorf("outbox: create publication %s (needs ownership of coord_outbox): %w", streamPublication, d.Classify(err))

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/migrate"
+	"github.com/sqlcoord/sqlcoord/partitions"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -216,6 +217,13 @@ func freshInstall(ctx context.Context, family, dsn string) error {
 	return nil
 }
 
+// PartitionedEnv, set to anything, makes every test database's outbox
+// partitioned (partitions.Enable with partitions of 1,000 ids, one made
+// ahead and no Roll, so that busy tests also fill the catch-all
+// partition): `SQLCOORD_TEST_PARTITIONED=1 go test ./outbox/...` runs the
+// outbox's tests on a partitioned table.
+const PartitionedEnv = "SQLCOORD_TEST_PARTITIONED"
+
 var (
 	tplMu sync.Mutex
 	tpls  = map[*Server]string{}
@@ -239,6 +247,9 @@ func template(ctx context.Context, srv *Server) (string, error) {
 		return "", err
 	}
 	err = migrate.Migrate(ctx, db, migrate.Up)
+	if err == nil && os.Getenv(PartitionedEnv) != "" && db.Dialect().Partitioner() != nil {
+		err = partitions.Enable(ctx, db, partitions.Options{Size: 1000, Ahead: 1})
+	}
 	db.Close() // PostgreSQL copies a template only while nobody is connected to it
 	if err != nil {
 		return "", err

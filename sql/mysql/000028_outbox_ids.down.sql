@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS coord_outbox_ids;
