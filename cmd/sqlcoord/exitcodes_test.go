@@ -83,6 +83,12 @@ func TestExitCodeMatrix(t *testing.T) {
 		{args: []string{"cleanup", "--dsn", nowhere}, want: exitUsage}, // --older-than is required
 		{args: []string{"cleanup", "--older-than", "-1h", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"cleanup", "--older-than", "0s", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"partitions", "roll", "--dsn", nowhere}, want: exitUsage}, // --older-than is required
+		{args: []string{"partitions", "roll", "--older-than", "-1h", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"partitions", "roll", "--older-than", "1h", "--ahead", "0", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"partitions", "enable", "--size", "10", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"partitions", "enable", "--dsn", nowhere}, want: exitFailed},
+		{args: []string{"partitions", "status", "--dsn", nowhere}, want: exitFailed},
 		// a DSN parameter that does not parse is a bad argument
 		{args: []string{"migrate", "status", "--dsn", "postgres://u@127.0.0.1:1/db?sslmode=disabel"}, want: exitUsage},
 		{args: []string{"migrate", "status", "--dsn", "host=127.0.0.1 port=1 user=u connect_timeout=abc"}, want: exitUsage},
