@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"strings"
+
 	"context"
 	"fmt"
 	"sync/atomic"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/partitions"
 )
 
 // Growth measures each primitive's hot path and cleanup as its table grows:
@@ -48,8 +51,10 @@ func Growth(ctx context.Context, db *sqlcoord.DB, cfg GrowthConfig) (GrowthRepor
 			err = g.jobs(ctx)
 		case "sessions":
 			err = g.sessions(ctx)
+		case "outbox-partitioned":
+			err = g.outboxPartitioned(ctx)
 		default:
-			err = fmt.Errorf("bench: growth: unknown group %q (have outbox, keys, jobs, sessions)", grp)
+			err = fmt.Errorf("bench: growth: unknown group %q (have outbox, outbox-partitioned, keys, jobs, sessions)", grp)
 		}
 		if err != nil {
 			return rep, err
@@ -210,12 +215,12 @@ func fill(ctx context.Context, db *sqlcoord.DB, n int, state string) error {
 		q := fmt.Sprintf(`INSERT INTO coord_outbox (topic, payload, headers, state, published_at, msg_id)
 SELECT 'orders.created', '\x7b7d', '{}', '%s', %s,
   (lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '7000' || '8' || lpad(to_hex(g + %d), 15, '0'))::uuid
-FROM generate_series(1, %d) g`, state, map[string]string{"published": "clock_timestamp()", "pending": "NULL"}[state], off, k)
+FROM generate_series(1, %d) g`, strings.TrimSuffix(state, "-old"), map[string]string{"published": "clock_timestamp()", "published-old": "clock_timestamp() - interval '2 days'", "pending": "NULL"}[state], off, k)
 		if db.Dialect().Family() != "postgres" {
 			q = fmt.Sprintf(`INSERT INTO coord_outbox (topic, payload, headers, state, created_at, available_at, published_at, msg_id)
 SELECT 'orders.created', '{}', '{}', '%s', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), %s,
   CONCAT(SUBSTR(t.ms, 1, 8), '-', SUBSTR(t.ms, 9, 4), '-7000-8', SUBSTR(LPAD(HEX(seq + %d), 15, '0'), 1, 3), '-', SUBSTR(LPAD(HEX(seq + %d), 15, '0'), 4, 12))
-FROM seq_1_to_%d CROSS JOIN (SELECT LPAD(HEX(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000)), 12, '0') AS ms) t`, state, map[string]string{"published": "UTC_TIMESTAMP(6)", "pending": "NULL"}[state], off, off, k)
+FROM seq_1_to_%d CROSS JOIN (SELECT LPAD(HEX(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000)), 12, '0') AS ms) t`, strings.TrimSuffix(state, "-old"), map[string]string{"published": "UTC_TIMESTAMP(6)", "published-old": "UTC_TIMESTAMP(6) - INTERVAL 2 DAY", "pending": "NULL"}[state], off, off, k)
 		}
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("bench: fill coord_outbox: %w", err)
@@ -233,4 +238,128 @@ FROM seq_1_to_%d CROSS JOIN (SELECT LPAD(HEX(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000
 	}
 	_, err := db.ExecContext(ctx, `ANALYZE TABLE coord_outbox`)
 	return err
+}
+
+// outboxPartitioned: the outbox group's cases on a partitioned outbox
+// (partitions.Enable, GrowthConfig.PartitionSize ids a partition), the
+// published rows two days old; in place of Outbox.Cleanup:
+//   - at size 0 and the first size above it, enqueue on the plain table;
+//   - partitions.Enable of the plain coord_outbox holding the first size
+//     above 0, while producers enqueue (8 clients): its time, and their
+//     throughput during it against enqueue at that size;
+//   - partitions.Roll dropping every partition (and MariaDB's history
+//     table) of the published rows while producers enqueue: its time, the
+//     rows it dropped, and the producers' throughput during it.
+func (g *growth) outboxPartitioned(ctx context.Context) error {
+	g.group, g.noun = "outbox-partitioned", "published rows"
+	db := g.db
+	if _, err := partitions.Status(ctx, db); err == nil {
+		return fmt.Errorf("bench: growth: coord_outbox is partitioned already: run outbox-partitioned on a database of its own")
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM coord_outbox`); err != nil {
+		return err
+	}
+	psize := int64(g.cfg.PartitionSize)
+	if psize <= 0 {
+		psize = 1_000_000
+	}
+	ob := outbox.New(db)
+	nop := outbox.PublisherFunc(func(context.Context, outbox.Message) error { return nil })
+	enqueue := func(ctx context.Context, _ int) error {
+		return ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
+	}
+	enabled := false
+	have := 0
+	for _, size := range g.cfg.Sizes {
+		if size > have {
+			g.say(fmt.Sprintf("  filling coord_outbox to %s published rows…", count(size)))
+			if err := fill(ctx, db, size-have, "published-old"); err != nil {
+				return err
+			}
+			have = size
+		}
+		if !enabled {
+			g.add(g.measure(ctx, "enqueue", enqueue), "enqueue (8 clients), not partitioned", size, "")
+			if err := drainAll(ctx, db, nop, false); err != nil {
+				return err
+			}
+			if size == 0 {
+				continue // Enable runs on the first size with rows
+			}
+			err := g.cleanupOnce(ctx, size, "partitions.Enable", "enqueue (8 clients), not partitioned", func(ctx context.Context) (int64, error) {
+				if enabled {
+					return 0, nil
+				}
+				err := partitions.Enable(ctx, db, partitions.Options{Size: psize})
+				enabled = err == nil
+				return int64(size), err
+			}, enqueue)
+			if err != nil {
+				return err
+			}
+		}
+		g.add(g.measure(ctx, "enqueue", enqueue), "enqueue (8 clients)", size, "")
+		if err := drainAll(ctx, db, nop, false); err != nil {
+			return err
+		}
+		for i := 0; i < 20000; i += 500 {
+			ms := make([]outbox.Msg, 500)
+			for j := range ms {
+				ms[j] = outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)}
+			}
+			if err := ob.EnqueueNow(ctx, ms...); err != nil {
+				return err
+			}
+		}
+		if err := g.settle(ctx); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := drainAll(ctx, db, nop, false); err != nil {
+			return err
+		}
+		el := time.Since(start)
+		g.add(Result{Clients: 1, Ops: 20000, Elapsed: el, OpsPerS: 20000 / el.Seconds()}, "drain 20,000 (1 relay)", size, "")
+		if size == 0 {
+			continue
+		}
+		// what the producers and the drain published is old too, so
+		// that Roll may drop every partition the ids have passed
+		old := `UPDATE coord_outbox SET published_at = clock_timestamp() - interval '2 days' WHERE state = 'published' AND published_at > clock_timestamp() - interval '1 day'`
+		if db.Dialect().Family() != "postgres" {
+			old = `UPDATE coord_outbox SET published_at = UTC_TIMESTAMP(6) - INTERVAL 2 DAY WHERE state = 'published' AND published_at > UTC_TIMESTAMP(6) - INTERVAL 1 DAY`
+		}
+		if _, err := db.ExecContext(ctx, old); err != nil {
+			return err
+		}
+		if err := g.size(ctx, "coord_outbox"); err != nil {
+			return err
+		}
+		rolled := false
+		err := g.cleanupOnce(ctx, size, "partitions.Roll", "enqueue (8 clients)", func(ctx context.Context) (int64, error) {
+			if rolled {
+				return 0, nil
+			}
+			var before int64
+			db.QueryRowContext(ctx, `SELECT COUNT(*) FROM coord_outbox`).Scan(&before)
+			res, err := partitions.Roll(ctx, db, partitions.RollOptions{OlderThan: 24 * time.Hour})
+			rolled = true
+			var after int64
+			db.QueryRowContext(ctx, `SELECT COUNT(*) FROM coord_outbox`).Scan(&after)
+			g.say(fmt.Sprintf("  roll: %v", res))
+			return before - after, err
+		}, enqueue)
+		if err != nil {
+			return err
+		}
+		if err := drainAll(ctx, db, nop, false); err != nil {
+			return err
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM coord_outbox`).Scan(&n); err != nil {
+			return err
+		}
+		have = n
+	}
+	return nil
 }

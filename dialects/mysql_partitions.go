@@ -14,10 +14,12 @@ import (
 
 // mysqlPartitions partitions coord_outbox by RANGE (id) on MariaDB: a
 // last partition VALUES LESS THAN MAXVALUE takes ids no range covers, and
-// partition changes ask for the table's metadata lock with NOWAIT, so that
-// a change that cannot have it at once fails (ErrPartitionBusy) instead of
-// queueing every producer behind it. MySQL 8 would need another form of
-// NOWAIT and is not offered (Debian ships no MySQL 8 server to test it).
+// partition changes wait for the table's metadata lock at most
+// mysqlPartWait (ALTER TABLE … WAIT): producers that arrive meanwhile
+// queue behind the change, so it gives up early (ErrPartitionBusy) rather
+// than hold them. NOWAIT would never get the lock on a busy outbox (some
+// producer's transaction always holds the table). MySQL 8 has no WAIT
+// clause and is not offered (Debian ships no MySQL 8 server to test it).
 type mysqlPartitions struct{ d *Dialect }
 
 // mysqlPartitionMargin: see pgPartitionMargin.
@@ -88,10 +90,15 @@ FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAM
 	return l, nil
 }
 
-// nowait runs an ALTER TABLE coord_outbox NOWAIT …: ErrPartitionBusy at
-// once while a transaction holds the table (the caller tries again).
-func (p mysqlPartitions) nowait(ctx context.Context, x Executor, alter string) error {
-	_, err := x.Exec(ctx, `ALTER TABLE coord_outbox NOWAIT `+alter)
+// mysqlPartWait bounds an ALTER's wait for coord_outbox's metadata lock,
+// in seconds: MariaDB counts it in whole seconds (WAIT 0.5 is NOWAIT).
+const mysqlPartWait = "1"
+
+// alter runs an ALTER TABLE coord_outbox WAIT mysqlPartWait …:
+// ErrPartitionBusy when transactions kept the table that long (the caller
+// tries again).
+func (p mysqlPartitions) alter(ctx context.Context, x Executor, alter string) error {
+	_, err := x.Exec(ctx, `ALTER TABLE coord_outbox WAIT `+mysqlPartWait+` `+alter)
 	if c := p.d.Classify(err); errors.Is(c, ErrLockTimeout) || errors.Is(c, ErrLocked) {
 		return fmt.Errorf("%w: %w", ErrPartitionBusy, c)
 	} else if err != nil {
@@ -285,7 +292,7 @@ func (p mysqlPartitions) Extend(ctx context.Context, x Executor, _ Begin, ahead 
 		// while the ranges stay ahead of the ids) are copied into the
 		// new range, which keeps it contiguous with the one before.
 		name := partitionName(from)
-		err := p.nowait(ctx, x, fmt.Sprintf(`REORGANIZE PARTITION %s INTO (PARTITION %s VALUES LESS THAN (%d), PARTITION %s VALUES LESS THAN MAXVALUE)`,
+		err := p.alter(ctx, x, fmt.Sprintf(`REORGANIZE PARTITION %s INTO (PARTITION %s VALUES LESS THAN (%d), PARTITION %s VALUES LESS THAN MAXVALUE)`,
 			mysqlCatchAll, name, from+size, mysqlCatchAll))
 		if err != nil {
 			return made, err
@@ -339,7 +346,7 @@ WHERE state = 'published' AND published_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICR
 	case young > 0:
 		return "a message in it was published too recently", nil
 	}
-	return "", p.nowait(ctx, x, `DROP PARTITION `+part.Name)
+	return "", p.alter(ctx, x, `DROP PARTITION `+part.Name)
 }
 
 func (p mysqlPartitions) DropHistory(ctx context.Context, x Executor, before time.Duration) (string, error) {

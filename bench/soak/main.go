@@ -48,6 +48,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/migrate"
 	"github.com/sqlcoord/sqlcoord/outbox"
 	"github.com/sqlcoord/sqlcoord/outbox/pgstream"
+	"github.com/sqlcoord/sqlcoord/partitions"
 	"github.com/sqlcoord/sqlcoord/session"
 	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
 )
@@ -62,6 +63,7 @@ func main() {
 	rate := flag.Int("rate", 100, "orders (outbox messages) per second per dialect")
 	sample := flag.Duration("sample", 10*time.Second, "how often the series are recorded")
 	cleanupDuty := flag.Float64("cleanup-duty", 0.25, "sqlcoord.Options.CleanupDuty of the cleanups the soak runs every 10 s (0: unpaced)")
+	partSize := flag.Int64("partition-size", 0, "partition the outbox (partitions.Enable) with this many ids a partition and roll it every 10 s instead of its row-by-row cleanup (0: a plain outbox)")
 	out := flag.String("out", "bench/out", "folder for soak.md, soak.json and soak.png")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -73,7 +75,7 @@ func main() {
 		}
 		return
 	}
-	cfg := config{dur: *dur, restartEvery: *restartEvery, killEvery: *killEvery, stopEvery: *stopEvery, rate: *rate, sample: *sample, cleanupDuty: *cleanupDuty}
+	cfg := config{dur: *dur, restartEvery: *restartEvery, killEvery: *killEvery, stopEvery: *stopEvery, rate: *rate, sample: *sample, cleanupDuty: *cleanupDuty, partSize: *partSize}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var reports []*report
@@ -108,6 +110,7 @@ type config struct {
 	dur, restartEvery, killEvery, stopEvery, sample time.Duration
 	rate                                            int
 	cleanupDuty                                     float64 // sqlcoord.Options.CleanupDuty of the soak's own pool
+	partSize                                        int64   // ids per outbox partition (0: not partitioned)
 }
 
 // sample is one 10-second record of one dialect's run.
@@ -180,6 +183,12 @@ func soak(ctx context.Context, family string, cfg config) *report {
 	}
 	if err := createTables(ctx, db); err != nil {
 		return fail(err)
+	}
+	if cfg.partSize > 0 {
+		if err := partitions.Enable(ctx, db, partitions.Options{Size: cfg.partSize}); err != nil {
+			return fail(err)
+		}
+		say("outbox partitioned, %d ids a partition", cfg.partSize)
 	}
 	rep.Settings = bench.ServerSettings(ctx, db)
 	s := &soakRun{db: db, cfg: cfg, rep: rep, say: say, dsn: dsn, children: map[int]*childProc{}}
@@ -501,7 +510,17 @@ func (s *soakRun) cleanups(ctx context.Context) {
 	ob := outbox.New(s.db)
 	runs := jobs.NewRuns(s.db)
 	for sleep(ctx, 10*time.Second) {
-		ob.Cleanup(ctx, 30*time.Second, 1000)
+		if s.cfg.partSize > 0 {
+			res, err := partitions.Roll(ctx, s.db, partitions.RollOptions{OlderThan: 30 * time.Second})
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.event("partitions roll: %v", err)
+			case len(res.Created)+len(res.Dropped) > 0:
+				s.event("partitions roll: %v", res)
+			}
+		} else {
+			ob.Cleanup(ctx, 30*time.Second, 1000)
+		}
 		session.Cleanup(ctx, s.db, 0, 1000)
 		runs.Cleanup(ctx, job, time.Minute, 1000)
 	}
@@ -623,9 +642,11 @@ func (s *soakRun) sampler(ctx context.Context) {
 				break
 			}
 			var b float64
-			q := `SELECT (pg_table_size('` + t + `') + pg_indexes_size('` + t + `'))::float8`
+			// summed over a partitioned table's partitions (and
+			// MariaDB's history table set aside by partitions.Enable)
+			q := `SELECT COALESCE(SUM(pg_table_size(relid) + pg_indexes_size(relid)), 0)::float8 FROM pg_partition_tree('` + t + `')`
 			if !pg {
-				q = `SELECT CAST(data_length + index_length AS DOUBLE) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = '` + t + `'`
+				q = `SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS DOUBLE) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN ('` + t + `', '` + t + `_legacy')`
 			}
 			if err := s.db.QueryRowContext(sctx, q).Scan(&b); err == nil {
 				sm.TableMB[t] = b / (1 << 20)
