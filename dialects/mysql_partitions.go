@@ -139,6 +139,23 @@ func (p mysqlPartitions) Partition(ctx context.Context, x Executor, begin Begin,
 		parts = append(parts, fmt.Sprintf("PARTITION %s VALUES LESS THAN (%d)", partitionName(from), from+size))
 	}
 	parts = append(parts, "PARTITION "+mysqlCatchAll+" VALUES LESS THAN MAXVALUE")
+	cols, err := p.columns(ctx, x)
+	if err != nil {
+		return err
+	}
+	mirror := mysqlMirrorTriggers(cols)
+	// Stopped or failed before the swap, nothing of the attempt stays
+	// (the mirror triggers would keep writing into a table nobody reads).
+	swapped := false
+	defer func() {
+		if !swapped {
+			c := context.WithoutCancel(ctx)
+			for _, t := range mirror {
+				x.Exec(c, `DROP TRIGGER IF EXISTS `+t.name)
+			}
+			x.Exec(c, `DROP TABLE IF EXISTS coord_outbox_new`)
+		}
+	}()
 	for _, s := range []string{
 		`DROP TABLE IF EXISTS coord_outbox_new`,
 		`CREATE TABLE coord_outbox_new LIKE coord_outbox`,
@@ -159,18 +176,6 @@ func (p mysqlPartitions) Partition(ctx context.Context, x Executor, begin Begin,
 	// transactions still on the live table (their changes mirrored), and
 	// nobody ever finds coord_outbox missing (a rename under LOCK TABLES
 	// would leave the name empty for an instant).
-	cols, err := p.columns(ctx, x)
-	if err != nil {
-		return err
-	}
-	mirror := mysqlMirrorTriggers(cols)
-	undo := func() {
-		c := context.WithoutCancel(ctx)
-		for _, t := range mirror {
-			x.Exec(c, `DROP TRIGGER IF EXISTS `+t.name)
-		}
-		x.Exec(c, `DROP TABLE IF EXISTS coord_outbox_new`)
-	}
 	tx, err := begin(ctx)
 	if err != nil {
 		return p.d.Classify(err)
@@ -187,7 +192,6 @@ func (p mysqlPartitions) Partition(ctx context.Context, x Executor, begin Begin,
 		return p.d.Classify(err)
 	}
 	if _, err := tx.Exec(ctx, `LOCK TABLES coord_outbox WRITE, coord_outbox_new WRITE`); err != nil {
-		undo()
 		return busy(err)
 	}
 	var top sql.NullInt64
@@ -208,9 +212,9 @@ func (p mysqlPartitions) Partition(ctx context.Context, x Executor, begin Begin,
 		_, err = tx.Exec(ctx, `RENAME TABLE coord_outbox TO `+mysqlHistory+`, coord_outbox_new TO coord_outbox`)
 	}
 	if err != nil {
-		undo()
 		return busy(err)
 	}
+	swapped = true
 	for _, t := range mirror {
 		if _, err := x.Exec(ctx, `DROP TRIGGER IF EXISTS `+t.name); err != nil {
 			return p.d.Classify(err)

@@ -610,3 +610,53 @@ func TestStreamingRelayAcrossEnable(t *testing.T) {
 		t.Fatalf("%d of %d messages delivered by the streaming relay", got, goroutines*each)
 	}
 }
+
+// TestEnableStoppedHalfway: an Enable whose context ends midway leaves a
+// working outbox — plain, or partitioned if it got that far — with
+// nothing of the attempt left that could refuse a later id, and Enable
+// can be run again.
+func TestEnableStoppedHalfway(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		supported(t, env)
+		ob := outbox.New(env.DB)
+		tx, _ := env.DB.BeginTx(context.Background(), nil)
+		for i := 0; i < 3000; i++ {
+			if err := ob.Enqueue(context.Background(), tx, outbox.Msg{Topic: "t"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tx.Commit()
+		for _, after := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 60 * time.Millisecond} {
+			ctx, cancel := context.WithTimeout(context.Background(), after)
+			err := partitions.Enable(ctx, env.DB, partitions.Options{Size: 1000})
+			cancel()
+			if err == nil {
+				break
+			}
+			var leftovers int
+			q := `SELECT (SELECT count(*) FROM pg_constraint WHERE conname = 'coord_outbox_history') + (SELECT count(*) FROM pg_class WHERE relname = 'coord_outbox_new')`
+			if env.Family != "postgres" {
+				q = `SELECT (SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE 'coord_outbox_mirror%') +
+  (SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'coord_outbox_new')`
+			}
+			if err := env.DB.QueryRowContext(context.Background(), q).Scan(&leftovers); err != nil {
+				t.Fatal(err)
+			}
+			if _, serr := partitions.Status(context.Background(), env.DB); errors.Is(serr, partitions.ErrNotPartitioned) && leftovers > 0 {
+				t.Fatalf("Enable stopped after %v (%v) left %d pieces of itself on the plain table", after, err, leftovers)
+			}
+			if err := enqueue(context.Background(), env.DB, ob, outbox.Msg{Topic: "t"}); err != nil {
+				t.Fatalf("enqueue after an Enable stopped after %v: %v", after, err)
+			}
+		}
+		if err := partitions.Enable(context.Background(), env.DB, partitions.Options{Size: 1000}); err != nil && !errors.Is(err, partitions.ErrPartitioned) {
+			t.Fatalf("Enable again: %v", err)
+		}
+		var mu sync.Mutex
+		var got []string
+		drain(t, env.DB, &got, &mu)
+		if len(got) < 3000 {
+			t.Fatalf("published %d, want every message (at least 3,000)", len(got))
+		}
+	})
+}

@@ -221,6 +221,7 @@ func newBenchCmd() *cobra.Command {
 	notify.Flags().Float64Var(&rate, "rate", 0, "messages per second offered to the producers in all (open loop); 0: as fast as they go")
 	var sizesS, growthGroups, mergeFrom, dutiesS, ratesS string
 	var partitionSize int
+	var partitionEmpty bool
 	var jobsMax int
 	var cleanupFor time.Duration
 	growth := &cobra.Command{
@@ -281,7 +282,7 @@ func newBenchCmd() *cobra.Command {
 			}
 			ran, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				r, err := bench.Growth(ctx, db, bench.GrowthConfig{Sizes: sizes, JobsMax: jobsMax, Groups: groups, Duration: dur, Cleanup: cleanupFor,
-					CleanupDuties: duties, CleanupRates: rates, PartitionSize: partitionSize, Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
+					CleanupDuties: duties, CleanupRates: rates, PartitionSize: partitionSize, PartitionEmpty: partitionEmpty, Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
 				rep.Results = append(rep.Results, r.Results...)
 				rep.Sizes = append(rep.Sizes, r.Sizes...)
 				return err
@@ -308,6 +309,7 @@ func newBenchCmd() *cobra.Command {
 	growth.Flags().StringVar(&sizesS, "sizes", "0,1000000", "rows already in each table, per step (from 0; --sizes 0,1000000,10000000 for the issue's figure)")
 	growth.Flags().StringVar(&growthGroups, "groups", "outbox,keys,jobs,sessions", "tables to grow (also outbox-partitioned: the outbox cases on a partitioned outbox, partitions.Enable and Roll in place of Outbox.Cleanup; on a database of its own)")
 	growth.Flags().IntVar(&partitionSize, "partition-size", 1_000_000, "outbox-partitioned: ids per partition")
+	growth.Flags().BoolVar(&partitionEmpty, "partition-empty", false, "outbox-partitioned: partition the empty table (curves against a partitioned table of 0 rows) instead of the one at the first size above 0 (measures partitions.Enable on it)")
 	growth.Flags().IntVar(&jobsMax, "jobs-max", 1_000_000, "job runs and sessions stop at this size")
 	growth.Flags().DurationVar(&cleanupFor, "cleanup", 10*time.Second, "how long each cleanup case runs (a time box)")
 	growth.Flags().StringVar(&dutiesS, "cleanup-duty", "0", "each cleanup case once per value, comma-separated: Options.CleanupDuty, the share of time it deletes (0: no pause)")
