@@ -219,6 +219,14 @@ FROM information_schema.role_table_grants WHERE table_name = 'coord_outbox' AND 
 		if err := x.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'sqlcoord_outbox')`).Scan(&pub); err != nil {
 			return err
 		}
+		// The new table gets the old one's owner (the role that ran the
+		// migrations and that the applications may rely on), also when
+		// another role runs Enable; the sequence can only be owned by a
+		// column of a table with its owner.
+		var owner string
+		if err := x.QueryRow(ctx, `SELECT quote_ident(pg_get_userbyid(relowner)) FROM pg_class WHERE oid = 'coord_outbox'::regclass`).Scan(&owner); err != nil {
+			return err
+		}
 		stmts := []string{
 			`LOCK TABLE coord_outbox IN ACCESS EXCLUSIVE MODE`,
 			`ALTER TABLE coord_outbox RENAME TO ` + hist,
@@ -230,6 +238,7 @@ FROM information_schema.role_table_grants WHERE table_name = 'coord_outbox' AND 
 			`ALTER INDEX coord_outbox_msg_id RENAME TO `+hist+`_msg_id_unique`,
 			`ALTER INDEX coord_outbox_msg_any RENAME TO `+hist+`_msg_id`,
 			`CREATE TABLE coord_outbox (LIKE `+hist+` INCLUDING DEFAULTS) PARTITION BY RANGE (id)`,
+			`ALTER TABLE coord_outbox OWNER TO `+owner,
 			`ALTER TABLE coord_outbox ADD CONSTRAINT coord_outbox_pkey PRIMARY KEY (id)`)
 		stmts = append(stmts, pgOutboxIndexes...)
 		stmts = append(stmts,
