@@ -660,3 +660,51 @@ func TestEnableStoppedHalfway(t *testing.T) {
 		}
 	})
 }
+
+// TestEnableKeepsTheOwner: a PostgreSQL outbox owned by the application's
+// role and partitioned by another (an administrator) stays the
+// application's: its owner, and the role can enqueue and roll.
+func TestEnableKeepsTheOwner(t *testing.T) {
+	env := dbtest.New(t, "postgres")
+	ctx := context.Background()
+	role := "sqlcoord_app_" + strconv.Itoa(os.Getpid())
+	exec(t, env, `DROP ROLE IF EXISTS `+role)
+	exec(t, env, `CREATE ROLE `+role+` LOGIN`)
+	t.Cleanup(func() {
+		env.DB.ExecContext(context.Background(), `DROP OWNED BY `+role)
+		env.DB.ExecContext(context.Background(), `DROP ROLE IF EXISTS `+role)
+	})
+	exec(t, env, `GRANT ALL ON SCHEMA public TO `+role)
+	exec(t, env, `ALTER TABLE coord_outbox OWNER TO `+role)
+	exec(t, env, `GRANT SELECT ON coord_outbox TO PUBLIC`)
+	if err := partitions.Enable(ctx, env.DB, partitions.Options{Size: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	var owner string
+	var public bool
+	if err := env.DB.QueryRowContext(ctx, `SELECT pg_get_userbyid(relowner), has_table_privilege('public', 'coord_outbox', 'SELECT') FROM pg_class WHERE oid = 'coord_outbox'::regclass`).Scan(&owner, &public); err != nil {
+		t.Fatal(err)
+	}
+	if owner != role || !public {
+		t.Fatalf("after Enable: owner %s, PUBLIC may read: %v; want %s, true", owner, public, role)
+	}
+	// the role itself enqueues and rolls (where it can log in without a
+	// password: the throwaway server's trust authentication)
+	if !strings.Contains(env.DSN, "postgres@") {
+		return
+	}
+	exec(t, env, `GRANT ALL ON ALL TABLES IN SCHEMA public TO `+role)
+	exec(t, env, `GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO `+role)
+	dsn := strings.Replace(env.DSN, "postgres@", role+"@", 1)
+	db, err := sqlcoord.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := enqueue(ctx, db, outbox.New(db), outbox.Msg{Topic: "t"}); err != nil {
+		t.Fatalf("the owner's enqueue: %v", err)
+	}
+	if _, err := partitions.Roll(ctx, db, partitions.RollOptions{OlderThan: time.Hour}); err != nil {
+		t.Fatalf("the owner's Roll: %v", err)
+	}
+}
