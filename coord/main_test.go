@@ -19,5 +19,6 @@ func TestMain(m *testing.M) {
 		"cycling-worker":   helperCyclingWorker,
 		"revocable-holder": helperRevocableHolder,
 		"fenced-leader":    helperFencedLeader,
+		"queued-waiter":    helperQueuedWaiter,
 	})
 }

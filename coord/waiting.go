@@ -58,6 +58,10 @@ type wait struct {
 	// byTicket: kicked by a wake-up naming its ticket, without the read
 	// of the queues that wake-up would otherwise cost; under waiting.mu
 	byTicket bool
+	// granted: the grant deleted the ticket itself (PostgreSQL), so done
+	// has none to drop but may still owe the next head its wake-up;
+	// under waiting.mu
+	granted bool
 }
 
 // observation is one Observe of an election.
@@ -199,9 +203,19 @@ func (h *waiting) join(ctx context.Context, w *wait) error {
 // wakeNext (a semaphore with permits left, or w gave up at the head).
 func (h *waiting) done(ctx context.Context, w *wait, wakeNext bool) {
 	h.mu.Lock()
-	seq := w.seq
+	seq, granted := w.seq, w.granted
 	w.seq = 0
 	h.mu.Unlock()
+	if seq == 0 && granted && wakeNext {
+		// The grant deleted the ticket and woke nobody: two releases in a
+		// row both wake the same head (it still queues until its grant),
+		// and the waiter behind it would sleep — a permit free — until
+		// its safety read. Wake the queue's head now (best effort: that
+		// read still follows).
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		h.d.RingQueue(dctx, h.pool(), w.queue, false)
+		cancel()
+	}
 	if seq != 0 {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		err := h.d.TicketDrop(dctx, h.pool(), w.queue, seq, wakeNext)
@@ -277,7 +291,7 @@ func (h *waiting) ticket(w *wait) int64 {
 func (h *waiting) ticketDropped(w *wait, seq int64) {
 	h.mu.Lock()
 	if w.seq == seq {
-		w.seq = 0
+		w.seq, w.granted = 0, true
 	}
 	h.mu.Unlock()
 }
