@@ -339,8 +339,12 @@ WHERE state = 'published' AND published_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICR
 	} else {
 		tx.Rollback(context.WithoutCancel(ctx))
 	}
-	if err != nil {
-		return "", p.d.Classify(err)
+	if c := p.d.Classify(err); errors.Is(c, ErrDeadlock) || errors.Is(c, ErrLockTimeout) {
+		// the share-locked check met a relay's or a producer's locks:
+		// it read and changed nothing; the caller tries again
+		return "", fmt.Errorf("%w: %w", ErrPartitionBusy, c)
+	} else if err != nil {
+		return "", c
 	}
 	switch {
 	case next.Int64-1 < part.To-1:
