@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"database/sql"
 	"strings"
 
 	"context"
@@ -91,28 +92,9 @@ func (g *growth) outbox(ctx context.Context) error {
 		enqueue := func(ctx context.Context, _ int) error {
 			return ob.EnqueueNow(ctx, outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)})
 		}
-		g.add(g.measure(ctx, "enqueue", enqueue), "enqueue (8 clients)", size, "")
-		if err := drainAll(ctx, db, nop, false); err != nil { // what enqueue left
+		if err := g.enqueueAndDrain(ctx, ob, enqueue, nop, size); err != nil {
 			return err
 		}
-		for i := 0; i < 20000; i += 500 {
-			ms := make([]outbox.Msg, 500)
-			for j := range ms {
-				ms[j] = outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)}
-			}
-			if err := ob.EnqueueNow(ctx, ms...); err != nil {
-				return err
-			}
-		}
-		if err := g.settle(ctx); err != nil {
-			return err
-		}
-		start := time.Now()
-		if err := drainAll(ctx, db, nop, false); err != nil {
-			return err
-		}
-		el := time.Since(start)
-		g.add(Result{Clients: 1, Ops: 20000, Elapsed: el, OpsPerS: 20000 / el.Seconds()}, "drain 20,000 (1 relay)", size, "")
 		if err := fill(ctx, db, max(size, 20000), "pending"); err != nil {
 			return err
 		}
@@ -124,7 +106,7 @@ func (g *growth) outbox(ctx context.Context) error {
 			return err
 		}
 		reads0, readsOK := g.diskReads(ctx)
-		start = time.Now()
+		start := time.Now()
 		batches := 0
 		for ; batches < 20; batches++ {
 			if n, err := relay.Once(ctx); err != nil {
@@ -133,7 +115,7 @@ func (g *growth) outbox(ctx context.Context) error {
 				break
 			}
 		}
-		el = time.Since(start)
+		el := time.Since(start)
 		if batches > 0 {
 			r := Result{Clients: 1, Ops: int64(batches), Elapsed: el, OpsPerS: float64(batches) / el.Seconds()}
 			if reads1, ok := g.diskReads(ctx); ok && readsOK {
@@ -195,6 +177,34 @@ func (g *growth) during(ctx context.Context, n int, what, hotCase string, fn fun
 	g.add(r, hotCase+" during "+what, n, g.name(hotCase, n))
 	g.add(Result{Clients: 1, Ops: o.rows, Elapsed: o.took, OpsPerS: float64(o.rows) / o.took.Seconds()}, what+" (rows ÷ its time)", n, "")
 	g.say(fmt.Sprintf("  %s at %s rows took %v", what, count(n), o.took.Round(time.Millisecond)))
+	return nil
+}
+
+// enqueueAndDrain measures enqueue (8 clients) at size, drains what it
+// left, then times one relay draining 20,000 messages.
+func (g *growth) enqueueAndDrain(ctx context.Context, ob *outbox.Outbox[*sql.Tx], enqueue Op, nop outbox.Publisher, size int) error {
+	g.add(g.measure(ctx, "enqueue", enqueue), "enqueue (8 clients)", size, "")
+	if err := drainAll(ctx, g.db, nop, false); err != nil { // what enqueue left
+		return err
+	}
+	for i := 0; i < 20000; i += 500 {
+		ms := make([]outbox.Msg, 500)
+		for j := range ms {
+			ms[j] = outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)}
+		}
+		if err := ob.EnqueueNow(ctx, ms...); err != nil {
+			return err
+		}
+	}
+	if err := g.settle(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := drainAll(ctx, g.db, nop, false); err != nil {
+		return err
+	}
+	el := time.Since(start)
+	g.add(Result{Clients: 1, Ops: 20000, Elapsed: el, OpsPerS: 20000 / el.Seconds()}, "drain 20,000 (1 relay)", size, "")
 	return nil
 }
 
@@ -332,28 +342,9 @@ func (g *growth) outboxPartitioned(ctx context.Context) error {
 				db.ExecContext(ctx, `CHECKPOINT`)
 			}
 		}
-		g.add(g.measure(ctx, "enqueue", enqueue), "enqueue (8 clients)", size, "")
-		if err := drainAll(ctx, db, nop, false); err != nil {
+		if err := g.enqueueAndDrain(ctx, ob, enqueue, nop, size); err != nil {
 			return err
 		}
-		for i := 0; i < 20000; i += 500 {
-			ms := make([]outbox.Msg, 500)
-			for j := range ms {
-				ms[j] = outbox.Msg{Topic: "orders.created", Payload: []byte(`{"order":1}`)}
-			}
-			if err := ob.EnqueueNow(ctx, ms...); err != nil {
-				return err
-			}
-		}
-		if err := g.settle(ctx); err != nil {
-			return err
-		}
-		start := time.Now()
-		if err := drainAll(ctx, db, nop, false); err != nil {
-			return err
-		}
-		el := time.Since(start)
-		g.add(Result{Clients: 1, Ops: 20000, Elapsed: el, OpsPerS: 20000 / el.Seconds()}, "drain 20,000 (1 relay)", size, "")
 		if size == 0 {
 			continue
 		}
