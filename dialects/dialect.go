@@ -22,6 +22,7 @@ type Dialect struct {
 	ops      Operations
 	w        *waitSQL // waiting, FenceLease and Reap (waiting.go)
 	parts    Partitioner
+	keyParts KeyPartitioner
 	// tokenCheck builds the condition of a fenced write that refuses a
 	// token issued before the current failover epoch began (at or below
 	// its base) and a stale primary (older than the client's high-water

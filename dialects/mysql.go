@@ -70,8 +70,13 @@ VALUES (?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMES
 VALUES (?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 		IdemInsertDone: `INSERT IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
 VALUES (?, ?, ?, 'done', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+		// A share lock, not FOR UPDATE: the claim that found the key
+		// holds one already (InnoDB share-locks the row a duplicate
+		// meets), and two duplicates of one key upgrading theirs to
+		// exclusive locks deadlocked.
 		IdemRead: `SELECT fingerprint, state, response, locked_until > UTC_TIMESTAMP(6) FROM coord_idempotency
-WHERE scope = ? AND idem_key = ? FOR UPDATE`,
+WHERE scope = ? AND idem_key = ? ORDER BY period DESC LIMIT 1 LOCK IN SHARE MODE`,
+		IdemUndo: `DELETE FROM coord_idempotency WHERE scope = ? AND idem_key = ? AND FIND_IN_SET(period, ?) > 0`,
 		IdemTakeover: `UPDATE coord_idempotency SET locked_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, fingerprint = ?, updated_at = UTC_TIMESTAMP(6)
 WHERE scope = ? AND idem_key = ? AND state = 'pending' AND locked_until <= UTC_TIMESTAMP(6)`,
 		IdemComplete: `UPDATE coord_idempotency SET state = 'done', response = ?, updated_at = UTC_TIMESTAMP(6)
@@ -293,6 +298,7 @@ func newMySQL(name string, patch func(*Queries), epoch string) *Dialect {
 	d.ops = mysqlOps{q: &q, d: d}
 	if strings.HasPrefix(name, "mariadb") {
 		d.parts = mysqlPartitions{d} // see mysqlPartitions for MySQL 8
+		d.keyParts = mysqlKeyParts{mysqlPartitions{d}}
 	}
 	d.w.acquireOwn = mysqlOwnQueue(q.LeaseAcquire)
 	if q.LeaseAcquireReturning != "" { // MariaDB: INSERT … RETURNING
@@ -318,6 +324,29 @@ var MySQL = newMySQL("mysql", nil, mysqlEpoch)
 // MariaDB is MariaDB 10.6+ (tested on 10.11) through go-sql-driver/mysql.
 var MariaDB = newMySQL("mariadb", mariaDBPatch, mysqlEpoch)
 
+// mariaDBIdemClaim is MariaDB's insert of a new idempotency key in the
+// periods it claims (see pgIdemClaim): INSERT IGNORE of each period's row
+// in ascending order, RETURNING the period of every row that went in and
+// coord_periods' legacy_until (NULL: the table is not partitioned), from
+// which the caller tells a new key from one met in another of its
+// periods. Args: scope, key, fingerprint, then lock µs (pending) or the
+// response (done).
+func mariaDBIdemClaim(done bool) string {
+	vals := `?, ?, ?, 'pending', NULL, r.t + INTERVAL ? MICROSECOND, r.t, r.t`
+	if done {
+		vals = `?, ?, ?, 'done', ?, r.t, r.t, r.t`
+	}
+	now := `(SELECT n.t, FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', n.t) / p.period_us) AS cur, p.legacy_until AS lu
+    FROM (SELECT UTC_TIMESTAMP(6) AS t) n LEFT JOIN coord_periods p ON p.tbl = 'coord_idempotency') c`
+	return `INSERT IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at, period)
+SELECT ` + vals + `, r.period FROM (
+  SELECT c.t, CASE WHEN c.cur IS NULL OR c.cur <= c.lu THEN 0 END AS period FROM ` + now + `
+  UNION ALL SELECT c.t, c.cur FROM ` + now + `
+  UNION ALL SELECT c.t, c.cur + 1 FROM ` + now + `
+) r WHERE r.period IS NOT NULL ORDER BY r.period
+RETURNING period, (SELECT legacy_until FROM coord_periods WHERE tbl = 'coord_idempotency')`
+}
+
 // mariaDBPatch is what MariaDB's statements change from MySQL's.
 func mariaDBPatch(q *Queries) {
 	// INSERT … ON DUPLICATE KEY UPDATE … RETURNING returns the row as the
@@ -335,7 +364,10 @@ func mariaDBPatch(q *Queries) {
 	// innodb_lock_wait_timeout = 0: MariaDB fails at once (1205).
 	q.LockNowait = `SET STATEMENT innodb_lock_wait_timeout = 0 FOR INSERT INTO coord_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`
 	q.LockWait = `SET STATEMENT innodb_lock_wait_timeout = %d FOR INSERT INTO coord_locks (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`
+	q.IdemInsert = mariaDBIdemClaim(false)
 	q.IdemInsertNowait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + q.IdemInsert
+	q.IdemInsertDone = mariaDBIdemClaim(true)
+	q.IdemReturning = true
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 	q.IdleTxTimeoutReset = `SET SESSION idle_transaction_timeout = DEFAULT`
 	q.OutboxWaitCommit = `SET STATEMENT max_statement_time = %s FOR SELECT id FROM coord_outbox ORDER BY id DESC LIMIT 1 LOCK IN SHARE MODE`

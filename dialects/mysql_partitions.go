@@ -37,43 +37,11 @@ const mysqlCatchAll = "coord_outbox_pmax"
 var mysqlPartName = regexp.MustCompile(`^coord_outbox_p[0-9]+$`)
 
 func (p mysqlPartitions) Partitions(ctx context.Context, x Executor) (Layout, error) {
-	rows, err := x.Query(ctx, `SELECT COALESCE(PARTITION_NAME, ''), COALESCE(PARTITION_DESCRIPTION, ''), COALESCE(TABLE_ROWS, 0)
-FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'coord_outbox' ORDER BY PARTITION_ORDINAL_POSITION`)
+	parts, err := p.partitionsOf(ctx, x, "coord_outbox")
 	if err != nil {
-		return Layout{}, p.d.Classify(err)
+		return Layout{}, err
 	}
-	var l Layout
-	seen := false
-	from := int64(math.MinInt64)
-	for rows.Next() {
-		seen = true
-		var part Partition
-		var desc string
-		if err := rows.Scan(&part.Name, &desc, &part.Rows); err != nil {
-			rows.Close()
-			return Layout{}, p.d.Classify(err)
-		}
-		if part.Name == "" {
-			rows.Close()
-			return Layout{}, ErrNotPartitioned
-		}
-		part.From = from
-		if desc == "MAXVALUE" {
-			part.To, part.CatchAll = math.MaxInt64, true
-		} else if part.To, err = strconv.ParseInt(desc, 10, 64); err != nil {
-			rows.Close()
-			return Layout{}, fmt.Errorf("sqlcoord: partition %s: bound %q: %w", part.Name, desc, err)
-		}
-		from = part.To
-		l.Parts = append(l.Parts, part)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return Layout{}, p.d.Classify(err)
-	}
-	if !seen {
-		return Layout{}, fmt.Errorf("%w: no coord_outbox table (run sqlcoord migrate up)", ErrNoSchema)
-	}
+	l := Layout{Parts: parts}
 	var next sql.NullInt64
 	var hist int
 	err = x.QueryRow(ctx, `SELECT (SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'coord_outbox'),
@@ -90,6 +58,47 @@ FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAM
 	return l, nil
 }
 
+// partitionsOf lists a partitioned table's partitions with their ranges
+// in order, the MAXVALUE one last: ErrNotPartitioned when it has none,
+// ErrNoSchema when there is no such table.
+func (p mysqlPartitions) partitionsOf(ctx context.Context, x Executor, table string) ([]Partition, error) {
+	rows, err := x.Query(ctx, `SELECT COALESCE(PARTITION_NAME, ''), COALESCE(PARTITION_DESCRIPTION, ''), COALESCE(TABLE_ROWS, 0)
+FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY PARTITION_ORDINAL_POSITION`, table)
+	if err != nil {
+		return nil, p.d.Classify(err)
+	}
+	defer rows.Close()
+	var parts []Partition
+	seen := false
+	from := int64(math.MinInt64)
+	for rows.Next() {
+		seen = true
+		var part Partition
+		var desc string
+		if err := rows.Scan(&part.Name, &desc, &part.Rows); err != nil {
+			return nil, p.d.Classify(err)
+		}
+		if part.Name == "" {
+			return nil, ErrNotPartitioned
+		}
+		part.From = from
+		if desc == "MAXVALUE" {
+			part.To, part.CatchAll = math.MaxInt64, true
+		} else if part.To, err = strconv.ParseInt(desc, 10, 64); err != nil {
+			return nil, fmt.Errorf("sqlcoord: partition %s: bound %q: %w", part.Name, desc, err)
+		}
+		from = part.To
+		parts = append(parts, part)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, p.d.Classify(err)
+	}
+	if !seen {
+		return nil, fmt.Errorf("%w: no %s table (run sqlcoord migrate up)", ErrNoSchema, table)
+	}
+	return parts, nil
+}
+
 // mysqlPartWait bounds an ALTER's wait for coord_outbox's metadata lock,
 // in seconds: MariaDB counts it in whole seconds (WAIT 0.5 is NOWAIT).
 const mysqlPartWait = "1"
@@ -98,7 +107,12 @@ const mysqlPartWait = "1"
 // ErrPartitionBusy when transactions kept the table that long (the caller
 // tries again).
 func (p mysqlPartitions) alter(ctx context.Context, x Executor, alter string) error {
-	_, err := x.Exec(ctx, `ALTER TABLE coord_outbox WAIT `+mysqlPartWait+` `+alter)
+	return p.alterTable(ctx, x, "coord_outbox", alter)
+}
+
+// alterTable runs ALTER TABLE table WAIT mysqlPartWait alter.
+func (p mysqlPartitions) alterTable(ctx context.Context, x Executor, table, alter string) error {
+	_, err := x.Exec(ctx, `ALTER TABLE `+table+` WAIT `+mysqlPartWait+` `+alter)
 	if c := p.d.Classify(err); errors.Is(c, ErrLockTimeout) || errors.Is(c, ErrLocked) {
 		return fmt.Errorf("%w: %w", ErrPartitionBusy, c)
 	} else if err != nil {
@@ -139,7 +153,7 @@ func (p mysqlPartitions) Partition(ctx context.Context, x Executor, begin Begin,
 		parts = append(parts, fmt.Sprintf("PARTITION %s VALUES LESS THAN (%d)", partitionName(from), from+size))
 	}
 	parts = append(parts, "PARTITION "+mysqlCatchAll+" VALUES LESS THAN MAXVALUE")
-	cols, err := p.columns(ctx, x)
+	cols, err := p.columnsOf(ctx, x, "coord_outbox")
 	if err != nil {
 		return err
 	}
@@ -229,10 +243,10 @@ func (p mysqlPartitions) Partition(ctx context.Context, x Executor, begin Begin,
 	return nil
 }
 
-// columns are coord_outbox's columns in table order.
-func (p mysqlPartitions) columns(ctx context.Context, x Executor) ([]string, error) {
+// columnsOf are a table's columns in table order.
+func (p mysqlPartitions) columnsOf(ctx context.Context, x Executor, table string) ([]string, error) {
 	rows, err := x.Query(ctx, `SELECT COLUMN_NAME FROM information_schema.COLUMNS
-WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'coord_outbox' ORDER BY ORDINAL_POSITION`)
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, table)
 	if err != nil {
 		return nil, p.d.Classify(err)
 	}
@@ -244,7 +258,7 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'coord_outbox' ORDER BY ORDINAL
 			return nil, p.d.Classify(err)
 		}
 		if !mysqlColumn.MatchString(c) {
-			return nil, fmt.Errorf("sqlcoord: coord_outbox has a column %q sqlcoord did not make", c)
+			return nil, fmt.Errorf("sqlcoord: %s has a column %q sqlcoord did not make", table, c)
 		}
 		cols = append(cols, c)
 	}

@@ -35,6 +35,7 @@ type Operations interface {
 	FenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error)
 	FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) (bool, error)
 	IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error)
+	IdemRecord(ctx context.Context, tx Executor, scope, key string, fp, response []byte) (bool, error)
 	SegmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error)
 	JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error)
 	JobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, graceMicros, hwm int64) (Issued, bool, error)
@@ -252,6 +253,13 @@ type FencedWrite struct {
 // transaction holds the key, leaving tx usable.
 func (d *Dialect) IdemInsert(ctx context.Context, tx Executor, k IdemKey) (bool, error) {
 	return d.ops.IdemInsert(ctx, tx, k.NoWait, k.Scope, k.Key, k.Fingerprint, k.LockMicros)
+}
+
+// IdemRecord records an idempotency key as done with its response in tx
+// (Keys.Record); false when it exists (after waiting for a transaction
+// that holds it).
+func (d *Dialect) IdemRecord(ctx context.Context, tx Executor, k IdemKey, response []byte) (bool, error) {
+	return d.ops.IdemRecord(ctx, tx, k.Scope, k.Key, k.Fingerprint, response)
 }
 
 // OutboxMark marks the published messages ids in tx in one statement

@@ -119,6 +119,7 @@ ORDER BY l.base`,
 	}
 	d.ops = pgOps{q: d.q}
 	d.parts = pgPartitions{d}
+	d.keyParts = pgKeyParts{pgPartitions{d}}
 	d.w = pgWaitSQL()
 	return d
 }
@@ -322,17 +323,51 @@ UPDATE coord_leases l SET expires_at = clock_timestamp() FROM k WHERE l.name = k
 }
 
 // pgTxnQueries: idempotency keys, barriers and commit markers.
+// pgIdemClaim is the insert of a new idempotency key (done: with its
+// response, Keys.Record; else pending, locked for $4 µs). The periods the
+// key claims are decided in the statement, by the server's clock and
+// coord_periods: period 0 alone when the table is not partitioned; the
+// current period and the next one when it is (any two claims of one key
+// less than a period apart then share a period, and the second one meets
+// the first on the primary key), and 0 as well while the keys written
+// before the table was partitioned are still protected. The rows go in
+// ascending period order, and the later ones only when the first one was
+// new: a key that exists is left alone, and two claimers of one key never
+// hold rows the other waits for in the opposite order. The result: how
+// many rows the key should have, how many went in, and which periods
+// (the caller deletes them again when some but not all went in).
+func pgIdemClaim(done bool) string {
+	vals := `$1, $2, $3, 'pending', NULL::bytea, c.t + $4 * interval '1 microsecond', c.t, c.t`
+	if done {
+		vals = `$1, $2, $3, 'done', $4::bytea, c.t, c.t, c.t`
+	}
+	cols := `scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at, period`
+	return `WITH c AS (
+  SELECT n.t, floor(extract(epoch FROM n.t) * 1000000 / p.period_us)::bigint AS cur, p.legacy_until AS lu
+  FROM (SELECT clock_timestamp() AS t) n LEFT JOIN coord_periods p ON p.tbl = 'coord_idempotency'
+), v AS (
+  SELECT r.period FROM c, LATERAL (VALUES (CASE WHEN c.cur IS NULL OR c.cur <= c.lu THEN 0::bigint END), (c.cur), (c.cur + 1)) r (period)
+  WHERE r.period IS NOT NULL
+), first AS (
+  INSERT INTO coord_idempotency (` + cols + `)
+  SELECT ` + vals + `, (SELECT min(period) FROM v) FROM c
+  ON CONFLICT DO NOTHING RETURNING period
+), rest AS (
+  INSERT INTO coord_idempotency (` + cols + `)
+  SELECT ` + vals + `, v.period FROM c, v, first f WHERE v.period > f.period ORDER BY v.period
+  ON CONFLICT DO NOTHING RETURNING period
+)
+SELECT (SELECT count(*) FROM v)::int, ((SELECT count(*) FROM first) + (SELECT count(*) FROM rest))::int,
+  COALESCE((SELECT string_agg(i.period::text, ',') FROM (SELECT period FROM first UNION ALL SELECT period FROM rest) i), '')`
+}
+
 func pgTxnQueries(q *Queries) {
-	q.IdemInsert = `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
-VALUES ($1, $2, $3, 'pending', clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
-ON CONFLICT (scope, idem_key) DO NOTHING`
-	q.IdemInsertNowait = `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
-VALUES ($1, $2, $3, 'pending', clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp(), clock_timestamp())
-ON CONFLICT (scope, idem_key) DO NOTHING`
-	q.IdemRead = `SELECT fingerprint, state, response, locked_until > clock_timestamp() FROM coord_idempotency WHERE scope = $1 AND idem_key = $2`
-	q.IdemInsertDone = `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
-VALUES ($1, $2, $3, 'done', $4, clock_timestamp(), clock_timestamp(), clock_timestamp())
-ON CONFLICT (scope, idem_key) DO NOTHING`
+	q.IdemInsert = pgIdemClaim(false)
+	q.IdemInsertNowait = q.IdemInsert
+	q.IdemRead = `SELECT fingerprint, state, response, locked_until > clock_timestamp() FROM coord_idempotency WHERE scope = $1 AND idem_key = $2
+ORDER BY period DESC LIMIT 1`
+	q.IdemInsertDone = pgIdemClaim(true)
+	q.IdemUndo = `DELETE FROM coord_idempotency WHERE scope = $1 AND idem_key = $2 AND period = ANY (string_to_array($3, ',')::bigint[])`
 	q.IdemTakeover = `UPDATE coord_idempotency SET locked_until = clock_timestamp() + $1 * interval '1 microsecond', fingerprint = $2, updated_at = clock_timestamp()
 WHERE scope = $3 AND idem_key = $4 AND state = 'pending' AND locked_until <= clock_timestamp()`
 	q.IdemComplete = `UPDATE coord_idempotency SET state = 'done', response = $1, updated_at = clock_timestamp()

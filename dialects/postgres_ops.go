@@ -276,17 +276,33 @@ func (o pgOps) FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) (bo
 }
 
 func (o pgOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
-	if !nowait {
-		n, err := tx.Exec(ctx, o.q.IdemInsert, scope, key, fp, lock)
-		return n == 1, err
+	return o.idemClaim(ctx, tx, nowait, o.q.IdemInsert, scope, key, fp, lock)
+}
+
+func (o pgOps) IdemRecord(ctx context.Context, tx Executor, scope, key string, fp, response []byte) (bool, error) {
+	return o.idemClaim(ctx, tx, false, o.q.IdemInsertDone, scope, key, fp, response)
+}
+
+// idemClaim runs a key's claim (pgIdemClaim): true when every row the
+// key should have went in. Rows that went in beside a period the key
+// already held are deleted again, and the key reported as existing.
+func (o pgOps) idemClaim(ctx context.Context, tx Executor, nowait bool, q string, args ...any) (bool, error) {
+	var want, got int
+	var periods string
+	claim := func() error { return tx.QueryRow(ctx, q, args...).Scan(&want, &got, &periods) }
+	var err error
+	if nowait {
+		err = o.bounded(ctx, tx, time.Millisecond, claim)
+	} else {
+		err = claim()
 	}
-	var n int64
-	err := o.bounded(ctx, tx, time.Millisecond, func() error {
-		var err error
-		n, err = tx.Exec(ctx, o.q.IdemInsertNowait, scope, key, fp, lock)
-		return err
-	})
-	return n == 1 && err == nil, err
+	if err != nil || got == want {
+		return err == nil, err
+	}
+	if got > 0 {
+		_, err = tx.Exec(ctx, o.q.IdemUndo, args[0], args[1], periods)
+	}
+	return false, err
 }
 
 func (o pgOps) SegmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {

@@ -51,18 +51,26 @@ FROM pg_class c WHERE c.oid = to_regclass('coord_outbox')`).Scan(&kind, &issued)
 	if kind != "p" {
 		return Layout{}, ErrNotPartitioned
 	}
+	l := Layout{Issued: issued.Int64}
+	l.Parts, err = p.partitionsOf(ctx, x, "coord_outbox")
+	return l, err
+}
+
+// partitionsOf lists a partitioned table's partitions with their ranges,
+// in range order, the DEFAULT one last.
+func (p pgPartitions) partitionsOf(ctx context.Context, x Executor, table string) ([]Partition, error) {
 	rows, err := x.Query(ctx, `SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid), GREATEST(c.reltuples, 0)::bigint
-FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass('coord_outbox')`)
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1)`, table)
 	if err != nil {
-		return Layout{}, p.d.Classify(err)
+		return nil, p.d.Classify(err)
 	}
 	defer rows.Close()
-	l := Layout{Issued: issued.Int64}
+	var parts []Partition
 	for rows.Next() {
 		var part Partition
 		var bound string
 		if err := rows.Scan(&part.Name, &bound, &part.Rows); err != nil {
-			return Layout{}, p.d.Classify(err)
+			return nil, p.d.Classify(err)
 		}
 		if bound == "DEFAULT" {
 			part.CatchAll, part.From, part.To = true, math.MinInt64, math.MaxInt64
@@ -71,18 +79,18 @@ FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_
 				part.To, err = pgBoundValue(m[2], math.MaxInt64)
 			}
 			if err != nil {
-				return Layout{}, fmt.Errorf("sqlcoord: partition %s: bound %q: %w", part.Name, bound, err)
+				return nil, fmt.Errorf("sqlcoord: partition %s: bound %q: %w", part.Name, bound, err)
 			}
 		} else {
-			return Layout{}, fmt.Errorf("sqlcoord: partition %s: bound %q is not an id range", part.Name, bound)
+			return nil, fmt.Errorf("sqlcoord: partition %s: bound %q is not a range", part.Name, bound)
 		}
-		l.Parts = append(l.Parts, part)
+		parts = append(parts, part)
 	}
 	if err := rows.Err(); err != nil {
-		return Layout{}, p.d.Classify(err)
+		return nil, p.d.Classify(err)
 	}
-	sortParts(l.Parts)
-	return l, nil
+	sortParts(parts)
+	return parts, nil
 }
 
 // tx runs fn in a transaction of its own whose lock waits end after
@@ -197,34 +205,12 @@ func (p pgPartitions) Partition(ctx context.Context, x Executor, begin Begin, si
 	// publication.
 	hist := partitionName(math.MinInt64)
 	err = p.tx(ctx, begin, func(x Executor) error {
-		var grants []string
-		rows, err := x.Query(ctx, `SELECT format('GRANT %s ON coord_outbox TO %s', privilege_type, CASE WHEN grantee = 'PUBLIC' THEN 'PUBLIC' ELSE quote_ident(grantee) END)
-FROM information_schema.role_table_grants WHERE table_name = 'coord_outbox' AND table_schema = current_schema() AND grantee <> current_user`)
+		grants, owner, err := pgGrantsOwner(ctx, x, "coord_outbox")
 		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var g string
-			if err := rows.Scan(&g); err != nil {
-				rows.Close()
-				return err
-			}
-			grants = append(grants, g)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		var pub bool
 		if err := x.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'sqlcoord_outbox')`).Scan(&pub); err != nil {
-			return err
-		}
-		// The new table gets the old one's owner (the role that ran the
-		// migrations and that the applications may rely on), also when
-		// another role runs Enable; the sequence can only be owned by a
-		// column of a table with its owner.
-		var owner string
-		if err := x.QueryRow(ctx, `SELECT quote_ident(pg_get_userbyid(relowner)) FROM pg_class WHERE oid = 'coord_outbox'::regclass`).Scan(&owner); err != nil {
 			return err
 		}
 		stmts := []string{
@@ -265,6 +251,34 @@ FROM information_schema.role_table_grants WHERE table_name = 'coord_outbox' AND 
 	})
 	switched = err == nil
 	return err
+}
+
+// pgGrantsOwner reads what a table that replaces table must have again:
+// the GRANTs of its privileges to roles other than the current one, and
+// its owner (the role that ran the migrations and that the applications
+// may rely on, also when another role converts the table; a sequence can
+// only be owned by a column of a table with its owner). Run it in the
+// switch's transaction.
+func pgGrantsOwner(ctx context.Context, x Executor, table string) (grants []string, owner string, err error) {
+	rows, err := x.Query(ctx, `SELECT format('GRANT %s ON `+table+` TO %s', privilege_type, CASE WHEN grantee = 'PUBLIC' THEN 'PUBLIC' ELSE quote_ident(grantee) END)
+FROM information_schema.role_table_grants WHERE table_name = $1 AND table_schema = current_schema() AND grantee <> current_user`, table)
+	if err != nil {
+		return nil, "", err
+	}
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			rows.Close()
+			return nil, "", err
+		}
+		grants = append(grants, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	err = x.QueryRow(ctx, `SELECT quote_ident(pg_get_userbyid(relowner)) FROM pg_class WHERE oid = $1::regclass`, table).Scan(&owner)
+	return grants, owner, err
 }
 
 // pgOutboxSeq is coord_outbox's id sequence (bigserial's, migration 6).
@@ -392,21 +406,10 @@ func (p pgPartitions) dropDetached(ctx context.Context, begin Begin, name string
 // outran the partitions made ahead, and never dropped with a range.
 func (p pgPartitions) DropHistory(ctx context.Context, x Executor, before time.Duration) (string, error) {
 	// partitions Drop detached and was stopped before dropping
-	rows, err := x.Query(ctx, `SELECT c.relname::text FROM pg_class c
-WHERE c.relname ~ '^coord_outbox_p[0-9]+$' AND c.relkind = 'r' AND NOT c.relispartition AND c.relnamespace = current_schema()::regnamespace`)
+	left, err := p.detachedLeft(ctx, x, "coord_outbox")
 	if err != nil {
-		return "", p.d.Classify(err)
+		return "", err
 	}
-	var left []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return "", p.d.Classify(err)
-		}
-		left = append(left, n)
-	}
-	rows.Close()
 	for _, n := range left {
 		if _, err := x.Exec(ctx, `DROP TABLE IF EXISTS `+n); err != nil {
 			return "", p.d.Classify(err)
@@ -422,6 +425,26 @@ WHERE c.relname ~ '^coord_outbox_p[0-9]+$' AND c.relkind = 'r' AND NOT c.relispa
 			return "", nil
 		}
 	}
+}
+
+// detachedLeft lists the tables named like table's partitions that are
+// no partition: the ones a drop detached and was stopped before dropping.
+func (p pgPartitions) detachedLeft(ctx context.Context, x Executor, table string) ([]string, error) {
+	rows, err := x.Query(ctx, `SELECT c.relname::text FROM pg_class c
+WHERE c.relname ~ ('^' || $1 || '_p[0-9]+$') AND c.relkind = 'r' AND NOT c.relispartition AND c.relnamespace = current_schema()::regnamespace`, table)
+	if err != nil {
+		return nil, p.d.Classify(err)
+	}
+	defer rows.Close()
+	var left []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, p.d.Classify(err)
+		}
+		left = append(left, n)
+	}
+	return left, p.d.Classify(rows.Err())
 }
 
 var pgIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)

@@ -260,8 +260,13 @@ type Queries struct {
 	// --- txn: idempotency keys (coord_idempotency) ---
 
 	// IdemInsert registers a key as pending unless it exists, without
-	// failing on a duplicate (0 rows affected then). A concurrent inserter of
-	// the same key makes it wait for that transaction.
+	// failing on a duplicate. A concurrent inserter of the same key makes
+	// it wait for that transaction. Where keys may be partitioned by
+	// period (PostgreSQL, MariaDB) a key is a row in each period it
+	// claims, decided by the statement (see pgIdemClaim): PostgreSQL's
+	// returns the rows wanted, the rows inserted and their periods;
+	// MariaDB's returns each inserted row's period and coord_periods'
+	// legacy_until; MySQL 8's (never partitioned) affects 1 row or 0.
 	// Args: scope, key, fingerprint, lock µs.
 	IdemInsert string
 	// IdemInsertNowait is IdemInsert that fails at once (lock timeout) when
@@ -273,8 +278,15 @@ type Queries struct {
 	// waiting for a concurrent inserter). Args: scope, key, fingerprint,
 	// response.
 	IdemInsertDone string
-	// IdemRead reads a key (locking read on MySQL so REPEATABLE READ sees
-	// the latest row). Columns: fingerprint, state, response, locked (bool:
+	// IdemUndo deletes the rows of a key that a claim inserted when it
+	// met the key in another of its periods (the claim then reports the
+	// key as existing). Args: scope, key, periods (comma-separated).
+	IdemUndo string
+	// IdemReturning: IdemInsert and IdemInsertDone return rows (MariaDB's
+	// RETURNING) instead of a count of rows affected (MySQL 8).
+	IdemReturning bool
+	// IdemRead reads a key, its newest period's row (a share-locking read
+	// on MySQL so REPEATABLE READ sees the latest row). Columns: fingerprint, state, response, locked (bool:
 	// locked_until in the future). Args: scope, key.
 	IdemRead string
 	// IdemTakeover claims a stale pending key. Args: lock µs, fingerprint,

@@ -23,10 +23,15 @@
 //     Outbox.Cleanup) forgets it after the retention age. Ids Enqueue
 //     generates are UUIDv7s, unique by construction.
 //
-// What it does not cover: partitions of the inbox, idempotency keys, job
-// runs and saga records (their cleanups stay row by row); MySQL 8 (Debian
-// ships no server to test it on) and Galera clusters (LOCK TABLES is not
-// replicated): ErrUnsupported.
+// EnableKeys and RollKeys do the same for the idempotency keys, a
+// partition per period: a key is written into the period of its claim and
+// the next one, so that any two claims of it less than a period apart meet
+// on the primary key (docs/retention.md, "Idempotency keys by period").
+//
+// What it does not cover: partitions of the inbox, job runs, commit
+// markers and saga records (their cleanups stay row by row); MySQL 8
+// (Debian ships no server to test it on) and Galera clusters (LOCK TABLES
+// is not replicated): ErrUnsupported.
 package partitions
 
 import (
@@ -263,4 +268,143 @@ func Roll(ctx context.Context, db sqlcoord.Base, o RollOptions) (RollResult, err
 // String is a one-line account of a Roll.
 func (r RollResult) String() string {
 	return fmt.Sprintf("%d made ahead, %d dropped, %d kept, %d chosen ids forgotten", len(r.Created), len(r.Dropped), len(r.Held), r.IDsForgotten)
+}
+
+// KeysLayout is coord_idempotency's partitioning by period: its
+// partitions (From and To are periods), the period's length, the period
+// now by the server's clock, and the last period in which claims also
+// meet the keys written before the switch.
+type KeysLayout = dialects.KeyLayout
+
+var (
+	// ErrKeysNotPartitioned: coord_idempotency is a plain table (see
+	// EnableKeys).
+	ErrKeysNotPartitioned = dialects.ErrKeysNotPartitioned
+	// ErrKeysPartitioned: EnableKeys found coord_idempotency partitioned
+	// already.
+	ErrKeysPartitioned = dialects.ErrKeysPartitioned
+)
+
+// KeysOptions shape the partitions EnableKeys and RollKeys make.
+type KeysOptions struct {
+	// Period is a partition's span of time and the keys' protection: a
+	// key is refused or replayed for at least one Period after its
+	// first use, and forgotten at most two Periods after it. Choose it
+	// above the clients' retry horizon and Keys' LockFor (a pending key
+	// is forgotten like a done one). Required: 1 s to 366 days.
+	Period time.Duration
+	// Ahead is how many partitions are kept after the current period.
+	// Default 2.
+	Ahead int
+}
+
+func (o *KeysOptions) defaults(needPeriod bool) error {
+	if o.Ahead == 0 {
+		o.Ahead = 2
+	}
+	if o.Ahead < 1 || o.Ahead > 100 {
+		return errs.Errorf("%w: ahead %d: want 1 to 100 partitions", ErrInvalid, o.Ahead)
+	}
+	if needPeriod && (o.Period < time.Second || o.Period > 366*24*time.Hour) {
+		return errs.Errorf("%w: key period %v: want 1s to 366 days", ErrInvalid, o.Period)
+	}
+	return nil
+}
+
+func keyPartitioner(db sqlcoord.Base) (dialects.KeyPartitioner, error) {
+	p := db.Dialect().KeyPartitioner()
+	if p == nil {
+		return nil, errs.Errorf("%w (%s)", ErrUnsupported, db.Dialect().Name())
+	}
+	return p, nil
+}
+
+// EnableKeys converts an unpartitioned coord_idempotency (schema 29 or
+// later) into partitions of o.Period each, online. From then on a key is a
+// row in each period it claims — the period of its claim and the next one,
+// by the server's clock — so that the primary key (scope, idem_key,
+// period), which every partition enforces, makes two claims of one key
+// less than a period apart meet; a partition is dropped whole once no
+// claim can meet its rows (RollKeys). The keys already there keep their
+// protection: they become the legacy partition, and until the end of the
+// period after the switch every claim also claims their period (0).
+//
+// Cost (docs/retention.md): PostgreSQL builds a unique index and
+// validates a check without blocking writers, then switches under one
+// lock of milliseconds; MariaDB copies the table beside it (triggers
+// mirror the changes meanwhile; requests wait only for the copy's locks
+// on the rows they touch) and swaps the two with one RENAME. Every claim
+// then writes two rows (three during the first periods). Run it once
+// every instance runs this release: an older one's claim fails on the
+// partitioned table (its ON CONFLICT names a key the table no longer
+// has; on MariaDB it would write period 0 only).
+func EnableKeys(ctx context.Context, db sqlcoord.Base, o KeysOptions) error {
+	if err := o.defaults(true); err != nil {
+		return err
+	}
+	p, err := keyPartitioner(db)
+	if err != nil {
+		return err
+	}
+	_, err = retry(ctx, func() (struct{}, error) {
+		return struct{}{}, p.PartitionKeys(ctx, db.Executor(), begin(db), o.Period, o.Ahead)
+	})
+	if err != nil {
+		return errs.Errorf("partitions: enable keys: %w", err)
+	}
+	return nil
+}
+
+// KeysStatus reads coord_idempotency's partitioning
+// (ErrKeysNotPartitioned when it has none).
+func KeysStatus(ctx context.Context, db sqlcoord.Base) (KeysLayout, error) {
+	p, err := keyPartitioner(db)
+	if err != nil {
+		return KeysLayout{}, err
+	}
+	l, err := p.KeyPartitions(ctx, db.Executor())
+	if err != nil {
+		return KeysLayout{}, errs.Errorf("partitions: keys status: %w", err)
+	}
+	return l, nil
+}
+
+// RollKeys makes partitions for the periods ahead and drops every
+// partition no claim can meet any more: all its periods lie before the
+// current one (and, for the legacy partition, period 0 is no longer
+// claimed). Dropping waits for the transactions using the table, a moment
+// at a time (ErrBusy after a few seconds of trying). Keys' row-by-row
+// Cleanup is not needed on a partitioned table. Safe to run from several
+// processes at once.
+func RollKeys(ctx context.Context, db sqlcoord.Base, o KeysOptions) (RollResult, error) {
+	var res RollResult
+	if err := o.defaults(false); err != nil {
+		return res, err
+	}
+	p, err := keyPartitioner(db)
+	if err != nil {
+		return res, err
+	}
+	x := db.Executor()
+	res.Created, err = retry(ctx, func() ([]string, error) { return p.ExtendKeys(ctx, x, begin(db), o.Ahead) })
+	if err != nil {
+		return res, errs.Errorf("partitions: roll keys: make ahead: %w", err)
+	}
+	l, err := p.KeyPartitions(ctx, x)
+	if err != nil {
+		return res, errs.Errorf("partitions: roll keys: %w", err)
+	}
+	for _, part := range l.Parts {
+		if !l.Droppable(part) {
+			continue
+		}
+		if _, err := retry(ctx, func() (struct{}, error) { return struct{}{}, p.DropKeys(ctx, x, begin(db), part) }); err != nil {
+			return res, errs.Errorf("partitions: roll keys: drop %s: %w", part.Name, err)
+		}
+		res.Dropped = append(res.Dropped, part.Name)
+	}
+	if _, err := p.PurgeKeys(ctx, x); err != nil {
+		return res, errs.Errorf("partitions: roll keys: purge the catch-all: %w", err)
+	}
+	return res, nil
 }

@@ -22,7 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{"producer": runProducer})
+	dbtest.MainWithHelpers(m, map[string]dbtest.HelperFunc{"producer": runProducer, "claimer": runClaimer})
 }
 
 // runProducer enqueues $N messages, each in a transaction of its own,

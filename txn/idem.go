@@ -152,7 +152,7 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	if err != nil {
 		return Claim{}, errs.Errorf("txn: recover key %s/%s: %w", scope, key, d.Classify(err))
 	}
-	if n == 1 {
+	if n > 0 { // a row in each period the key holds
 		return Claim{Recovered: true}, nil
 	}
 	return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
@@ -193,11 +193,11 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 	}
 	d := k.db.Dialect()
 	x := k.db.TxExecutor(tx)
-	n, err := x.Exec(ctx, k.q.IdemInsertDone, scope, key, fingerprint, response)
+	inserted, err := d.IdemRecord(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint}, response)
 	if err != nil {
 		return Claim{}, errs.Errorf("txn: record key %s/%s: %w", scope, key, d.Classify(err))
 	}
-	if n == 1 {
+	if inserted {
 		return Claim{}, nil
 	}
 	c, _, err := k.existing(ctx, x, scope, key, fingerprint)

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -51,6 +52,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/partitions"
 	"github.com/sqlcoord/sqlcoord/session"
 	"github.com/sqlcoord/sqlcoord/sqlcoordtest/localdb"
+	"github.com/sqlcoord/sqlcoord/txn"
 )
 
 func main() {
@@ -63,6 +65,7 @@ func main() {
 	rate := flag.Int("rate", 100, "orders (outbox messages) per second per dialect")
 	sample := flag.Duration("sample", 10*time.Second, "how often the series are recorded")
 	cleanupDuty := flag.Float64("cleanup-duty", 0.25, "sqlcoord.Options.CleanupDuty of the cleanups the soak runs every 10 s (0: unpaced)")
+	keyPeriod := flag.Duration("key-period", 0, "partition the idempotency keys (partitions.EnableKeys) with this period and roll them every 10 s instead of their row-by-row cleanup (0: a plain table)")
 	partSize := flag.Int64("partition-size", 0, "partition the outbox (partitions.Enable) with this many ids a partition and roll it every 10 s instead of its row-by-row cleanup (0: a plain outbox)")
 	out := flag.String("out", "bench/out", "folder for soak.md, soak.json and soak.png")
 	flag.Parse()
@@ -75,7 +78,7 @@ func main() {
 		}
 		return
 	}
-	cfg := config{dur: *dur, restartEvery: *restartEvery, killEvery: *killEvery, stopEvery: *stopEvery, rate: *rate, sample: *sample, cleanupDuty: *cleanupDuty, partSize: *partSize}
+	cfg := config{dur: *dur, restartEvery: *restartEvery, killEvery: *killEvery, stopEvery: *stopEvery, rate: *rate, sample: *sample, cleanupDuty: *cleanupDuty, partSize: *partSize, keyPeriod: *keyPeriod}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var reports []*report
@@ -109,8 +112,9 @@ func main() {
 type config struct {
 	dur, restartEvery, killEvery, stopEvery, sample time.Duration
 	rate                                            int
-	cleanupDuty                                     float64 // sqlcoord.Options.CleanupDuty of the soak's own pool
-	partSize                                        int64   // ids per outbox partition (0: not partitioned)
+	cleanupDuty                                     float64       // sqlcoord.Options.CleanupDuty of the soak's own pool
+	partSize                                        int64         // ids per outbox partition (0: not partitioned)
+	keyPeriod                                       time.Duration // period of a key partition (0: not partitioned)
 }
 
 // sample is one 10-second record of one dialect's run.
@@ -132,6 +136,8 @@ type sample struct {
 	OldestXminAge   int64              `json:"oldest_xmin_age,omitempty"`  // PostgreSQL: transactions since the oldest snapshot of the database's sessions
 	PurgeLag        int64              `json:"purge_lag_trx,omitempty"`    // MariaDB: transactions not yet purged (Trx id counter − purge done)
 	SlotMB          float64            `json:"slot_retained_mb,omitempty"` // PostgreSQL: WAL the streaming relays' slot retains
+	LogPerOrder     float64            `json:"log_bytes_per_order"`        // WAL (PostgreSQL) or redo (InnoDB's LSN) written per order in the window, everything included
+	RelayLagS       float64            `json:"relay_lag_s"`                // age of the oldest message not yet published
 	Errors          int64              `json:"errors"`                     // producer errors in the window (a restart's)
 	ServerDown      bool               `json:"server_down"`                // the server did not answer: its series repeat the last sample
 }
@@ -147,7 +153,7 @@ type report struct {
 	Err        string            `json:"error,omitempty"`
 }
 
-var tables = []string{"coord_outbox", "coord_job_runs", "coord_job_slots", "coord_sessions", "coord_leases", "coord_fences"}
+var tables = []string{"coord_outbox", "coord_idempotency", "coord_job_runs", "coord_job_slots", "coord_sessions", "coord_leases", "coord_fences"}
 
 const job = "soak-sharded"
 
@@ -190,6 +196,12 @@ func soak(ctx context.Context, family string, cfg config) *report {
 		}
 		say("outbox partitioned, %d ids a partition", cfg.partSize)
 	}
+	if cfg.keyPeriod > 0 {
+		if err := partitions.EnableKeys(ctx, db, partitions.KeysOptions{Period: cfg.keyPeriod}); err != nil {
+			return fail(err)
+		}
+		say("idempotency keys partitioned, a partition per %v", cfg.keyPeriod)
+	}
 	rep.Settings = bench.ServerSettings(ctx, db)
 	s := &soakRun{db: db, cfg: cfg, rep: rep, say: say, dsn: dsn, children: map[int]*childProc{}}
 	runCtx, stopLoad := context.WithTimeout(ctx, cfg.dur)
@@ -212,6 +224,7 @@ func soak(ctx context.Context, family string, cfg config) *report {
 		go func() { defer wg.Done(); fn(runCtx) }()
 	}
 	goFn(s.produce)
+	goFn(s.replays)
 	for i := 0; i < 3; i++ {
 		goFn(func(ctx context.Context) { s.leaseWorker(ctx, i) })
 	}
@@ -290,6 +303,9 @@ type soakRun struct {
 	seq          atomic.Int64
 	sessOK       atomic.Int64
 	sessAmbig    atomic.Int64
+	// recent is the newest order committed; keyReplays and keysForgotten
+	// count what recording its key again did
+	recent, keyReplays, keysForgotten atomic.Int64
 }
 
 func (s *soakRun) event(f string, a ...any) {
@@ -364,6 +380,7 @@ func (s *soakRun) stopChildren() {
 // at cfg.rate per second from up to 8 goroutines.
 func (s *soakRun) produce(ctx context.Context) {
 	ob := outbox.New(s.db)
+	keys := txn.NewKeys(s.db, txn.KeysOptions{})
 	ph := s.db.Dialect().Placeholder
 	tick := time.NewTicker(time.Second / time.Duration(s.cfg.rate))
 	defer tick.Stop()
@@ -399,7 +416,15 @@ func (s *soakRun) produce(ctx context.Context) {
 				if err := ob.Enqueue(ctx, tx, outbox.Msg{Topic: "soak.orders", Key: strconv.FormatInt(id%16, 10), Payload: []byte(strconv.FormatInt(id, 10))}); err != nil {
 					return err
 				}
-				return tx.Commit()
+				// the request's idempotency key, recorded with its effect
+				if c, err := keys.Record(ctx, tx, "soak", "o"+strconv.FormatInt(id, 10), nil, []byte("ok")); err != nil || c.Replay {
+					return fmt.Errorf("key of order %d: replay %v, %w", id, c.Replay, err)
+				}
+				if err := tx.Commit(); err != nil {
+					return err
+				}
+				s.recent.Store(id)
+				return nil
 			}()
 			if err != nil {
 				s.errs.Add(1) // the order and its message: both or neither
@@ -410,6 +435,34 @@ func (s *soakRun) produce(ctx context.Context) {
 			s.lat = append(s.lat, time.Since(t0))
 			s.latMu.Unlock()
 		}()
+	}
+}
+
+// replays records again, every 100 ms, the idempotency key of an order
+// committed a moment ago: it must replay (a key inside its protection is
+// never forgotten, whatever the cleanup or the partitions do). A key that
+// was new again counts as forgotten.
+func (s *soakRun) replays(ctx context.Context) {
+	keys := txn.NewKeys(s.db, txn.KeysOptions{})
+	for sleep(ctx, 100*time.Millisecond) {
+		id := s.recent.Load()
+		if id == 0 {
+			continue
+		}
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			continue
+		}
+		c, err := keys.Record(ctx, tx, "soak", "o"+strconv.FormatInt(id, 10), nil, []byte("ok"))
+		tx.Rollback()
+		switch {
+		case err != nil:
+		case c.Replay:
+			s.keyReplays.Add(1)
+		default:
+			s.keysForgotten.Add(1)
+			s.event("key of order %d, committed a moment ago, was new again", id)
+		}
 	}
 }
 
@@ -508,6 +561,7 @@ func (s *soakRun) sessionChurn(ctx context.Context) {
 // cleanups runs every table's cleanup every 10 s.
 func (s *soakRun) cleanups(ctx context.Context) {
 	ob := outbox.New(s.db)
+	keys := txn.NewKeys(s.db, txn.KeysOptions{})
 	runs := jobs.NewRuns(s.db)
 	for sleep(ctx, 10*time.Second) {
 		if s.cfg.partSize > 0 {
@@ -520,6 +574,17 @@ func (s *soakRun) cleanups(ctx context.Context) {
 			}
 		} else {
 			ob.Cleanup(ctx, 30*time.Second, 1000)
+		}
+		if s.cfg.keyPeriod > 0 {
+			res, err := partitions.RollKeys(ctx, s.db, partitions.KeysOptions{})
+			switch {
+			case err != nil && ctx.Err() == nil:
+				s.event("partitions roll keys: %v", err)
+			case len(res.Created)+len(res.Dropped) > 0:
+				s.event("partitions roll keys: %d made, %d dropped", len(res.Created), len(res.Dropped))
+			}
+		} else {
+			keys.Cleanup(ctx, 30*time.Second, 1000)
 		}
 		session.Cleanup(ctx, s.db, 0, 1000)
 		runs.Cleanup(ctx, job, time.Minute, 1000)
@@ -576,8 +641,7 @@ func (s *soakRun) restarts(ctx context.Context, srv *localdb.Server) {
 // sampler records one sample every cfg.sample.
 func (s *soakRun) sampler(ctx context.Context) {
 	start := time.Now()
-	var lastOrders, lastDelivered int64
-	first := true
+	var lastOrders, lastMaxOrder, lastLog int64
 	for sleep(ctx, s.cfg.sample) {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		sm := sample{At: time.Since(start).Seconds(), TableMB: map[string]float64{}}
@@ -585,13 +649,29 @@ func (s *soakRun) sampler(ctx context.Context) {
 		sm.OrdersPerS = float64(o-lastOrders) / s.cfg.sample.Seconds()
 		lastOrders = o
 		sm.Errors = s.errs.Swap(0)
-		var d int64
-		if err := s.db.QueryRowContext(sctx, `SELECT COALESCE(SUM(deliveries), 0) FROM soak_effects`).Scan(&d); err == nil {
-			if !first {
-				sm.DeliveredPerS = float64(d-lastDelivered) / s.cfg.sample.Seconds()
-			}
-			lastDelivered, first = d, false
+		// orders delivered for the first time since the last sample: a
+		// range of the primary key, not a scan of a table that grows
+		var d, top int64
+		if err := s.db.QueryRowContext(sctx, `SELECT count(*), COALESCE(max(order_id), 0) FROM soak_effects WHERE order_id > `+s.db.Dialect().Placeholder(1), lastMaxOrder).Scan(&d, &top); err == nil {
+			sm.DeliveredPerS = float64(d) / s.cfg.sample.Seconds()
+			lastMaxOrder = max(lastMaxOrder, top)
 		}
+		logQ := `SELECT pg_current_wal_lsn() - '0/0'::pg_lsn`
+		if s.db.Dialect().Family() != "postgres" {
+			logQ = `SELECT CAST(VARIABLE_VALUE AS SIGNED) FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_LSN_CURRENT'`
+		}
+		var lsn float64
+		if err := s.db.QueryRowContext(sctx, logQ).Scan(&lsn); err == nil {
+			if lastLog > 0 && sm.OrdersPerS > 0 {
+				sm.LogPerOrder = (lsn - float64(lastLog)) / (sm.OrdersPerS * s.cfg.sample.Seconds())
+			}
+			lastLog = int64(lsn)
+		}
+		lagQ := `SELECT COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8 FROM coord_outbox WHERE state = 'pending'`
+		if s.db.Dialect().Family() != "postgres" {
+			lagQ = `SELECT CAST(COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0) / 1e6 AS DOUBLE) FROM coord_outbox WHERE state = 'pending'`
+		}
+		s.db.QueryRowContext(sctx, lagQ).Scan(&sm.RelayLagS)
 		s.latMu.Lock()
 		lat := s.lat
 		s.lat = nil
@@ -704,6 +784,7 @@ func (s *soakRun) drainAndCheck(ctx context.Context) {
 		count(`SELECT count(*) FROM soak_effects e WHERE NOT EXISTS (SELECT 1 FROM soak_orders o WHERE o.id = e.order_id)`), "deliveries of orders that never committed")
 	check("jobs: no slot shard's effect written twice",
 		count(`SELECT count(*) FROM (SELECT fire_time, shard FROM soak_job_effects GROUP BY fire_time, shard HAVING count(*) > 1) d`), "slot shards with two effects")
+	check("keys: the key of an order committed a moment ago replays, never new again", s.keysForgotten.Load(), "keys new again")
 	check("leases: fenced writes in token order",
 		count(`SELECT count(*) FROM soak_lease_log a JOIN soak_lease_log b ON b.id > a.id AND b.token < a.token`), "writes after a newer token's")
 	var data []byte
@@ -739,6 +820,7 @@ func (s *soakRun) drainAndCheck(ctx context.Context) {
 	}
 	jobsDone := count(`SELECT count(*) FROM soak_job_effects`)
 	leaseWrites := count(`SELECT count(*) FROM soak_lease_log`)
+	s.event("keys recorded again a moment after their order: %d replayed, %d new again", s.keyReplays.Load(), s.keysForgotten.Load())
 	s.event("checked: %d orders, %d redeliveries absorbed by the consumer's key, %d job effects, %d fenced lease writes, session counter %d (%d ok, %d ambiguous)",
 		orders, dups, jobsDone, leaseWrites, n, ok, amb)
 }
@@ -764,12 +846,14 @@ func judgeGrowth(rep *report) {
 		"slot's retained WAL MB":         func(s sample) float64 { return s.SlotMB },
 		"oldest xmin age (transactions)": func(s sample) float64 { return float64(s.OldestXminAge) },
 		"history list length":            func(s sample) float64 { return float64(s.HistoryLength) },
+		"log bytes per order":            func(s sample) float64 { return s.LogPerOrder },
+		"relay lag s":                    func(s sample) float64 { return s.RelayLagS },
 	}
 	// A waiter holds no snapshot and no read view: a horizon pinned by one
 	// shows as a growing xmin age (PostgreSQL) or history list (MariaDB).
 	slack := map[string]float64{"goroutines (this process)": 30, "goroutines (children)": 30, "heap MB (this process)": 16, "heap MB (children)": 16,
 		"pool connections": 10, "server connections": 10, "dead tuples": 50_000, "purge lag (transactions)": 20_000, "slot's retained WAL MB": 64,
-		"oldest xmin age (transactions)": 20_000, "history list length": 50_000}
+		"oldest xmin age (transactions)": 20_000, "history list length": 50_000, "log bytes per order": 2000, "relay lag s": 2}
 	if rep.Dialect != "postgres" {
 		delete(series, "slot's retained WAL MB") // no streaming relay
 		delete(series, "oldest xmin age (transactions)")
@@ -789,12 +873,40 @@ func judgeGrowth(rep *report) {
 	}
 	for name, f := range series {
 		mid, last := mean(f, n/4, n/2), mean(f, n*3/4, n)
-		v := fmt.Sprintf("bounded: %.1f in the second quarter, %.1f in the last", mid, last)
-		if last > 1.5*mid+slack[name] {
+		rise, noise := trend(rep.Samples[n/2:], f)
+		v := fmt.Sprintf("bounded: %.1f in the second quarter, %.1f in the last; over the last half a fitted rise of %.1f (noise %.1f)", mid, last, rise, noise)
+		if last > 1.5*mid+slack[name] || rise > 2*noise+slack[name] {
 			v = "GROWING: " + v[len("bounded: "):]
 		}
 		rep.Growth[name] = v
 	}
+}
+
+// trend fits a line to a series by least squares: rise is how much the
+// line climbs over the samples' span, noise the residuals' standard
+// deviation (a flat series rises by less than its noise).
+func trend(ss []sample, f func(sample) float64) (rise, noise float64) {
+	n := float64(len(ss))
+	if n < 3 {
+		return 0, 0
+	}
+	var sx, sy, sxx, sxy float64
+	for _, s := range ss {
+		x, y := s.At, f(s)
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	den := n*sxx - sx*sx
+	if den == 0 {
+		return 0, 0
+	}
+	slope := (n*sxy - sx*sy) / den
+	icept := (sy - slope*sx) / n
+	var ss2 float64
+	for _, s := range ss {
+		r := f(s) - (icept + slope*s.At)
+		ss2 += r * r
+	}
+	return slope * (ss[len(ss)-1].At - ss[0].At), math.Sqrt(ss2 / n)
 }
 
 // purgeLag is how many transactions InnoDB's purge is behind (from SHOW

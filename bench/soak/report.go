@@ -33,8 +33,8 @@ func write(dir string, cfg config, reps []*report) (bool, error) {
 	ok := true
 	var b strings.Builder
 	host, _ := os.Hostname()
-	fmt.Fprintf(&b, "# sqlcoord soak\n\n%s, host %s; load %v at %d orders/s per dialect; SIGKILL every %v, SIGSTOP every %v, database restart every %v; a sample every %v\n\n",
-		time.Now().UTC().Format(time.RFC3339), host, cfg.dur, cfg.rate, cfg.killEvery, cfg.stopEvery, cfg.restartEvery, cfg.sample)
+	fmt.Fprintf(&b, "# sqlcoord soak\n\n%s, host %s; load %v at %d orders/s per dialect (each an order row, its outbox message and its idempotency key); SIGKILL every %v, SIGSTOP every %v, database restart every %v; a sample every %v; outbox %s; keys %s\n\n",
+		time.Now().UTC().Format(time.RFC3339), host, cfg.dur, cfg.rate, cfg.killEvery, cfg.stopEvery, cfg.restartEvery, cfg.sample, partitioned(cfg.partSize > 0, fmt.Sprintf("partitioned, %d ids a partition", cfg.partSize)), partitioned(cfg.keyPeriod > 0, fmt.Sprintf("partitioned, a partition per %v", cfg.keyPeriod)))
 	for _, r := range reps {
 		verdict := "PASSED"
 		if r.Failed {
@@ -64,6 +64,13 @@ func write(dir string, cfg config, reps []*report) (bool, error) {
 	}
 	fmt.Printf("\n%s\nwrote %s, soak.json and soak.png\n", b.String(), filepath.Join(dir, "soak.md"))
 	return ok, nil
+}
+
+func partitioned(on bool, how string) string {
+	if on {
+		return how
+	}
+	return "plain (row-by-row cleanup)"
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -99,6 +106,8 @@ func chart(reps []*report, path string) error {
 		{"tables + indexes (MB)", nil},
 		{"dead tuples / history list / purge lag", []line{{"PG dead tuples (coord_)", func(s sample) float64 { return float64(s.DeadTuples) }}, {"MariaDB history list", func(s sample) float64 { return float64(s.HistoryLength) }}, {"MariaDB purge lag (trx)", func(s sample) float64 { return float64(s.PurgeLag) }}, {"PG autovacuums ×1000", func(s sample) float64 { return float64(s.Autovacuums) * 1000 }}, {"PG oldest xmin age (trx)", func(s sample) float64 { return float64(s.OldestXminAge) }}}},
 		{"WAL retained by the stream slot (MB, PostgreSQL)", []line{{"slot", func(s sample) float64 { return s.SlotMB }}}},
+		{"WAL / redo per order (bytes)", []line{{"log bytes per order", func(s sample) float64 { return s.LogPerOrder }}}},
+		{"relay lag (s)", []line{{"oldest pending message", func(s sample) float64 { return s.RelayLagS }}}},
 	}
 	for _, t := range tables {
 		panels[5].lines = append(panels[5].lines, line{t, func(s sample) float64 { return s.TableMB[t] }})

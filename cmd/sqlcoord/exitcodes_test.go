@@ -89,6 +89,12 @@ func TestExitCodeMatrix(t *testing.T) {
 		{args: []string{"partitions", "enable", "--size", "10", "--dsn", nowhere}, want: exitUsage},
 		{args: []string{"partitions", "enable", "--dsn", nowhere}, want: exitFailed},
 		{args: []string{"partitions", "status", "--dsn", nowhere}, want: exitFailed},
+		{args: []string{"partitions", "keys", "enable", "--dsn", nowhere}, want: exitUsage}, // --period is required
+		{args: []string{"partitions", "keys", "enable", "--period", "-1h", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"partitions", "keys", "enable", "--period", "1h", "--ahead", "0", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"partitions", "keys", "enable", "--period", "1h", "--dsn", nowhere}, want: exitFailed},
+		{args: []string{"partitions", "keys", "roll", "--ahead", "101", "--dsn", nowhere}, want: exitUsage},
+		{args: []string{"partitions", "keys", "status", "--dsn", nowhere}, want: exitFailed},
 		// a DSN parameter that does not parse is a bad argument
 		{args: []string{"migrate", "status", "--dsn", "postgres://u@127.0.0.1:1/db?sslmode=disabel"}, want: exitUsage},
 		{args: []string{"migrate", "status", "--dsn", "host=127.0.0.1 port=1 user=u connect_timeout=abc"}, want: exitUsage},

@@ -16,14 +16,15 @@ import (
 func newPartitionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "partitions",
-		Short: "The outbox's history in id-range partitions, dropped whole (status, enable, roll)",
+		Short: "The outbox's history and the idempotency keys in partitions, dropped whole (status, enable, roll; keys …)",
 		Long: `A partitioned coord_outbox drops its published history a partition at a time instead of deleting
 rows: no dead tuples for VACUUM, no purge for InnoDB (docs/retention.md, "Partitions").
 enable converts an installed outbox online (once, opt-in); roll, from cron every few minutes, makes
 partitions ahead of the ids and drops those whose messages were all published longer ago than
---older-than. A pending or dead-lettered message keeps its partition: status says which and why.`,
+--older-than. A pending or dead-lettered message keeps its partition: status says which and why.
+"partitions keys" does the same for coord_idempotency, a partition per period.`,
 	}
-	cmd.AddCommand(newPartitionsStatusCmd(), newPartitionsEnableCmd(), newPartitionsRollCmd())
+	cmd.AddCommand(newPartitionsStatusCmd(), newPartitionsEnableCmd(), newPartitionsRollCmd(), newPartitionsKeysCmd())
 	return cmd
 }
 
@@ -180,5 +181,147 @@ func newPartitionsRollCmd() *cobra.Command {
 	}
 	cmd.Flags().DurationVar(&o.OlderThan, "older-than", 0, "drop partitions whose messages were all published longer ago than this (required)")
 	cmd.Flags().IntVar(&o.Ahead, "ahead", 2, "partitions kept made above the last id issued")
+	return cmd
+}
+
+func newPartitionsKeysCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "The idempotency keys in partitions of one period each, dropped whole (status, enable, roll)",
+		Long: `A coord_idempotency partitioned by period drops old keys a partition at a time instead of deleting rows
+(docs/retention.md, "Idempotency keys by period"). A key is refused or replayed for at least one
+--period after its first use and forgotten at most two periods after it. enable converts the installed
+table online (once, opt-in); roll, from cron at least once a period, makes the partitions ahead and drops
+those no claim can meet any more.`,
+	}
+	cmd.AddCommand(newKeysStatusCmd(), newKeysEnableCmd(), newKeysRollCmd())
+	return cmd
+}
+
+func newKeysStatusCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "List coord_idempotency's partitions, the period and the current one",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			db, err := openInstalled(cmd, reads)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			l, err := partitions.KeysStatus(cmd.Context(), db)
+			if errors.Is(err, partitions.ErrKeysNotPartitioned) {
+				if done, err := printJSON(cmd, map[string]any{"partitioned": false}); done || err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "coord_idempotency is not partitioned (sqlcoord partitions keys enable converts it)")
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			parts := []partitionJSON{}
+			for _, p := range l.Parts {
+				parts = append(parts, partitionJSON{p.Name, bound(p.From), bound(p.To), p.CatchAll, p.Rows})
+			}
+			if done, err := printJSON(cmd, map[string]any{"partitioned": true, "period_seconds": l.Period.Seconds(), "current": l.Current,
+				"legacy_until": l.LegacyUntil, "partitions": parts}); done || err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PARTITION\tFROM PERIOD\tTO\tROWS (ESTIMATE)\t")
+			for _, p := range l.Parts {
+				name := p.Name
+				switch {
+				case p.CatchAll:
+					name += " (catch-all)"
+				case p.From == math.MinInt64:
+					name += " (keys before enable)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t\n", name, boundText(p.From), boundText(p.To), p.Rows)
+			}
+			fmt.Fprintf(w, "period %v, now in period %d; keys before enable protected until period %d ends\t\t\t\t\n", l.Period, l.Current, l.LegacyUntil)
+			return w.Flush()
+		},
+	}
+}
+
+func newKeysEnableCmd() *cobra.Command {
+	var o partitions.KeysOptions
+	cmd := &cobra.Command{
+		Use:   "enable --period DURATION",
+		Short: "Convert coord_idempotency into partitions of one period each, online (once)",
+		Long: `Converts an installed coord_idempotency (schema 29 or later) into a table partitioned by period without
+stopping requests: PostgreSQL builds a unique index and validates a check without blocking writers, then
+switches under one lock of milliseconds; MariaDB copies the table beside it (triggers mirror the changes
+meanwhile) and swaps the two with one RENAME. The keys already there keep their protection. Every key
+claimed afterwards is two rows (three during the first two periods). Run it once every instance runs
+this release.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("period") {
+				return usageError{errors.New("--period is required (e.g. --period 24h): keys are protected at least that long")}
+			}
+			if o.Period < time.Second || o.Period > 366*24*time.Hour {
+				return usageError{fmt.Errorf("--period %v: want 1s to 366 days", o.Period)}
+			}
+			if o.Ahead < 1 || o.Ahead > 100 {
+				return usageError{fmt.Errorf("--ahead %d: want 1 to 100", o.Ahead)}
+			}
+			db, err := openInstalled(cmd, writes)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			start := time.Now()
+			if err := partitions.EnableKeys(cmd.Context(), db, o); err != nil {
+				return err
+			}
+			if done, err := printJSON(cmd, map[string]any{"enabled": true, "seconds": time.Since(start).Seconds()}); done || err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "coord_idempotency is partitioned (a partition per %v, %d ahead) in %v\n", o.Period, o.Ahead, time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&o.Period, "period", 0, "a partition's span of time and the keys' protection (required)")
+	cmd.Flags().IntVar(&o.Ahead, "ahead", 2, "partitions kept made after the current period")
+	return cmd
+}
+
+func newKeysRollCmd() *cobra.Command {
+	var o partitions.KeysOptions
+	cmd := &cobra.Command{
+		Use:   "roll",
+		Short: "Make the key partitions ahead and drop those no claim can meet any more",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Ahead < 1 || o.Ahead > 100 {
+				return usageError{fmt.Errorf("--ahead %d: want 1 to 100", o.Ahead)}
+			}
+			db, err := openInstalled(cmd, writes)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			res, err := partitions.RollKeys(cmd.Context(), db, o)
+			if done, jerr := printJSON(cmd, map[string]any{"created": nonNil(res.Created), "dropped": nonNil(res.Dropped)}); done || jerr != nil {
+				if jerr != nil {
+					return jerr
+				}
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, n := range res.Created {
+				fmt.Fprintf(out, "made    %s\n", n)
+			}
+			for _, n := range res.Dropped {
+				fmt.Fprintf(out, "dropped %s\n", n)
+			}
+			fmt.Fprintf(out, "%d made ahead, %d dropped\n", len(res.Created), len(res.Dropped))
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&o.Ahead, "ahead", 2, "partitions kept made after the current period")
 	return cmd
 }

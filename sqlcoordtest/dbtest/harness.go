@@ -220,8 +220,10 @@ func freshInstall(ctx context.Context, family, dsn string) error {
 // PartitionedEnv, set to anything, makes every test database's outbox
 // partitioned (partitions.Enable with partitions of 1,000 ids, one made
 // ahead and no Roll, so that busy tests also fill the catch-all
-// partition): `SQLCOORD_TEST_PARTITIONED=1 go test ./outbox/...` runs the
-// outbox's tests on a partitioned table.
+// partition) and its idempotency keys too (partitions.EnableKeys, a
+// partition per 30 s, one ahead, no Roll):
+// `SQLCOORD_TEST_PARTITIONED=1 go test ./outbox/... ./txn/...` runs the
+// outbox's and the keys' tests on partitioned tables.
 const PartitionedEnv = "SQLCOORD_TEST_PARTITIONED"
 
 var (
@@ -249,6 +251,9 @@ func template(ctx context.Context, srv *Server) (string, error) {
 	err = migrate.Migrate(ctx, db, migrate.Up)
 	if err == nil && os.Getenv(PartitionedEnv) != "" && db.Dialect().Partitioner() != nil {
 		err = partitions.Enable(ctx, db, partitions.Options{Size: 1000, Ahead: 1})
+	}
+	if err == nil && os.Getenv(PartitionedEnv) != "" && db.Dialect().KeyPartitioner() != nil {
+		err = partitions.EnableKeys(ctx, db, partitions.KeysOptions{Period: 30 * time.Second, Ahead: 1})
 	}
 	db.Close() // PostgreSQL copies a template only while nobody is connected to it
 	if err != nil {
