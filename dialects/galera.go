@@ -47,7 +47,7 @@ func newGalera(name string, locks bool) *Dialect {
 	// the commit, tells the truth.
 	d.q.LeaseAcquireReturning, d.q.FenceAdvanceReturning, d.q.JobClaimReturning = "", "", ""
 	d.w.fenceLeaseReturning, d.w.acquireOwnReturning = "", ""
-	d.parts = nil // LOCK TABLES, which Partition needs, is not replicated
+	d.parts = nil    // LOCK TABLES, which Partition needs, is not replicated
 	d.keyParts = nil // untested on a cluster
 	if !locks {
 		d.ops = galeraOps{d.ops.(mysqlOps)}

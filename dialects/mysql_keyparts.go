@@ -253,4 +253,3 @@ func (k mysqlKeyParts) DropKeys(ctx context.Context, x Executor, _ Begin, part P
 // only takes periods after the newest range, which ExtendKeys moves into
 // ranges: nothing to purge.
 func (k mysqlKeyParts) PurgeKeys(context.Context, Executor) (int64, error) { return 0, nil }
-
