@@ -54,8 +54,10 @@ func Growth(ctx context.Context, db *sqlcoord.DB, cfg GrowthConfig) (GrowthRepor
 			err = g.sessions(ctx)
 		case "outbox-partitioned":
 			err = g.outboxPartitioned(ctx)
+		case "keys-partitioned":
+			err = g.keysPartitioned(ctx)
 		default:
-			err = fmt.Errorf("bench: growth: unknown group %q (have outbox, outbox-partitioned, keys, jobs, sessions)", grp)
+			err = fmt.Errorf("bench: growth: unknown group %q (have outbox, outbox-partitioned, keys, keys-partitioned, jobs, sessions)", grp)
 		}
 		if err != nil {
 			return rep, err

@@ -22,6 +22,7 @@ import (
 	"github.com/sqlcoord/sqlcoord/coord/jobs"
 	"github.com/sqlcoord/sqlcoord/internal/backoff"
 	"github.com/sqlcoord/sqlcoord/outbox"
+	"github.com/sqlcoord/sqlcoord/partitions"
 	"github.com/sqlcoord/sqlcoord/session"
 	"github.com/sqlcoord/sqlcoord/txn"
 )
@@ -54,7 +55,10 @@ type GrowthConfig struct {
 	// table of 0 rows), instead of the table at the first size above 0
 	// (which measures Enable on it).
 	PartitionEmpty bool
-	Progress       func(string)
+	// KeyPeriod: the keys-partitioned group's partition period (default
+	// 10 s: the cases wait two periods before the old keys may go).
+	KeyPeriod time.Duration
+	Progress  func(string)
 }
 
 // TableSize is a table's size on disk at a row count.
@@ -371,39 +375,11 @@ func (g *growth) keys(ctx context.Context) error {
 	if _, err := db.ExecContext(ctx, `DELETE FROM coord_idempotency`); err != nil {
 		return err
 	}
-	keys := txn.NewKeys(db, txn.KeysOptions{})
-	fp := txn.Fingerprint([]byte("bench"))
-	var seq atomic.Int64
-	seq.Store(time.Now().UnixNano())
-	record := func(ctx context.Context, _ int) error {
-		return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
-			c, err := keys.Record(ctx, tx, "bench", fmt.Sprint(seq.Add(1)), fp, []byte("ok"))
-			if err == nil && c.Replay {
-				err = fmt.Errorf("replayed a fresh key")
-			}
-			return err
-		})
-	}
-	begin := func(ctx context.Context, _ int) error {
-		return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
-			k := fmt.Sprint(seq.Add(1))
-			if _, err := keys.Begin(ctx, tx, "bench", k, fp); err != nil {
-				return err
-			}
-			return keys.Complete(ctx, tx, "bench", k, []byte("ok"))
-		})
-	}
+	record, begin := keyOps(db)
 	have, next := 0, 0 // fill keys in the table; the next key number (a cleanup deletes some)
 	for _, size := range g.cfg.Sizes {
 		if size > have {
-			err := g.fillRows(ctx, "coord_idempotency", next, size-have, func(off, k int) (string, string) {
-				return fmt.Sprintf(`INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
-SELECT 'fill', 'req-' || (g + %d), sha256(int8send(g + %d)), 'done', '\x6f6b', clock_timestamp() - interval '30 days', clock_timestamp() - interval '30 days', clock_timestamp() - interval '30 days'
-FROM generate_series(1, %d) g`, off, off, k),
-					fmt.Sprintf(`INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
-SELECT 'fill', CONCAT('req-', seq + %d), UNHEX(SHA2(seq + %d, 256)), 'done', 'ok', UTC_TIMESTAMP(6) - INTERVAL 30 DAY, UTC_TIMESTAMP(6) - INTERVAL 30 DAY, UTC_TIMESTAMP(6) - INTERVAL 30 DAY
-FROM seq_1_to_%d`, off, off, k)
-			})
+			err := g.fillKeys(ctx, next, size-have, 0)
 			if err != nil {
 				return err
 			}
@@ -433,6 +409,146 @@ FROM seq_1_to_%d`, off, off, k)
 			return err
 		}
 		have = n
+	}
+	return nil
+}
+
+// keyOps are the keys group's two cases: a fresh key recorded with its
+// effect (Record), and one begun and completed (Begin+Complete), each in
+// a transaction of its own.
+func keyOps(db *sqlcoord.DB) (record, begin Op) {
+	keys := txn.NewKeys(db, txn.KeysOptions{})
+	fp := txn.Fingerprint([]byte("bench"))
+	var seq atomic.Int64
+	seq.Store(time.Now().UnixNano())
+	record = func(ctx context.Context, _ int) error {
+		return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+			c, err := keys.Record(ctx, tx, "bench", fmt.Sprint(seq.Add(1)), fp, []byte("ok"))
+			if err == nil && c.Replay {
+				err = fmt.Errorf("replayed a fresh key")
+			}
+			return err
+		})
+	}
+	begin = func(ctx context.Context, _ int) error {
+		return txn.Do(ctx, db, txn.Options{}, func(ctx context.Context, tx *sql.Tx) error {
+			k := fmt.Sprint(seq.Add(1))
+			if _, err := keys.Begin(ctx, tx, "bench", k, fp); err != nil {
+				return err
+			}
+			return keys.Complete(ctx, tx, "bench", k, []byte("ok"))
+		})
+	}
+	return record, begin
+}
+
+// fillKeys adds n done keys of scope 'fill', numbered from off, created 30
+// days ago, in period (0 on a plain table).
+func (g *growth) fillKeys(ctx context.Context, off, n int, period int64) error {
+	return g.fillRows(ctx, "coord_idempotency", off, n, func(off, k int) (string, string) {
+		return fmt.Sprintf(`INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at, period)
+SELECT 'fill', 'req-' || (g + %d), sha256(int8send(g + %d)), 'done', '\x6f6b', clock_timestamp() - interval '30 days', clock_timestamp() - interval '30 days', clock_timestamp() - interval '30 days', %d
+FROM generate_series(1, %d) g`, off, off, period, k),
+			fmt.Sprintf(`INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at, period)
+SELECT 'fill', CONCAT('req-', seq + %d), UNHEX(SHA2(seq + %d, 256)), 'done', 'ok', UTC_TIMESTAMP(6) - INTERVAL 30 DAY, UTC_TIMESTAMP(6) - INTERVAL 30 DAY, UTC_TIMESTAMP(6) - INTERVAL 30 DAY, %d
+FROM seq_1_to_%d`, off, off, period, k)
+	})
+}
+
+// keysPartitioned: the keys cases on coord_idempotency partitioned by
+// period. At the first size above 0 the filled plain table is measured,
+// then partitions.EnableKeys runs on it while 8 clients record keys; at
+// every size the cases run on the partitioned table holding size filled
+// keys, then, once the filled keys are out of every claim's reach (the
+// legacy partition's after two periods; later sizes are filled into the
+// current period's partition), partitions.RollKeys drops them while 8
+// clients record keys.
+func (g *growth) keysPartitioned(ctx context.Context) error {
+	g.group, g.noun = "keys-partitioned", "keys"
+	db := g.db
+	if _, err := partitions.KeysStatus(ctx, db); err == nil {
+		return fmt.Errorf("bench: growth: coord_idempotency is partitioned already: run keys-partitioned on a database of its own")
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM coord_idempotency`); err != nil {
+		return err
+	}
+	period := g.cfg.KeyPeriod
+	if period <= 0 {
+		period = 10 * time.Second
+	}
+	record, begin := keyOps(db)
+	enabled := false
+	next := 0
+	var fillPeriod int64 // the newest period holding filled keys
+	for _, size := range g.cfg.Sizes {
+		if size > 0 {
+			if enabled {
+				l, err := partitions.KeysStatus(ctx, db)
+				if err != nil {
+					return err
+				}
+				fillPeriod = l.Current
+			}
+			if err := g.fillKeys(ctx, next, size, fillPeriod); err != nil {
+				return err
+			}
+			next += size
+		}
+		if !enabled {
+			g.add(g.measure(ctx, "record", record), "insert+Record (8 clients), not partitioned", size, "")
+			g.add(g.measure(ctx, "begin", begin), "Begin+Complete (8 clients), not partitioned", size, "")
+			if size == 0 {
+				continue
+			}
+			if err := g.size(ctx, "coord_idempotency"); err != nil {
+				return err
+			}
+			err := g.during(ctx, size, "partitions.EnableKeys", "insert+Record (8 clients), not partitioned", func(ctx context.Context) (int64, error) {
+				return int64(size), partitions.EnableKeys(ctx, db, partitions.KeysOptions{Period: period})
+			}, record)
+			if err != nil {
+				return err
+			}
+			enabled = true
+			if g.pg() {
+				db.ExecContext(ctx, `CHECKPOINT`)
+			}
+		}
+		g.add(g.measure(ctx, "record", record), "insert+Record (8 clients)", size, g.name("insert+Record (8 clients), not partitioned", g.base))
+		g.add(g.measure(ctx, "begin", begin), "Begin+Complete (8 clients)", size, g.name("Begin+Complete (8 clients), not partitioned", g.base))
+		if size == 0 {
+			continue
+		}
+		if err := g.size(ctx, "coord_idempotency"); err != nil {
+			return err
+		}
+		for { // until the filled keys are out of every claim's reach
+			l, err := partitions.KeysStatus(ctx, db)
+			if err != nil {
+				return err
+			}
+			if l.Current > max(l.LegacyUntil, fillPeriod) {
+				break
+			}
+			g.say(fmt.Sprintf("  waiting for the periods to pass (now %d; filled keys claimable until %d)…", l.Current, max(l.LegacyUntil, fillPeriod)))
+			time.Sleep(period / 2)
+		}
+		var rows int64
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM coord_idempotency WHERE scope = 'fill'`).Scan(&rows); err != nil {
+			return err
+		}
+		err := g.during(ctx, size, "partitions.RollKeys", "insert+Record (8 clients)", func(ctx context.Context) (int64, error) {
+			res, err := partitions.RollKeys(ctx, db, partitions.KeysOptions{})
+			g.say(fmt.Sprintf("  roll keys: made %d, dropped %v", len(res.Created), res.Dropped))
+			if len(res.Dropped) == 0 && err == nil {
+				err = fmt.Errorf("bench: partitions.RollKeys dropped nothing")
+			}
+			return rows, err
+		}, record)
+		if err != nil {
+			return err
+		}
+		next = 0 // the filled keys are gone
 	}
 	return nil
 }

@@ -222,6 +222,7 @@ func newBenchCmd() *cobra.Command {
 	var sizesS, growthGroups, mergeFrom, dutiesS, ratesS string
 	var partitionSize int
 	var partitionEmpty bool
+	var keyPeriod time.Duration
 	var jobsMax int
 	var cleanupFor time.Duration
 	growth := &cobra.Command{
@@ -240,14 +241,17 @@ func newBenchCmd() *cobra.Command {
 			var groups []string
 			for _, g := range strings.Split(growthGroups, ",") {
 				switch g = strings.TrimSpace(g); g {
-				case "outbox", "outbox-partitioned", "keys", "jobs", "sessions":
+				case "outbox", "outbox-partitioned", "keys", "keys-partitioned", "jobs", "sessions":
 					groups = append(groups, g)
 				default:
-					return usageError{fmt.Errorf("--groups: unknown group %q (have outbox, keys, jobs, sessions)", g)}
+					return usageError{fmt.Errorf("--groups: unknown group %q (have outbox, outbox-partitioned, keys, keys-partitioned, jobs, sessions)", g)}
 				}
 			}
 			if jobsMax <= 0 || cleanupFor <= 0 {
 				return usageError{fmt.Errorf("--jobs-max and --cleanup must be positive")}
+			}
+			if keyPeriod < time.Second {
+				return usageError{fmt.Errorf("--key-period %v: want at least 1s", keyPeriod)}
 			}
 			// the checks Open and every Wrap run
 			duties, err := paceList("cleanup-duty", dutiesS, func(d float64) error { return core.ValidCleanupPace(d, 0) })
@@ -282,7 +286,7 @@ func newBenchCmd() *cobra.Command {
 			}
 			ran, err := eachBenchDB(cmd, func(ctx context.Context, db *sqlcoord.DB) error {
 				r, err := bench.Growth(ctx, db, bench.GrowthConfig{Sizes: sizes, JobsMax: jobsMax, Groups: groups, Duration: dur, Cleanup: cleanupFor,
-					CleanupDuties: duties, CleanupRates: rates, PartitionSize: partitionSize, PartitionEmpty: partitionEmpty, Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
+					CleanupDuties: duties, CleanupRates: rates, PartitionSize: partitionSize, PartitionEmpty: partitionEmpty, KeyPeriod: keyPeriod, Progress: func(l string) { fmt.Fprintln(cmd.OutOrStdout(), l) }})
 				rep.Results = append(rep.Results, r.Results...)
 				rep.Sizes = append(rep.Sizes, r.Sizes...)
 				return err
@@ -307,9 +311,10 @@ func newBenchCmd() *cobra.Command {
 		},
 	}
 	growth.Flags().StringVar(&sizesS, "sizes", "0,1000000", "rows already in each table, per step (from 0; --sizes 0,1000000,10000000 for the issue's figure)")
-	growth.Flags().StringVar(&growthGroups, "groups", "outbox,keys,jobs,sessions", "tables to grow (also outbox-partitioned: the outbox cases on a partitioned outbox, partitions.Enable and Roll in place of Outbox.Cleanup; on a database of its own)")
+	growth.Flags().StringVar(&growthGroups, "groups", "outbox,keys,jobs,sessions", "tables to grow (also outbox-partitioned: the outbox cases on a partitioned outbox, partitions.Enable and Roll in place of Outbox.Cleanup; keys-partitioned: the keys cases on keys partitioned by period, partitions.EnableKeys and RollKeys; each on a database of its own)")
 	growth.Flags().IntVar(&partitionSize, "partition-size", 1_000_000, "outbox-partitioned: ids per partition")
 	growth.Flags().BoolVar(&partitionEmpty, "partition-empty", false, "outbox-partitioned: partition the empty table (curves against a partitioned table of 0 rows) instead of the one at the first size above 0 (measures partitions.Enable on it)")
+	growth.Flags().DurationVar(&keyPeriod, "key-period", 10*time.Second, "keys-partitioned: the partition period (the cases wait two periods before the filled keys may be dropped)")
 	growth.Flags().IntVar(&jobsMax, "jobs-max", 1_000_000, "job runs and sessions stop at this size")
 	growth.Flags().DurationVar(&cleanupFor, "cleanup", 10*time.Second, "how long each cleanup case runs (a time box)")
 	growth.Flags().StringVar(&dutiesS, "cleanup-duty", "0", "each cleanup case once per value, comma-separated: Options.CleanupDuty, the share of time it deletes (0: no pause)")
