@@ -324,28 +324,41 @@ var MySQL = newMySQL("mysql", nil, mysqlEpoch)
 // MariaDB is MariaDB 10.6+ (tested on 10.11) through go-sql-driver/mysql.
 var MariaDB = newMySQL("mariadb", mariaDBPatch, mysqlEpoch)
 
-// mariaDBIdemClaim is MariaDB's insert of a new idempotency key in the
-// periods it claims (see pgIdemClaim): INSERT IGNORE of each period's row
-// in ascending order, RETURNING the period of every row that went in and
-// coord_periods' legacy_until (NULL: the table is not partitioned), from
-// which the caller tells a new key from one met in another of its
-// periods. Args: scope, key, fingerprint, then lock µs (pending) or the
-// response (done).
+// mariaDBIdemClaim is MariaDB's claim of a new idempotency key, in two
+// statements where keys are partitioned by period (pgIdemClaim decides the
+// same in one): INSERT IGNORE of the row of the lowest period the key
+// claims, RETURNING its period, coord_periods' legacy_until (NULL: the
+// table is not partitioned, and that row was all) and the period of the
+// claim by the server's clock; then, only when it went in, IdemInsertRest
+// copies it into the claim's other periods. A key that exists is met by
+// the first row and nothing is written — with one statement inserting all
+// periods, a duplicate wrote and then undid its later periods, and three
+// duplicates of one key waiting on those rows deadlocked when the first
+// rolled back. Args: scope, key, fingerprint, then lock µs (pending) or
+// the response (done).
 func mariaDBIdemClaim(done bool) string {
 	vals := `?, ?, ?, 'pending', NULL, r.t + INTERVAL ? MICROSECOND, r.t, r.t`
 	if done {
 		vals = `?, ?, ?, 'done', ?, r.t, r.t, r.t`
 	}
-	now := `(SELECT n.t, FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', n.t) / p.period_us) AS cur, p.legacy_until AS lu
-    FROM (SELECT UTC_TIMESTAMP(6) AS t) n LEFT JOIN coord_periods p ON p.tbl = 'coord_idempotency') c`
 	return `INSERT IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at, period)
-SELECT ` + vals + `, r.period FROM (
-  SELECT c.t, CASE WHEN c.cur IS NULL OR c.cur <= c.lu THEN 0 END AS period FROM ` + now + `
-  UNION ALL SELECT c.t, c.cur FROM ` + now + `
-  UNION ALL SELECT c.t, c.cur + 1 FROM ` + now + `
-) r WHERE r.period IS NOT NULL ORDER BY r.period
-RETURNING period, (SELECT legacy_until FROM coord_periods WHERE tbl = 'coord_idempotency')`
+SELECT ` + vals + `, CASE WHEN c.cur IS NULL OR c.cur <= c.lu THEN 0 ELSE c.cur END
+FROM (SELECT n.t AS t FROM (SELECT UTC_TIMESTAMP(6) AS t) n) r,
+  (SELECT FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6)) / p.period_us) AS cur, p.legacy_until AS lu
+   FROM (SELECT 1) o LEFT JOIN coord_periods p ON p.tbl = 'coord_idempotency') c
+RETURNING period, (SELECT legacy_until FROM coord_periods WHERE tbl = 'coord_idempotency'),
+  FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', created_at) / (SELECT period_us FROM coord_periods WHERE tbl = 'coord_idempotency'))`
 }
+
+// mariaDBIdemRest copies a key's first row into the claim's other periods
+// (one or two, ascending), a plain INSERT: a period another claim holds
+// fails it whole (duplicate key), the caller then deletes the first row
+// and reports the key as existing. Args: the two periods (the second may
+// repeat the first: one row), scope, key, the first row's period.
+const mariaDBIdemRest = `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at, period)
+SELECT i.scope, i.idem_key, i.fingerprint, i.state, i.response, i.locked_until, i.created_at, i.updated_at, p.v
+FROM coord_idempotency i, (SELECT ? AS v UNION SELECT ?) p
+WHERE i.scope = ? AND i.idem_key = ? AND i.period = ? ORDER BY p.v`
 
 // mariaDBPatch is what MariaDB's statements change from MySQL's.
 func mariaDBPatch(q *Queries) {
@@ -367,7 +380,7 @@ func mariaDBPatch(q *Queries) {
 	q.IdemInsert = mariaDBIdemClaim(false)
 	q.IdemInsertNowait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + q.IdemInsert
 	q.IdemInsertDone = mariaDBIdemClaim(true)
-	q.IdemReturning = true
+	q.IdemInsertRest = mariaDBIdemRest
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 	q.IdleTxTimeoutReset = `SET SESSION idle_transaction_timeout = DEFAULT`
 	q.OutboxWaitCommit = `SET STATEMENT max_statement_time = %s FOR SELECT id FROM coord_outbox ORDER BY id DESC LIMIT 1 LOCK IN SHARE MODE`

@@ -329,66 +329,40 @@ func (o mysqlOps) IdemRecord(ctx context.Context, tx Executor, scope, key string
 }
 
 // idemClaim runs a key's claim: true when every row the key should have
-// went in (MySQL 8: the one row; MariaDB: see mariaDBIdemClaim). Rows
-// that went in beside a period the key already held are deleted again,
+// went in (MySQL 8: the one row; MariaDB: see mariaDBIdemClaim). When a
+// later period's row meets another claim, the first row is deleted again
 // and the key reported as existing.
 func (o mysqlOps) idemClaim(ctx context.Context, tx Executor, q string, args ...any) (bool, error) {
-	if !o.q.IdemReturning {
+	if o.q.IdemInsertRest == "" {
 		n, err := tx.Exec(ctx, q, args...)
 		return n == 1, err
 	}
-	rows, err := tx.Query(ctx, q, args...)
-	if err != nil {
+	var first int64
+	var legacyUntil, cur sql.NullInt64
+	err := tx.QueryRow(ctx, q, args...).Scan(&first, &legacyUntil, &cur)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil // the key exists: nothing written
+	case err != nil:
 		return false, err
+	case !legacyUntil.Valid || !cur.Valid:
+		return true, nil // not partitioned: one row
 	}
-	var periods []int64
-	var legacyUntil sql.NullInt64
-	for rows.Next() {
-		var p int64
-		if err := rows.Scan(&p, &legacyUntil); err != nil {
-			rows.Close()
-			return false, err
-		}
-		periods = append(periods, p)
+	// the claim's periods are cur and cur+1 (and 0, the first, while
+	// cur <= legacy_until)
+	from := cur.Int64
+	if first == cur.Int64 {
+		from++
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return false, err
-	}
-	if len(periods) == 0 {
-		return false, nil
-	}
-	if len(periods) == claimRows(periods, legacyUntil) {
+	_, err = tx.Exec(ctx, o.q.IdemInsertRest, from, cur.Int64+1, args[0], args[1], first)
+	if err == nil {
 		return true, nil
 	}
-	list := make([]string, len(periods))
-	for i, p := range periods {
-		list[i] = strconv.FormatInt(p, 10)
+	if !errors.Is(o.d.Classify(err), ErrDuplicate) {
+		return false, err
 	}
-	_, err = tx.Exec(ctx, o.q.IdemUndo, args[0], args[1], strings.Join(list, ","))
+	_, err = tx.Exec(ctx, o.q.IdemUndo, args[0], args[1], strconv.FormatInt(first, 10))
 	return false, err
-}
-
-// claimRows is how many rows a key's claim should have inserted, told
-// from the periods that did go in (ascending, at least one) and
-// coord_periods' legacy_until (not valid: the table is not partitioned,
-// one row of period 0). Partitioned, a claim wants its period c and
-// c+1, and 0 as well when c <= legacy_until; a claim of which part went
-// in gets a count it cannot reach.
-func claimRows(in []int64, legacyUntil sql.NullInt64) int {
-	if !legacyUntil.Valid {
-		return 1
-	}
-	switch {
-	case len(in) == 3 && in[0] == 0 && in[2] == in[1]+1:
-		return 3
-	case len(in) == 2 && in[0] > 0 && in[1] == in[0]+1:
-		if in[0] <= legacyUntil.Int64 {
-			return 3 // period 0 did not go in
-		}
-		return 2
-	}
-	return len(in) + 1
 }
 
 func (o mysqlOps) JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error) {

@@ -265,8 +265,8 @@ type Queries struct {
 	// period (PostgreSQL, MariaDB) a key is a row in each period it
 	// claims, decided by the statement (see pgIdemClaim): PostgreSQL's
 	// returns the rows wanted, the rows inserted and their periods;
-	// MariaDB's returns each inserted row's period and coord_periods'
-	// legacy_until; MySQL 8's (never partitioned) affects 1 row or 0.
+	// MariaDB's inserts the first period's row and returns it (see
+	// IdemInsertRest); MySQL 8's (never partitioned) affects 1 row or 0.
 	// Args: scope, key, fingerprint, lock µs.
 	IdemInsert string
 	// IdemInsertNowait is IdemInsert that fails at once (lock timeout) when
@@ -282,9 +282,11 @@ type Queries struct {
 	// met the key in another of its periods (the claim then reports the
 	// key as existing). Args: scope, key, periods (comma-separated).
 	IdemUndo string
-	// IdemReturning: IdemInsert and IdemInsertDone return rows (MariaDB's
-	// RETURNING) instead of a count of rows affected (MySQL 8).
-	IdemReturning bool
+	// IdemInsertRest (MariaDB) writes a claimed key's rows of the other
+	// periods after IdemInsert or IdemInsertDone, which then return their
+	// row (see mariaDBIdemClaim); empty where those count rows affected
+	// (MySQL 8, never partitioned).
+	IdemInsertRest string
 	// IdemRead reads a key, its newest period's row (a share-locking read
 	// on MySQL so REPEATABLE READ sees the latest row). Columns: fingerprint, state, response, locked (bool:
 	// locked_until in the future). Args: scope, key.

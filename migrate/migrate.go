@@ -69,6 +69,9 @@ func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
 		}
 		return &sqlcoord.SchemaAheadError{Version: st.Version, Latest: st.Latest}
 	}
+	if err := reversible(ctx, db, target); err != nil {
+		return err
+	}
 	m, err := migrator(ctx, db)
 	if err != nil {
 		return err
@@ -128,6 +131,33 @@ func Migrate(ctx context.Context, db sqlcoord.Base, target Target) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// ErrIrreversible: Down or To would undo a migration that something done
+// since depends on; nothing ran.
+var ErrIrreversible = errors.New("sqlcoord: migrate: the schema cannot go back that far")
+
+// keyPeriodsVersion is the migration that partitions.EnableKeys builds on:
+// undone, it would drop the period column of the partitioned keys' key.
+const keyPeriodsVersion = 29
+
+// reversible refuses, before anything runs, a move below
+// keyPeriodsVersion while the idempotency keys are partitioned by period
+// (the migration's own guard would fail half-way and leave the schema
+// dirty).
+func reversible(ctx context.Context, db sqlcoord.Base, target Target) error {
+	if target.kind == 0 || (target.kind == 2 && target.version >= keyPeriodsVersion) {
+		return nil
+	}
+	st, err := sqlcoord.MigrationStatus(ctx, db)
+	if err != nil || st.Version < keyPeriodsVersion {
+		return nil // nothing to protect (or Migrate reports the error)
+	}
+	var n int
+	if err := db.Executor().QueryRow(ctx, `SELECT count(*) FROM coord_periods`).Scan(&n); err != nil || n == 0 {
+		return nil
+	}
+	return errs.Errorf("%w: coord_idempotency is partitioned by period (partitions.EnableKeys), and migration %d holds its period: stay at %d or later", ErrIrreversible, keyPeriodsVersion, keyPeriodsVersion)
 }
 
 // ErrForce: Force was asked for a version the database cannot be at.

@@ -217,13 +217,14 @@ func freshInstall(ctx context.Context, family, dsn string) error {
 	return nil
 }
 
-// PartitionedEnv, set to anything, makes every test database's outbox
-// partitioned (partitions.Enable with partitions of 1,000 ids, one made
-// ahead and no Roll, so that busy tests also fill the catch-all
-// partition) and its idempotency keys too (partitions.EnableKeys, a
-// partition per 30 s, one ahead, no Roll):
-// `SQLCOORD_TEST_PARTITIONED=1 go test ./outbox/... ./txn/...` runs the
-// outbox's and the keys' tests on partitioned tables.
+// PartitionedEnv makes every test database's outbox partitioned
+// (partitions.Enable with partitions of 1,000 ids, one made ahead and no
+// Roll, so that busy tests also fill the catch-all partition) when set to
+// anything but "keys", and its idempotency keys (partitions.EnableKeys, a
+// partition per 30 s, one ahead, no Roll) when set to "keys" or
+// "outbox,keys": `SQLCOORD_TEST_PARTITIONED=1 go test ./outbox/...` runs
+// the outbox's tests on a partitioned table,
+// `SQLCOORD_TEST_PARTITIONED=keys go test ./txn/...` the keys'.
 const PartitionedEnv = "SQLCOORD_TEST_PARTITIONED"
 
 var (
@@ -249,10 +250,11 @@ func template(ctx context.Context, srv *Server) (string, error) {
 		return "", err
 	}
 	err = migrate.Migrate(ctx, db, migrate.Up)
-	if err == nil && os.Getenv(PartitionedEnv) != "" && db.Dialect().Partitioner() != nil {
+	parts := os.Getenv(PartitionedEnv)
+	if err == nil && parts != "" && parts != "keys" && db.Dialect().Partitioner() != nil {
 		err = partitions.Enable(ctx, db, partitions.Options{Size: 1000, Ahead: 1})
 	}
-	if err == nil && os.Getenv(PartitionedEnv) != "" && db.Dialect().KeyPartitioner() != nil {
+	if err == nil && (parts == "keys" || parts == "outbox,keys") && db.Dialect().KeyPartitioner() != nil {
 		err = partitions.EnableKeys(ctx, db, partitions.KeysOptions{Period: 30 * time.Second, Ahead: 1})
 	}
 	db.Close() // PostgreSQL copies a template only while nobody is connected to it
