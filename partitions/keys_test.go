@@ -37,8 +37,19 @@ type claim struct {
 }
 
 // record records key in a transaction of its own: true when it was new
-// (and is committed), false when it replayed (rolled back).
+// (and is committed), false when it replayed (rolled back). A transaction
+// the server chose as a deadlock victim (InnoDB: duplicates of one key
+// waiting on a claim that rolled back) is tried again, as a client would.
 func record(ctx context.Context, db *sqlcoord.DB, k *txn.Keys[*sql.Tx], key string) (bool, error) {
+	for {
+		isNew, err := recordOnce(ctx, db, k, key)
+		if !errors.Is(err, sqlcoord.ErrDeadlock) {
+			return isNew, err
+		}
+	}
+}
+
+func recordOnce(ctx context.Context, db *sqlcoord.DB, k *txn.Keys[*sql.Tx], key string) (bool, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
