@@ -246,7 +246,8 @@ func (g *growth) size(ctx context.Context, table string) error {
 	}
 	if g.pg() {
 		g.db.ExecContext(ctx, `VACUUM `+table) // dead rows of the cases before: the size of live rows
-		if err := g.db.QueryRowContext(ctx, `SELECT pg_table_size($1::regclass), pg_indexes_size($1::regclass)`, table).Scan(&ts.DataBytes, &ts.IndexBytes); err != nil {
+		// summed over the partitions of a partitioned table
+		if err := g.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(pg_table_size(relid)), 0)::bigint, COALESCE(SUM(pg_indexes_size(relid)), 0)::bigint FROM pg_partition_tree($1::regclass)`, table).Scan(&ts.DataBytes, &ts.IndexBytes); err != nil {
 			return err
 		}
 	} else {

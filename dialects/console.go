@@ -42,13 +42,15 @@ ORDER BY a.state_change LIMIT $1`,
   COALESCE(max(EXTRACT(EPOCH FROM published_at - created_at)), 0)::float8
 FROM coord_outbox WHERE state = 'published' AND published_at > clock_timestamp() - interval '1 hour'
 GROUP BY 1 ORDER BY 1`,
-	KeyCounts: `SELECT count(*) FILTER (WHERE state = 'done'),
-  count(*) FILTER (WHERE state = 'pending' AND locked_until >= clock_timestamp()),
-  count(*) FILTER (WHERE state = 'pending' AND locked_until < clock_timestamp())
+	// keys, not rows: partitioned by period, a key is a row in each
+	// period it claims
+	KeyCounts: `SELECT count(DISTINCT (scope, idem_key)) FILTER (WHERE state = 'done'),
+  count(DISTINCT (scope, idem_key)) FILTER (WHERE state = 'pending' AND locked_until >= clock_timestamp()),
+  count(DISTINCT (scope, idem_key)) FILTER (WHERE state = 'pending' AND locked_until < clock_timestamp())
 FROM coord_idempotency`,
-	KeysPending: `SELECT scope, idem_key, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8,
+	KeysPending: `SELECT DISTINCT ON (created_at, scope, idem_key) scope, idem_key, EXTRACT(EPOCH FROM clock_timestamp() - created_at)::float8,
   EXTRACT(EPOCH FROM locked_until - clock_timestamp())::float8
-FROM coord_idempotency WHERE state = 'pending' ORDER BY created_at LIMIT $1`,
+FROM coord_idempotency WHERE state = 'pending' ORDER BY created_at, scope, idem_key LIMIT $1`,
 	MemberGroups: `SELECT group_name, count(*) FILTER (WHERE expires_at > clock_timestamp()), count(*) FILTER (WHERE expires_at <= clock_timestamp())
 FROM coord_members GROUP BY group_name ORDER BY group_name LIMIT $1`,
 }
@@ -85,12 +87,14 @@ WHERE t.trx_state = 'LOCK WAIT' ORDER BY t.trx_wait_started LIMIT ?`,
   COALESCE(MAX(TIMESTAMPDIFF(MICROSECOND, created_at, published_at)) / 1e6, 0)
 FROM coord_outbox WHERE state = 'published' AND published_at > UTC_TIMESTAMP(6) - INTERVAL 1 HOUR
 GROUP BY 1 ORDER BY 1`,
-	KeyCounts: `SELECT COALESCE(SUM(state = 'done'), 0), COALESCE(SUM(state = 'pending' AND locked_until >= UTC_TIMESTAMP(6)), 0),
-  COALESCE(SUM(state = 'pending' AND locked_until < UTC_TIMESTAMP(6)), 0)
+	// keys, not rows (see PostgreSQL's); scope and key hold no NUL
+	KeyCounts: `SELECT COUNT(DISTINCT CASE WHEN state = 'done' THEN CONCAT(scope, CHAR(0), idem_key) END),
+  COUNT(DISTINCT CASE WHEN state = 'pending' AND locked_until >= UTC_TIMESTAMP(6) THEN CONCAT(scope, CHAR(0), idem_key) END),
+  COUNT(DISTINCT CASE WHEN state = 'pending' AND locked_until < UTC_TIMESTAMP(6) THEN CONCAT(scope, CHAR(0), idem_key) END)
 FROM coord_idempotency`,
-	KeysPending: `SELECT scope, idem_key, TIMESTAMPDIFF(MICROSECOND, created_at, UTC_TIMESTAMP(6)) / 1e6,
-  TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until) / 1e6
-FROM coord_idempotency WHERE state = 'pending' ORDER BY created_at LIMIT ?`,
+	KeysPending: `SELECT scope, idem_key, MAX(TIMESTAMPDIFF(MICROSECOND, created_at, UTC_TIMESTAMP(6))) / 1e6,
+  MAX(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until)) / 1e6
+FROM coord_idempotency WHERE state = 'pending' GROUP BY scope, idem_key ORDER BY MIN(created_at) LIMIT ?`,
 	MemberGroups: `SELECT group_name, COALESCE(SUM(expires_at > UTC_TIMESTAMP(6)), 0), COALESCE(SUM(expires_at <= UTC_TIMESTAMP(6)), 0)
 FROM coord_members GROUP BY group_name ORDER BY group_name LIMIT ?`,
 }
