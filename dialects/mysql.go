@@ -381,6 +381,12 @@ func mariaDBPatch(q *Queries) {
 	q.IdemInsertNowait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + q.IdemInsert
 	q.IdemInsertDone = mariaDBIdemClaim(true)
 	q.IdemInsertRest = mariaDBIdemRest
+	q.IdemInsertPlain = `INSERT IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
+SELECT ?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM DUAL
+WHERE NOT EXISTS (SELECT 1 FROM coord_periods WHERE tbl = 'coord_idempotency')`
+	q.IdemInsertDonePlain = `INSERT IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
+SELECT ?, ?, ?, 'done', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM DUAL
+WHERE NOT EXISTS (SELECT 1 FROM coord_periods WHERE tbl = 'coord_idempotency')`
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 	q.IdleTxTimeoutReset = `SET SESSION idle_transaction_timeout = DEFAULT`
 	q.OutboxWaitCommit = `SET STATEMENT max_statement_time = %s FOR SELECT id FROM coord_outbox ORDER BY id DESC LIMIT 1 LOCK IN SHARE MODE`

@@ -317,24 +317,32 @@ func (o mysqlOps) FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) 
 }
 
 func (o mysqlOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
-	q := o.q.IdemInsert
+	q, plain := o.q.IdemInsert, o.q.IdemInsertPlain
 	if nowait {
 		q = o.q.IdemInsertNowait
+		if plain != "" {
+			plain = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + plain
+		}
 	}
-	return o.idemClaim(ctx, tx, q, scope, key, fp, lock)
+	return o.idemClaim(ctx, tx, plain, q, scope, key, fp, lock)
 }
 
 func (o mysqlOps) IdemRecord(ctx context.Context, tx Executor, scope, key string, fp, response []byte) (bool, error) {
-	return o.idemClaim(ctx, tx, o.q.IdemInsertDone, scope, key, fp, response)
+	return o.idemClaim(ctx, tx, o.q.IdemInsertDonePlain, o.q.IdemInsertDone, scope, key, fp, response)
 }
 
 // idemClaim runs a key's claim: true when every row the key should have
-// went in (MySQL 8: the one row; MariaDB: see mariaDBIdemClaim). When a
+// went in (MySQL 8: the one row; MariaDB: a plain table's one row, or,
+// when that inserted nothing, see mariaDBIdemClaim). When a
 // later period's row meets another claim, the first row is deleted again
 // and the key reported as existing.
-func (o mysqlOps) idemClaim(ctx context.Context, tx Executor, q string, args ...any) (bool, error) {
+func (o mysqlOps) idemClaim(ctx context.Context, tx Executor, plain, q string, args ...any) (bool, error) {
 	if o.q.IdemInsertRest == "" {
 		n, err := tx.Exec(ctx, q, args...)
+		return n == 1, err
+	}
+	// a plain table's one row (nothing where the table is partitioned)
+	if n, err := tx.Exec(ctx, plain, args...); err != nil || n == 1 {
 		return n == 1, err
 	}
 	var first int64

@@ -364,6 +364,14 @@ SELECT (SELECT count(*) FROM v)::int, ((SELECT count(*) FROM first) + (SELECT co
 func pgTxnQueries(q *Queries) {
 	q.IdemInsert = pgIdemClaim(false)
 	q.IdemInsertNowait = q.IdemInsert
+	// the one row of a table not partitioned by period (nothing inserted
+	// where it is: the claim above runs then)
+	q.IdemInsertPlain = `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
+SELECT $1, $2, $3, 'pending', clock_timestamp() + $4 * interval '1 microsecond', clock_timestamp(), clock_timestamp()
+WHERE NOT EXISTS (SELECT 1 FROM coord_periods WHERE tbl = 'coord_idempotency') ON CONFLICT DO NOTHING`
+	q.IdemInsertDonePlain = `INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
+SELECT $1, $2, $3, 'done', $4::bytea, clock_timestamp(), clock_timestamp(), clock_timestamp()
+WHERE NOT EXISTS (SELECT 1 FROM coord_periods WHERE tbl = 'coord_idempotency') ON CONFLICT DO NOTHING`
 	q.IdemRead = `SELECT fingerprint, state, response, locked_until > clock_timestamp() FROM coord_idempotency WHERE scope = $1 AND idem_key = $2
 ORDER BY period DESC LIMIT 1`
 	q.IdemInsertDone = pgIdemClaim(true)

@@ -276,20 +276,29 @@ func (o pgOps) FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) (bo
 }
 
 func (o pgOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
-	return o.idemClaim(ctx, tx, nowait, o.q.IdemInsert, scope, key, fp, lock)
+	return o.idemClaim(ctx, tx, nowait, o.q.IdemInsertPlain, o.q.IdemInsert, scope, key, fp, lock)
 }
 
 func (o pgOps) IdemRecord(ctx context.Context, tx Executor, scope, key string, fp, response []byte) (bool, error) {
-	return o.idemClaim(ctx, tx, false, o.q.IdemInsertDone, scope, key, fp, response)
+	return o.idemClaim(ctx, tx, false, o.q.IdemInsertDonePlain, o.q.IdemInsertDone, scope, key, fp, response)
 }
 
-// idemClaim runs a key's claim (pgIdemClaim): true when every row the
-// key should have went in. Rows that went in beside a period the key
-// already held are deleted again, and the key reported as existing.
-func (o pgOps) idemClaim(ctx context.Context, tx Executor, nowait bool, q string, args ...any) (bool, error) {
+// idemClaim inserts a key: the one row of a plain table (plain), or, when
+// that inserted nothing (the key exists, or the table is partitioned by
+// period), its claim (pgIdemClaim): true when every row the key should
+// have went in. Rows that went in beside a period the key already held
+// are deleted again, and the key reported as existing.
+func (o pgOps) idemClaim(ctx context.Context, tx Executor, nowait bool, plain, q string, args ...any) (bool, error) {
 	var want, got int
 	var periods string
-	claim := func() error { return tx.QueryRow(ctx, q, args...).Scan(&want, &got, &periods) }
+	claim := func() error {
+		n, err := tx.Exec(ctx, plain, args...)
+		if err != nil || n == 1 {
+			want, got = 1, int(n)
+			return err
+		}
+		return tx.QueryRow(ctx, q, args...).Scan(&want, &got, &periods)
+	}
 	var err error
 	if nowait {
 		err = o.bounded(ctx, tx, time.Millisecond, claim)

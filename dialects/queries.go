@@ -287,6 +287,12 @@ type Queries struct {
 	// row (see mariaDBIdemClaim); empty where those count rows affected
 	// (MySQL 8, never partitioned).
 	IdemInsertRest string
+	// IdemInsertPlain and IdemInsertDonePlain insert the one row (period
+	// 0) of a key on a table not partitioned by period, and nothing where
+	// coord_periods says it is (the claims above run then): one cheap
+	// statement for a new key on a plain table. Rows affected: 1 or 0.
+	// Empty where the claims are that statement already (MySQL 8).
+	IdemInsertPlain, IdemInsertDonePlain string
 	// IdemRead reads a key, its newest period's row (a share-locking read
 	// on MySQL so REPEATABLE READ sees the latest row). Columns: fingerprint, state, response, locked (bool:
 	// locked_until in the future). Args: scope, key.
