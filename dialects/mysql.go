@@ -381,12 +381,15 @@ func mariaDBPatch(q *Queries) {
 	q.IdemInsertNowait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + q.IdemInsert
 	q.IdemInsertDone = mariaDBIdemClaim(true)
 	q.IdemInsertRest = mariaDBIdemRest
-	q.IdemInsertPlain = `INSERT IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
-SELECT ?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM DUAL
-WHERE NOT EXISTS (SELECT 1 FROM coord_periods WHERE tbl = 'coord_idempotency')`
-	q.IdemInsertDonePlain = `INSERT IGNORE INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
-SELECT ?, ?, ?, 'done', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM DUAL
-WHERE NOT EXISTS (SELECT 1 FROM coord_periods WHERE tbl = 'coord_idempotency')`
+	// A plain table's one row: a plain INSERT (a duplicate fails it, and
+	// only it), strict, and without period, which a table partitioned by
+	// period has no default for — there it fails too and the claim above
+	// runs. No read of coord_periods: a share-locking read of its one row
+	// in every claim cost a fifth of the throughput at 32 clients.
+	q.IdemInsertPlain = `SET STATEMENT sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION' FOR INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, locked_until, created_at, updated_at)
+VALUES (?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`
+	q.IdemInsertDonePlain = `SET STATEMENT sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION' FOR INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
+VALUES (?, ?, ?, 'done', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 	q.IdleTxTimeoutReset = `SET SESSION idle_transaction_timeout = DEFAULT`
 	q.OutboxWaitCommit = `SET STATEMENT max_statement_time = %s FOR SELECT id FROM coord_outbox ORDER BY id DESC LIMIT 1 LOCK IN SHARE MODE`

@@ -101,7 +101,10 @@ func (k mysqlKeyParts) PartitionKeys(ctx context.Context, x Executor, begin Begi
 	for _, s := range []string{
 		`DROP TABLE IF EXISTS coord_idempotency_new`,
 		`CREATE TABLE coord_idempotency_new LIKE coord_idempotency`,
-		`ALTER TABLE coord_idempotency_new DROP PRIMARY KEY, ADD PRIMARY KEY (scope, idem_key, period)`,
+		// no default for period: an insert that omits it (a plain
+		// table's claim, an older release's) fails on the partitioned
+		// table instead of claiming period 0 alone
+		`ALTER TABLE coord_idempotency_new DROP PRIMARY KEY, ADD PRIMARY KEY (scope, idem_key, period), ALTER COLUMN period DROP DEFAULT`,
 		`ALTER TABLE coord_idempotency_new PARTITION BY RANGE (period) (` + strings.Join(parts, ", ") + `)`,
 	} {
 		if _, err := x.Exec(ctx, s); err != nil {

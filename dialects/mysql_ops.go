@@ -320,9 +320,7 @@ func (o mysqlOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scop
 	q, plain := o.q.IdemInsert, o.q.IdemInsertPlain
 	if nowait {
 		q = o.q.IdemInsertNowait
-		if plain != "" {
-			plain = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR " + plain
-		}
+		plain = strings.Replace(plain, "SET STATEMENT ", "SET STATEMENT innodb_lock_wait_timeout = 0, ", 1)
 	}
 	return o.idemClaim(ctx, tx, plain, q, scope, key, fp, lock)
 }
@@ -341,9 +339,12 @@ func (o mysqlOps) idemClaim(ctx context.Context, tx Executor, plain, q string, a
 		n, err := tx.Exec(ctx, q, args...)
 		return n == 1, err
 	}
-	// a plain table's one row (nothing where the table is partitioned)
-	if n, err := tx.Exec(ctx, plain, args...); err != nil || n == 1 {
-		return n == 1, err
+	// a plain table's one row; a duplicate, or a table partitioned by
+	// period (no default for period), fails the statement alone
+	if n, err := tx.Exec(ctx, plain, args...); err == nil {
+		return n == 1, nil
+	} else if c := o.d.Classify(err); !errors.Is(c, ErrDuplicate) && !isNoDefault(err) {
+		return false, err
 	}
 	var first int64
 	var legacyUntil, cur sql.NullInt64
@@ -568,4 +569,11 @@ func (o mysqlOps) SagaCleanup(ctx context.Context, x Executor, age time.Duration
 		return 0, err
 	}
 	return x.Exec(ctx, fmt.Sprintf(o.q.Saga.CleanupGtx, marks(len(gids))), gids...)
+}
+
+// isNoDefault: MySQL error 1364, a strict insert that omits a column with
+// no default (period, on a table partitioned by period).
+func isNoDefault(err error) bool {
+	n, _, ok := mysqlNumber(err)
+	return ok && n == 1364
 }
