@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sqlcoord/sqlcoord"
 	"github.com/sqlcoord/sqlcoord/partitions"
 )
 
@@ -113,28 +115,35 @@ coord_outbox_legacy until roll drops it whole. Run it once every instance runs t
 			if o.Size < 1000 {
 				return usageError{fmt.Errorf("--size %d: want at least 1000 ids per partition", o.Size)}
 			}
-			if o.Ahead < 1 || o.Ahead > 100 {
-				return usageError{fmt.Errorf("--ahead %d: want 1 to 100", o.Ahead)}
-			}
-			db, err := openInstalled(cmd, writes)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			start := time.Now()
-			if err := partitions.Enable(cmd.Context(), db, o); err != nil {
-				return err
-			}
-			if done, err := printJSON(cmd, map[string]any{"enabled": true, "seconds": time.Since(start).Seconds()}); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "coord_outbox is partitioned (%d ids a partition, %d ahead) in %v\n", o.Size, o.Ahead, time.Since(start).Round(time.Millisecond))
-			return nil
+			return runEnable(cmd, o.Ahead, fmt.Sprintf("coord_outbox is partitioned (%d ids a partition, %d ahead)", o.Size, o.Ahead),
+				func(ctx context.Context, db *sqlcoord.DB) error { return partitions.Enable(ctx, db, o) })
 		},
 	}
 	cmd.Flags().Int64Var(&o.Size, "size", 1_000_000, "ids per partition: about the messages of one period (the unit retention drops)")
 	cmd.Flags().IntVar(&o.Ahead, "ahead", 2, "partitions kept made above the last id issued")
 	return cmd
+}
+
+// runEnable checks --ahead, runs enable on the installed database and says
+// how long it took (--json: {"enabled": true, "seconds": …}).
+func runEnable(cmd *cobra.Command, ahead int, done string, enable func(context.Context, *sqlcoord.DB) error) error {
+	if ahead < 1 || ahead > 100 {
+		return usageError{fmt.Errorf("--ahead %d: want 1 to 100", ahead)}
+	}
+	db, err := openInstalled(cmd, writes)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start := time.Now()
+	if err := enable(cmd.Context(), db); err != nil {
+		return err
+	}
+	if printed, err := printJSON(cmd, map[string]any{"enabled": true, "seconds": time.Since(start).Seconds()}); printed || err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s in %v\n", done, time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 func newPartitionsRollCmd() *cobra.Command {
@@ -265,23 +274,8 @@ this release.`,
 			if o.Period < time.Second || o.Period > 366*24*time.Hour {
 				return usageError{fmt.Errorf("--period %v: want 1s to 366 days", o.Period)}
 			}
-			if o.Ahead < 1 || o.Ahead > 100 {
-				return usageError{fmt.Errorf("--ahead %d: want 1 to 100", o.Ahead)}
-			}
-			db, err := openInstalled(cmd, writes)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			start := time.Now()
-			if err := partitions.EnableKeys(cmd.Context(), db, o); err != nil {
-				return err
-			}
-			if done, err := printJSON(cmd, map[string]any{"enabled": true, "seconds": time.Since(start).Seconds()}); done || err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "coord_idempotency is partitioned (a partition per %v, %d ahead) in %v\n", o.Period, o.Ahead, time.Since(start).Round(time.Millisecond))
-			return nil
+			return runEnable(cmd, o.Ahead, fmt.Sprintf("coord_idempotency is partitioned (a partition per %v, %d ahead)", o.Period, o.Ahead),
+				func(ctx context.Context, db *sqlcoord.DB) error { return partitions.EnableKeys(ctx, db, o) })
 		},
 	}
 	cmd.Flags().DurationVar(&o.Period, "period", 0, "a partition's span of time and the keys' protection (required)")
