@@ -390,6 +390,7 @@ func mariaDBPatch(q *Queries) {
 VALUES (?, ?, ?, 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`
 	q.IdemInsertDonePlain = `SET STATEMENT sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION' FOR INSERT INTO coord_idempotency (scope, idem_key, fingerprint, state, response, locked_until, created_at, updated_at)
 VALUES (?, ?, ?, 'done', ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`
+	q.IdemInsertPlainNowait = strings.Replace(q.IdemInsertPlain, "SET STATEMENT ", "SET STATEMENT innodb_lock_wait_timeout = 0, ", 1)
 	q.IdleTxTimeoutSet = `SET SESSION idle_transaction_timeout = CEIL(? / 1000)`
 	q.IdleTxTimeoutReset = `SET SESSION idle_transaction_timeout = DEFAULT`
 	q.OutboxWaitCommit = `SET STATEMENT max_statement_time = %s FOR SELECT id FROM coord_outbox ORDER BY id DESC LIMIT 1 LOCK IN SHARE MODE`

@@ -320,7 +320,7 @@ func (o mysqlOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scop
 	q, plain := o.q.IdemInsert, o.q.IdemInsertPlain
 	if nowait {
 		q = o.q.IdemInsertNowait
-		plain = strings.Replace(plain, "SET STATEMENT ", "SET STATEMENT innodb_lock_wait_timeout = 0, ", 1)
+		plain = o.q.IdemInsertPlainNowait
 	}
 	return o.idemClaim(ctx, tx, plain, q, scope, key, fp, lock)
 }

@@ -276,7 +276,11 @@ func (o pgOps) FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) (bo
 }
 
 func (o pgOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
-	return o.idemClaim(ctx, tx, nowait, o.q.IdemInsertPlain, o.q.IdemInsert, scope, key, fp, lock)
+	q := o.q.IdemInsert
+	if nowait {
+		q = o.q.IdemInsertNowait // run under bounded's lock timeout
+	}
+	return o.idemClaim(ctx, tx, nowait, o.q.IdemInsertPlain, q, scope, key, fp, lock)
 }
 
 func (o pgOps) IdemRecord(ctx context.Context, tx Executor, scope, key string, fp, response []byte) (bool, error) {

@@ -293,6 +293,9 @@ type Queries struct {
 	// statement for a new key on a plain table. Rows affected: 1 or 0.
 	// Empty where the claims are that statement already (MySQL 8).
 	IdemInsertPlain, IdemInsertDonePlain string
+	// IdemInsertPlainNowait is IdemInsertPlain failing at once (lock
+	// timeout) when another transaction holds the key (MariaDB).
+	IdemInsertPlainNowait string
 	// IdemRead reads a key, its newest period's row (a share-locking read
 	// on MySQL so REPEATABLE READ sees the latest row). Columns: fingerprint, state, response, locked (bool:
 	// locked_until in the future). Args: scope, key.
