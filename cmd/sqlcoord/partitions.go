@@ -53,6 +53,34 @@ func boundText(v int64) string {
 	return strconv.FormatInt(v, 10)
 }
 
+// printParts prints a partitioned table's partitions: with --json, the
+// fields and "partitioned": true beside them; else a table (from names the
+// lower bound's column, note what a partition's name gets after it, the
+// catch-all's aside) and the footer lines.
+func printParts(cmd *cobra.Command, ps []partitions.Partition, fields map[string]any, from string, note func(partitions.Partition) string, footer ...string) error {
+	parts := []partitionJSON{}
+	for _, p := range ps {
+		parts = append(parts, partitionJSON{p.Name, bound(p.From), bound(p.To), p.CatchAll, p.Rows})
+	}
+	fields["partitioned"], fields["partitions"] = true, parts
+	if done, err := printJSON(cmd, fields); done || err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PARTITION\t"+from+"\tTO\tROWS (ESTIMATE)\t")
+	for _, p := range ps {
+		name := p.Name + note(p)
+		if p.CatchAll {
+			name += " (catch-all)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t\n", name, boundText(p.From), boundText(p.To), p.Rows)
+	}
+	for _, f := range footer {
+		fmt.Fprintln(w, f+"\t")
+	}
+	return w.Flush()
+}
+
 func newPartitionsStatusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
@@ -75,27 +103,12 @@ func newPartitionsStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			parts := []partitionJSON{}
-			for _, p := range l.Parts {
-				parts = append(parts, partitionJSON{p.Name, bound(p.From), bound(p.To), p.CatchAll, p.Rows})
-			}
-			if done, err := printJSON(cmd, map[string]any{"partitioned": true, "issued": l.Issued, "history": l.History, "partitions": parts}); done || err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PARTITION\tFROM\tTO\tROWS (ESTIMATE)\t")
-			for _, p := range l.Parts {
-				name := p.Name
-				if p.CatchAll {
-					name += " (catch-all)"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t\n", name, boundText(p.From), boundText(p.To), p.Rows)
-			}
+			var footer []string
 			if l.History != "" {
-				fmt.Fprintf(w, "%s (history before enable)\t-\t-\t\t\n", l.History)
+				footer = append(footer, l.History+" (history before enable)\t-\t-\t")
 			}
-			fmt.Fprintf(w, "last id issued: %d\t\t\t\t\n", l.Issued)
-			return w.Flush()
+			footer = append(footer, fmt.Sprintf("last id issued: %d\t\t\t", l.Issued))
+			return printParts(cmd, l.Parts, map[string]any{"issued": l.Issued, "history": l.History}, "FROM", func(partitions.Partition) string { return "" }, footer...)
 		},
 	}
 }
@@ -229,28 +242,14 @@ func newKeysStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			parts := []partitionJSON{}
-			for _, p := range l.Parts {
-				parts = append(parts, partitionJSON{p.Name, bound(p.From), bound(p.To), p.CatchAll, p.Rows})
-			}
-			if done, err := printJSON(cmd, map[string]any{"partitioned": true, "period_seconds": l.Period.Seconds(), "current": l.Current,
-				"legacy_until": l.LegacyUntil, "partitions": parts}); done || err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PARTITION\tFROM PERIOD\tTO\tROWS (ESTIMATE)\t")
-			for _, p := range l.Parts {
-				name := p.Name
-				switch {
-				case p.CatchAll:
-					name += " (catch-all)"
-				case p.From == math.MinInt64:
-					name += " (keys before enable)"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t\n", name, boundText(p.From), boundText(p.To), p.Rows)
-			}
-			fmt.Fprintf(w, "period %v, now in period %d; keys before enable protected until period %d ends\t\t\t\t\n", l.Period, l.Current, l.LegacyUntil)
-			return w.Flush()
+			return printParts(cmd, l.Parts, map[string]any{"period_seconds": l.Period.Seconds(), "current": l.Current, "legacy_until": l.LegacyUntil}, "FROM PERIOD",
+				func(p partitions.Partition) string {
+					if p.From == math.MinInt64 && !p.CatchAll {
+						return " (keys before enable)"
+					}
+					return ""
+				},
+				fmt.Sprintf("period %v, now in period %d; keys before enable protected until period %d ends\t\t\t", l.Period, l.Current, l.LegacyUntil))
 		},
 	}
 }
