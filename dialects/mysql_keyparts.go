@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"time"
@@ -185,18 +186,15 @@ SELECT 'coord_idempotency', ?, FLOOR(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UT
 // busyRetry runs step until it does not fail for want of a lock, for
 // about a minute.
 func (k mysqlKeyParts) busyRetry(ctx context.Context, step func() error) error {
-	for i := 0; ; i++ {
-		err := k.p.d.Classify(step())
-		if err == nil || !(errors.Is(err, ErrLockTimeout) || errors.Is(err, ErrDeadlock) || errors.Is(err, ErrLocked)) || i == 60 {
-			if err != nil && i == 60 {
-				return fmt.Errorf("%w: %w", ErrPartitionBusy, err)
-			}
-			return err
-		}
-		if err := backoff.Sleep(ctx, keysBusy.Delay(i)); err != nil {
-			return err
-		}
+	const tries = 61
+	locked := func(err error) bool {
+		return errors.Is(err, ErrLockTimeout) || errors.Is(err, ErrDeadlock) || errors.Is(err, ErrLocked)
 	}
+	err := keysBusy.Retry(ctx, tries, locked, func() error { return k.p.d.Classify(step()) })
+	if locked(err) {
+		return fmt.Errorf("%w: %w", ErrPartitionBusy, err)
+	}
+	return err
 }
 
 // mysqlKeyMirror: see mysqlMirrorTriggers; the rows are told apart by
@@ -237,7 +235,9 @@ func (k mysqlKeyParts) ExtendKeys(ctx context.Context, x Executor, _ Begin, ahea
 		name := keyPartName(q)
 		err := k.p.alterTable(ctx, x, "coord_idempotency", fmt.Sprintf(`REORGANIZE PARTITION %s INTO (PARTITION %s VALUES LESS THAN (%d), PARTITION %s VALUES LESS THAN MAXVALUE)`,
 			mysqlKeysCatchAll, name, q+1, mysqlKeysCatchAll))
-		if err != nil {
+		if partitionRaced(err) {
+			return made, nil // another RollKeys made it (and the ones after)
+		} else if err != nil {
 			return made, err
 		}
 		made = append(made, name)
@@ -245,11 +245,78 @@ func (k mysqlKeyParts) ExtendKeys(ctx context.Context, x Executor, _ Begin, ahea
 	return made, nil
 }
 
+// DropKeys takes a partition's rows out of the live table before their
+// files go: EXCHANGE PARTITION swaps the partition with an empty table of
+// the same shape (a rename of files under the table's metadata lock, which
+// claims wait for), the emptied partition is dropped, and then the table
+// now holding its rows, with nothing waiting on it. A DROP PARTITION of
+// the full partition deleted its files under that lock: every claim
+// waited for it. A drop stopped halfway leaves that table behind; a later
+// DropKeys drops it.
 func (k mysqlKeyParts) DropKeys(ctx context.Context, x Executor, _ Begin, part Partition) error {
 	if part.CatchAll || !mysqlKeyPartName.MatchString(part.Name) {
 		return fmt.Errorf("sqlcoord: %q is not a partition to drop", part.Name)
 	}
-	return k.p.alterTable(ctx, x, "coord_idempotency", `DROP PARTITION `+part.Name)
+	// the spare's name is the partition's and this attempt's: two
+	// RollKeys dropping one partition at once each use their own
+	spare := fmt.Sprintf("%s%s_%08x", mysqlKeySparePrefix, strings.TrimPrefix(part.Name, "coord_idempotency_"), rand.Uint32())
+	if err := k.dropSpares(ctx, x, spare); err != nil {
+		return err
+	}
+	for _, s := range []string{
+		`CREATE TABLE ` + spare + ` LIKE coord_idempotency`,
+		`ALTER TABLE ` + spare + ` REMOVE PARTITIONING`,
+	} {
+		if _, err := x.Exec(ctx, s); err != nil {
+			return k.p.d.Classify(err)
+		}
+	}
+	// another RollKeys may have dropped the partition meanwhile
+	err := k.p.alterTable(ctx, x, "coord_idempotency", `EXCHANGE PARTITION `+part.Name+` WITH TABLE `+spare)
+	if err == nil {
+		err = k.p.alterTable(ctx, x, "coord_idempotency", `DROP PARTITION `+part.Name)
+	}
+	if err != nil && !partitionRaced(err) {
+		return err
+	}
+	return k.dropSpares(ctx, x, spare)
+}
+
+// mysqlKeySparePrefix names the tables DropKeys moves a partition's rows
+// into before it drops them.
+const mysqlKeySparePrefix = "coord_idempotency_gone_"
+
+// dropSpares drops own, the table this DropKeys moves rows into, and the
+// ones that drops stopped halfway left behind: created over ten minutes
+// ago (a drop in progress elsewhere is seconds old).
+func (k mysqlKeyParts) dropSpares(ctx context.Context, x Executor, own string) error {
+	rows, err := x.Query(ctx, `SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ?
+AND (TABLE_NAME = ? OR CREATE_TIME < NOW() - INTERVAL 10 MINUTE)`, strings.ReplaceAll(mysqlKeySparePrefix, "_", `\_`)+"%", own)
+	if err != nil {
+		return k.p.d.Classify(err)
+	}
+	var spares []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return k.p.d.Classify(err)
+		}
+		spares = append(spares, name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return k.p.d.Classify(err)
+	}
+	for _, name := range spares {
+		if !strings.HasPrefix(name, mysqlKeySparePrefix) {
+			continue
+		}
+		if _, err := x.Exec(ctx, "DROP TABLE IF EXISTS `"+name+"`"); err != nil {
+			return k.p.d.Classify(err)
+		}
+	}
+	return nil
 }
 
 // PurgeKeys: MariaDB's ranges are contiguous and the MAXVALUE partition

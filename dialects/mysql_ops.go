@@ -316,46 +316,53 @@ func (o mysqlOps) FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) 
 	return err == nil && fence == u.Token, err
 }
 
-func (o mysqlOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
+func (o mysqlOps) IdemInsert(ctx context.Context, tx Executor, k IdemKey) (IdemResult, error) {
 	q, plain := o.q.IdemInsert, o.q.IdemInsertPlain
-	if nowait {
+	if k.NoWait {
 		q = o.q.IdemInsertNowait
 		plain = o.q.IdemInsertPlainNowait
 	}
-	return o.idemClaim(ctx, tx, plain, q, scope, key, fp, lock)
+	return o.idemClaim(ctx, tx, k.Table, plain, q, k.Scope, k.Key, k.Fingerprint, k.LockMicros)
 }
 
-func (o mysqlOps) IdemRecord(ctx context.Context, tx Executor, scope, key string, fp, response []byte) (bool, error) {
-	return o.idemClaim(ctx, tx, o.q.IdemInsertDonePlain, o.q.IdemInsertDone, scope, key, fp, response)
+func (o mysqlOps) IdemRecord(ctx context.Context, tx Executor, k IdemKey, response []byte) (IdemResult, error) {
+	return o.idemClaim(ctx, tx, k.Table, o.q.IdemInsertDonePlain, o.q.IdemInsertDone, k.Scope, k.Key, k.Fingerprint, response)
 }
 
-// idemClaim runs a key's claim: true when every row the key should have
-// went in (MySQL 8: the one row; MariaDB: a plain table's one row, or,
-// when that inserted nothing, see mariaDBIdemClaim). When a
-// later period's row meets another claim, the first row is deleted again
-// and the key reported as existing.
-func (o mysqlOps) idemClaim(ctx context.Context, tx Executor, plain, q string, args ...any) (bool, error) {
+// idemClaim runs a key's claim: Inserted when every row the key should
+// have went in (MySQL 8: the one row; MariaDB: a plain table's one row,
+// or, when that inserted nothing or the caller expects a table
+// partitioned by period (table), see mariaDBIdemClaim). When a later
+// period's row meets another claim, the first row is deleted again and
+// the key reported as existing.
+func (o mysqlOps) idemClaim(ctx context.Context, tx Executor, table KeyTable, plain, q string, args ...any) (IdemResult, error) {
 	if o.q.IdemInsertRest == "" {
 		n, err := tx.Exec(ctx, q, args...)
-		return n == 1, err
+		return IdemResult{Inserted: n == 1, Table: KeyTablePlain}, err
 	}
-	// a plain table's one row; a duplicate, or a table partitioned by
-	// period (no default for period), fails the statement alone
-	if n, err := tx.Exec(ctx, plain, args...); err == nil {
-		return n == 1, nil
-	} else if c := o.d.Classify(err); !errors.Is(c, ErrDuplicate) && !isNoDefault(err) {
-		return false, err
+	if table != KeyTablePartitioned {
+		// a plain table's one row; a duplicate, or a table partitioned by
+		// period (no default for period), fails the statement alone
+		n, err := tx.Exec(ctx, plain, args...)
+		switch {
+		case err == nil:
+			return IdemResult{Inserted: n == 1, Table: KeyTablePlain}, nil
+		case isNoDefault(err):
+			table = KeyTablePartitioned
+		case !errors.Is(o.d.Classify(err), ErrDuplicate):
+			return IdemResult{}, err
+		}
 	}
 	var first int64
 	var legacyUntil, cur sql.NullInt64
 	err := tx.QueryRow(ctx, q, args...).Scan(&first, &legacyUntil, &cur)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return false, nil // the key exists: nothing written
+		return IdemResult{Table: table}, nil // the key exists: nothing written
 	case err != nil:
-		return false, err
+		return IdemResult{}, err
 	case !legacyUntil.Valid || !cur.Valid:
-		return true, nil // not partitioned: one row
+		return IdemResult{Inserted: true, Table: KeyTablePlain}, nil // not partitioned: one row
 	}
 	// the claim's periods are cur and cur+1 (and 0, the first, while
 	// cur <= legacy_until)
@@ -363,15 +370,17 @@ func (o mysqlOps) idemClaim(ctx context.Context, tx Executor, plain, q string, a
 	if first == cur.Int64 {
 		from++
 	}
+	r := IdemResult{Table: KeyTablePartitioned}
 	_, err = tx.Exec(ctx, o.q.IdemInsertRest, from, cur.Int64+1, args[0], args[1], first)
 	if err == nil {
-		return true, nil
+		r.Inserted = true
+		return r, nil
 	}
 	if !errors.Is(o.d.Classify(err), ErrDuplicate) {
-		return false, err
+		return IdemResult{}, err
 	}
 	_, err = tx.Exec(ctx, o.q.IdemUndo, args[0], args[1], strconv.FormatInt(first, 10))
-	return false, err
+	return r, err
 }
 
 func (o mysqlOps) JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error) {

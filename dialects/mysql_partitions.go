@@ -103,6 +103,16 @@ FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAM
 // in seconds: MariaDB counts it in whole seconds (WAIT 0.5 is NOWAIT).
 const mysqlPartWait = "1"
 
+// partitionRaced reports an ALTER that failed because another process
+// changed the same partitions first: the partition it drops or exchanges
+// is gone (1507, 1735), or the one it makes exists (1517). Rolls run from
+// several processes at once; what the other did is what this one meant to
+// do.
+func partitionRaced(err error) bool {
+	n, _, ok := mysqlNumber(err)
+	return ok && (n == 1507 || n == 1735 || n == 1517)
+}
+
 // alter runs an ALTER TABLE coord_outbox WAIT mysqlPartWait …:
 // ErrPartitionBusy when transactions kept the table that long (the caller
 // tries again).
@@ -312,7 +322,9 @@ func (p mysqlPartitions) Extend(ctx context.Context, x Executor, _ Begin, ahead 
 		name := partitionName(from)
 		err := p.alter(ctx, x, fmt.Sprintf(`REORGANIZE PARTITION %s INTO (PARTITION %s VALUES LESS THAN (%d), PARTITION %s VALUES LESS THAN MAXVALUE)`,
 			mysqlCatchAll, name, from+size, mysqlCatchAll))
-		if err != nil {
+		if partitionRaced(err) {
+			return made, nil // another Roll made it (and the ones after)
+		} else if err != nil {
 			return made, err
 		}
 		made = append(made, name)
@@ -353,6 +365,9 @@ WHERE state = 'published' AND published_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICR
 	} else {
 		tx.Rollback(context.WithoutCancel(ctx))
 	}
+	if partitionRaced(err) {
+		return "", nil // another Roll dropped it meanwhile
+	}
 	if c := p.d.Classify(err); errors.Is(c, ErrDeadlock) || errors.Is(c, ErrLockTimeout) {
 		// the share-locked check met a relay's or a producer's locks:
 		// it read and changed nothing; the caller tries again
@@ -368,7 +383,10 @@ WHERE state = 'published' AND published_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICR
 	case young > 0:
 		return "a message in it was published too recently", nil
 	}
-	return "", p.alter(ctx, x, `DROP PARTITION `+part.Name)
+	if err := p.alter(ctx, x, `DROP PARTITION `+part.Name); err != nil && !partitionRaced(err) {
+		return "", err
+	}
+	return "", nil
 }
 
 func (p mysqlPartitions) DropHistory(ctx context.Context, x Executor, before time.Duration) (string, error) {

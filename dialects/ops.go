@@ -34,8 +34,8 @@ type Operations interface {
 	LeaseReleaseWaking(ctx context.Context, pool Executor, l LeaseSlot, channel string) (bool, error)
 	FenceAdvance(ctx context.Context, tx Executor, resource string, token, hwm int64) (bool, error)
 	FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) (bool, error)
-	IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lockMicros int64) (bool, error)
-	IdemRecord(ctx context.Context, tx Executor, scope, key string, fp, response []byte) (bool, error)
+	IdemInsert(ctx context.Context, tx Executor, k IdemKey) (IdemResult, error)
+	IdemRecord(ctx context.Context, tx Executor, k IdemKey, response []byte) (IdemResult, error)
 	SegmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error)
 	JobClaim(ctx context.Context, pool Executor, j JobSlot, hwm int64) (Issued, bool, error)
 	JobTakeover(ctx context.Context, pool Executor, j JobSlot, attempt, graceMicros, hwm int64) (Issued, bool, error)
@@ -210,12 +210,38 @@ func (l LeaseSlot) withQueue() LeaseSlot {
 
 // IdemKey is an idempotency key to register: its scope and key, the
 // request fingerprint, how long to wait for another transaction holding
-// it (LockMicros) or, with NoWait, not at all.
+// it (LockMicros) or, with NoWait, not at all. Table is what the caller's
+// earlier claims found coord_idempotency to be (IdemResult.Table): a
+// claim that expects a table partitioned by period skips the statement
+// that writes a plain table's one row. It is a hint only: wrong either
+// way, the claim costs one statement more and keeps its guarantee (the
+// periods a key claims are decided in the database, by coord_periods).
 type IdemKey struct {
 	Scope, Key  string
 	Fingerprint []byte
 	LockMicros  int64
 	NoWait      bool
+	Table       KeyTable
+}
+
+// KeyTable is how coord_idempotency is laid out, as a claim saw it.
+type KeyTable int32
+
+const (
+	// KeyTableUnknown: the claim did not find out.
+	KeyTableUnknown KeyTable = iota
+	// KeyTablePlain: one row per key (not partitioned by period).
+	KeyTablePlain
+	// KeyTablePartitioned: partitioned by period (partitions.EnableKeys).
+	KeyTablePartitioned
+)
+
+// IdemResult is the outcome of a key's claim: Inserted when the key was
+// new (every row it should have went in), and the table's layout when the
+// claim found it out.
+type IdemResult struct {
+	Inserted bool
+	Table    KeyTable
 }
 
 // FenceAdvance raises the fence of resource to token inside tx unless a
@@ -248,18 +274,18 @@ type FencedWrite struct {
 	Token, HWM   int64
 }
 
-// IdemInsert registers an idempotency key as pending in tx; false when it
-// exists. With nowait it fails at once (ErrLockTimeout) when another
+// IdemInsert registers an idempotency key as pending in tx; not Inserted
+// when it exists. With k.NoWait it fails at once (ErrLockTimeout) when another
 // transaction holds the key, leaving tx usable.
-func (d *Dialect) IdemInsert(ctx context.Context, tx Executor, k IdemKey) (bool, error) {
-	return d.ops.IdemInsert(ctx, tx, k.NoWait, k.Scope, k.Key, k.Fingerprint, k.LockMicros)
+func (d *Dialect) IdemInsert(ctx context.Context, tx Executor, k IdemKey) (IdemResult, error) {
+	return d.ops.IdemInsert(ctx, tx, k)
 }
 
 // IdemRecord records an idempotency key as done with its response in tx
-// (Keys.Record); false when it exists (after waiting for a transaction
-// that holds it).
-func (d *Dialect) IdemRecord(ctx context.Context, tx Executor, k IdemKey, response []byte) (bool, error) {
-	return d.ops.IdemRecord(ctx, tx, k.Scope, k.Key, k.Fingerprint, response)
+// (Keys.Record); not Inserted when it exists (after waiting for a
+// transaction that holds it).
+func (d *Dialect) IdemRecord(ctx context.Context, tx Executor, k IdemKey, response []byte) (IdemResult, error) {
+	return d.ops.IdemRecord(ctx, tx, k, response)
 }
 
 // OutboxMark marks the published messages ids in tx in one statement

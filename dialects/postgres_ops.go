@@ -275,47 +275,56 @@ func (o pgOps) FencedUpdate(ctx context.Context, tx Executor, u FencedWrite) (bo
 	return n > 0, err
 }
 
-func (o pgOps) IdemInsert(ctx context.Context, tx Executor, nowait bool, scope, key string, fp []byte, lock int64) (bool, error) {
+func (o pgOps) IdemInsert(ctx context.Context, tx Executor, k IdemKey) (IdemResult, error) {
 	q := o.q.IdemInsert
-	if nowait {
+	if k.NoWait {
 		q = o.q.IdemInsertNowait // run under bounded's lock timeout
 	}
-	return o.idemClaim(ctx, tx, nowait, o.q.IdemInsertPlain, q, scope, key, fp, lock)
+	return o.idemClaim(ctx, tx, k, o.q.IdemInsertPlain, q, k.Scope, k.Key, k.Fingerprint, k.LockMicros)
 }
 
-func (o pgOps) IdemRecord(ctx context.Context, tx Executor, scope, key string, fp, response []byte) (bool, error) {
-	return o.idemClaim(ctx, tx, false, o.q.IdemInsertDonePlain, o.q.IdemInsertDone, scope, key, fp, response)
+func (o pgOps) IdemRecord(ctx context.Context, tx Executor, k IdemKey, response []byte) (IdemResult, error) {
+	k.NoWait = false
+	return o.idemClaim(ctx, tx, k, o.q.IdemInsertDonePlain, o.q.IdemInsertDone, k.Scope, k.Key, k.Fingerprint, response)
 }
 
 // idemClaim inserts a key: the one row of a plain table (plain), or, when
 // that inserted nothing (the key exists, or the table is partitioned by
-// period), its claim (pgIdemClaim): true when every row the key should
-// have went in. Rows that went in beside a period the key already held
-// are deleted again, and the key reported as existing.
-func (o pgOps) idemClaim(ctx context.Context, tx Executor, nowait bool, plain, q string, args ...any) (bool, error) {
+// period) or the caller expects a partitioned table (k.Table), its claim
+// (pgIdemClaim): Inserted when every row the key should have went in.
+// Rows that went in beside a period the key already held are deleted
+// again, and the key reported as existing. The claim's count of the rows
+// the key should have tells the table's layout: one on a plain table.
+func (o pgOps) idemClaim(ctx context.Context, tx Executor, k IdemKey, plain, q string, args ...any) (IdemResult, error) {
 	var want, got int
 	var periods string
 	claim := func() error {
-		n, err := tx.Exec(ctx, plain, args...)
-		if err != nil || n == 1 {
-			want, got = 1, int(n)
-			return err
+		if k.Table != KeyTablePartitioned {
+			n, err := tx.Exec(ctx, plain, args...)
+			if err != nil || n == 1 {
+				want, got = 1, int(n)
+				return err
+			}
 		}
 		return tx.QueryRow(ctx, q, args...).Scan(&want, &got, &periods)
 	}
 	var err error
-	if nowait {
+	if k.NoWait {
 		err = o.bounded(ctx, tx, time.Millisecond, claim)
 	} else {
 		err = claim()
 	}
-	if err != nil || got == want {
-		return err == nil, err
+	if err != nil {
+		return IdemResult{}, err
 	}
-	if got > 0 {
+	r := IdemResult{Inserted: got == want, Table: KeyTablePlain}
+	if want > 1 {
+		r.Table = KeyTablePartitioned
+	}
+	if got > 0 && got < want {
 		_, err = tx.Exec(ctx, o.q.IdemUndo, args[0], args[1], periods)
 	}
-	return false, err
+	return r, err
 }
 
 func (o pgOps) SegmentAdvance(ctx context.Context, tx Executor, tag string, step int, hwm int64) (Issued, error) {

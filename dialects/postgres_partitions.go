@@ -358,6 +358,9 @@ func (p pgPartitions) Drop(ctx context.Context, _ Executor, begin Begin, part Pa
 		if _, err := x.Exec(ctx, `LOCK TABLE coord_outbox IN ACCESS EXCLUSIVE MODE`); err != nil {
 			return err
 		}
+		if ok, err := p.attached(ctx, x, "coord_outbox", part.Name); err != nil || !ok {
+			return err // detached by another Roll meanwhile: dropped below
+		}
 		var issued sql.NullInt64
 		var pending, dead, young bool
 		err := x.QueryRow(ctx, `SELECT pg_sequence_last_value('`+pgOutboxSeq+`'),
@@ -389,6 +392,15 @@ func (p pgPartitions) Drop(ctx context.Context, _ Executor, begin Begin, part Pa
 		return held, err
 	}
 	return "", p.dropDetached(ctx, begin, part.Name)
+}
+
+// attached reports whether name is still a partition of parent; run under
+// parent's lock, it tells a partition another process detached (Rolls run
+// from several processes at once) from one to drop.
+func (p pgPartitions) attached(ctx context.Context, x Executor, parent, name string) (bool, error) {
+	var ok bool
+	err := x.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass($1) AND inhparent = to_regclass($2))`, name, parent).Scan(&ok)
+	return ok, err
 }
 
 // dropDetached drops a partition Drop detached, in a transaction of its

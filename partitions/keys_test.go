@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord"
+	"github.com/sqlcoord/sqlcoord/dialects"
 	"github.com/sqlcoord/sqlcoord/partitions"
 	"github.com/sqlcoord/sqlcoord/sqlcoordtest/dbtest"
 	"github.com/sqlcoord/sqlcoord/txn"
@@ -96,12 +98,18 @@ func hammer(ctx context.Context, db *sqlcoord.DB, n int, pause time.Duration, ou
 
 // runClaimer is hammer in a process of its own for $SECONDS: a line
 // "NEW key start end" per new claim and "REPLAY key start end" per
-// replayed one, then DONE.
+// replayed one, then DONE. With $ROLL it also runs RollKeys every 100 ms.
 func runClaimer(ctx context.Context, db *sqlcoord.DB) error {
 	secs, _ := strconv.Atoi(os.Getenv("SECONDS"))
 	n, _ := strconv.Atoi(os.Getenv("KEYS"))
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second)
 	defer cancel()
+	rolled := make(chan error, 1)
+	if os.Getenv("ROLL") != "" {
+		go func() { _, err := roll(ctx, db); rolled <- err }()
+	} else {
+		rolled <- nil
+	}
 	var mu sync.Mutex
 	pause, _ := time.ParseDuration(os.Getenv("PAUSE"))
 	err := hammer(ctx, db, n, pause, func(c claim) {
@@ -116,18 +124,38 @@ func runClaimer(ctx context.Context, db *sqlcoord.DB) error {
 	if err != nil {
 		return err
 	}
+	if err := <-rolled; err != nil {
+		return err
+	}
 	fmt.Println("DONE")
 	return nil
+}
+
+// roll runs RollKeys every 100 ms until ctx ends, as cron would (faster),
+// and returns how many partitions it dropped; any error but ErrBusy ends
+// it.
+func roll(ctx context.Context, db *sqlcoord.DB) (int, error) {
+	dropped := 0
+	for ctx.Err() == nil {
+		res, err := partitions.RollKeys(ctx, db, partitions.KeysOptions{Ahead: 1})
+		if err != nil && ctx.Err() == nil && !errors.Is(err, partitions.ErrBusy) {
+			return dropped, fmt.Errorf("RollKeys: %w", err)
+		}
+		dropped += len(res.Dropped)
+		time.Sleep(100 * time.Millisecond)
+	}
+	return dropped, nil
 }
 
 // TestKeysRefusedForAPeriod: on a partitioned coord_idempotency, a key is
 // refused for at least one period after a claim of it committed — also
 // across period boundaries and while RollKeys makes and drops partitions —
 // and forgotten two periods after it. Goroutines and processes claim
-// twelve keys at random moments for several periods: any two claims of a
-// key that both found it new must lie at least a period apart, and a
-// claim that replayed must have a new claim of its key less than two
-// periods before it.
+// twelve keys at random moments for several periods while each process
+// and three goroutines run RollKeys: any two claims of a key that both
+// found it new must lie at least a period apart, a claim that replayed
+// must have a new claim of its key less than two periods before it, and
+// no roll fails because another made or dropped a partition first.
 func TestKeysRefusedForAPeriod(t *testing.T) {
 	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
 		keysSupported(t, env)
@@ -140,8 +168,8 @@ func TestKeysRefusedForAPeriod(t *testing.T) {
 		var claims []claim
 		add := func(c claim) { mu.Lock(); claims = append(claims, c); mu.Unlock() }
 		procs := []*dbtest.Proc{
-			dbtest.Spawn(t, "claimer", "DSN="+env.DSN, "SECONDS="+strconv.Itoa(secs), "KEYS="+strconv.Itoa(keys), "PAUSE="+(period/2).String()),
-			dbtest.Spawn(t, "claimer", "DSN="+env.DSN, "SECONDS="+strconv.Itoa(secs), "KEYS="+strconv.Itoa(keys), "PAUSE="+(period/2).String()),
+			dbtest.Spawn(t, "claimer", "DSN="+env.DSN, "SECONDS="+strconv.Itoa(secs), "KEYS="+strconv.Itoa(keys), "PAUSE="+(period/2).String(), "ROLL=1"),
+			dbtest.Spawn(t, "claimer", "DSN="+env.DSN, "SECONDS="+strconv.Itoa(secs), "KEYS="+strconv.Itoa(keys), "PAUSE="+(period/2).String(), "ROLL=1"),
 		}
 		runCtx, cancel := context.WithTimeout(ctx, secs*time.Second)
 		defer cancel()
@@ -151,20 +179,16 @@ func TestKeysRefusedForAPeriod(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); errc <- hammer(runCtx, env.DB, keys, period/2, add) }()
 		}
-		wg.Add(1)
-		dropped := 0
-		go func() { // RollKeys as cron would, faster
-			defer wg.Done()
-			for runCtx.Err() == nil {
-				res, err := partitions.RollKeys(runCtx, env.DB, partitions.KeysOptions{Ahead: 1})
-				if err != nil && runCtx.Err() == nil && !errors.Is(err, partitions.ErrBusy) {
-					errc <- fmt.Errorf("RollKeys: %w", err)
-					return
-				}
-				dropped += len(res.Dropped)
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
+		var dropped atomic.Int64
+		for g := 0; g < 3; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := roll(runCtx, env.DB)
+				dropped.Add(int64(n))
+				errc <- err
+			}()
+		}
 		for _, p := range procs {
 			for {
 				l := p.WaitLine(t, "", 2*time.Minute)
@@ -219,10 +243,13 @@ func TestKeysRefusedForAPeriod(t *testing.T) {
 				t.Errorf("key %s replayed by a claim that started more than two periods after every new claim of it", c.key)
 			}
 		}
-		if dropped == 0 {
+		if dropped.Load() == 0 {
 			t.Error("RollKeys dropped no partition in the run")
 		}
-		t.Logf("%d new claims and %d replays of %d keys, %d partitions dropped", news, replays, keys, dropped)
+		if n := leftTables(t, env); n != 0 {
+			t.Errorf("%d tables of dropped partitions left behind", n)
+		}
+		t.Logf("%d new claims and %d replays of %d keys, %d partitions dropped here", news, replays, keys, dropped.Load())
 	})
 }
 
@@ -418,4 +445,82 @@ func TestKeysOptions(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestKeysLayoutHintWrongEitherWay: a claim told the wrong layout of the
+// keys' table (dialects.IdemKey.Table, which Keys keeps from its last
+// claim: stale after EnableKeys, or after a restore to before it) still
+// writes a new key and refuses a duplicate, and reports the layout it
+// found.
+func TestKeysLayoutHintWrongEitherWay(t *testing.T) {
+	dbtest.Run(t, func(t *testing.T, env *dbtest.Env) {
+		keysSupported(t, env)
+		ctx := context.Background()
+		d := env.DB.Dialect()
+		hints := []dialects.KeyTable{dialects.KeyTableUnknown, dialects.KeyTablePlain, dialects.KeyTablePartitioned}
+		claim := func(t *testing.T, key string, hint dialects.KeyTable, done bool) dialects.IdemResult {
+			t.Helper()
+			tx, err := env.DB.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			k := dialects.IdemKey{Scope: "hint", Key: key, Fingerprint: []byte("f"), LockMicros: 1e6, Table: hint}
+			var r dialects.IdemResult
+			if done {
+				r, err = d.IdemRecord(ctx, env.DB.TxExecutor(tx), k, []byte("r"))
+			} else {
+				r, err = d.IdemInsert(ctx, env.DB.TxExecutor(tx), k)
+			}
+			if err != nil {
+				t.Fatalf("claim %s (hint %d): %v", key, hint, err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		check := func(t *testing.T, layout dialects.KeyTable) {
+			for _, hint := range hints {
+				for _, done := range []bool{false, true} {
+					key := fmt.Sprintf("l%d-h%d-%v", layout, hint, done)
+					if r := claim(t, key, hint, done); !r.Inserted || r.Table != layout {
+						t.Errorf("new key %s with hint %d: %+v, want inserted into layout %d", key, hint, r, layout)
+					}
+					for _, again := range hints {
+						if r := claim(t, key, again, done); r.Inserted {
+							t.Errorf("key %s claimed again with hint %d: %+v", key, again, r)
+						}
+					}
+				}
+			}
+		}
+		t.Run("plain table", func(t *testing.T) { check(t, dialects.KeyTablePlain) })
+		if err := partitions.EnableKeys(ctx, env.DB, partitions.KeysOptions{Period: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		t.Run("partitioned table", func(t *testing.T) { check(t, dialects.KeyTablePartitioned) })
+		t.Run("keys recorded on the plain table stay refused", func(t *testing.T) {
+			for _, hint := range hints {
+				if r := claim(t, "l1-h0-true", hint, true); r.Inserted {
+					t.Errorf("hint %d: a key of the plain table was new again: %+v", hint, r)
+				}
+			}
+		})
+	})
+}
+
+// leftTables counts the tables besides coord_idempotency that hold keys
+// (MariaDB's drops move a partition's rows into one before dropping it).
+func leftTables(t *testing.T, env *dbtest.Env) int {
+	t.Helper()
+	if env.DB.Dialect().Family() != "mysql" {
+		return 0
+	}
+	var n int
+	if err := env.DB.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM information_schema.TABLES
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'coord\\_idempotency\\_%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

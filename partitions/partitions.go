@@ -121,15 +121,12 @@ const busyTries = 12
 
 // retry runs fn until it does not fail with ErrBusy, busyTries times.
 func retry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
-	for i := 0; ; i++ {
-		v, err := fn()
-		if !errors.Is(err, ErrBusy) || i == busyTries-1 {
-			return v, err
-		}
-		if err := backoff.Sleep(ctx, busyRetry.Delay(i)); err != nil {
-			return v, err
-		}
-	}
+	var v T
+	err := busyRetry.Retry(ctx, busyTries, func(err error) bool { return errors.Is(err, ErrBusy) }, func() (err error) {
+		v, err = fn()
+		return err
+	})
+	return v, err
 }
 
 // Enable converts an unpartitioned coord_outbox (schema 28 or later) into

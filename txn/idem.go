@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqlcoord/sqlcoord/internal/errs"
@@ -58,6 +59,10 @@ type Keys[TTx any] struct {
 	db  sqlcoord.Driver[TTx]
 	q   dialects.Queries
 	opt KeysOptions
+	// table is coord_idempotency's layout as the last claim that found
+	// out saw it (a dialects.KeyTable): a hint that saves a claim on a
+	// table partitioned by period the plain table's statement.
+	table atomic.Int32
 }
 
 // NewKeys returns a Keys for the driver (e.g. a *sqlcoord.DB); Begin and
@@ -130,7 +135,7 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	d := k.db.Dialect()
 	x := k.db.TxExecutor(tx)
 	lock := k.opt.LockFor.Microseconds()
-	inserted, err := d.IdemInsert(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint, LockMicros: lock, NoWait: k.opt.OnBusy == Fail})
+	inserted, err := k.claim(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint, LockMicros: lock, NoWait: k.opt.OnBusy == Fail}, nil)
 	if err != nil {
 		cerr := d.Classify(err)
 		if k.opt.OnBusy == Fail && errors.Is(cerr, sqlcoord.ErrLockTimeout) {
@@ -193,7 +198,7 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 	}
 	d := k.db.Dialect()
 	x := k.db.TxExecutor(tx)
-	inserted, err := d.IdemRecord(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint}, response)
+	inserted, err := k.claim(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint}, response)
 	if err != nil {
 		return Claim{}, errs.Errorf("txn: record key %s/%s: %w", scope, key, d.Classify(err))
 	}
@@ -205,6 +210,25 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 		return c, err
 	}
 	return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+}
+
+// claim inserts key in x, pending (response nil) or done with response:
+// true when it was new. It passes the layout of the table the last claim
+// saw and keeps the one this claim sees.
+func (k *Keys[TTx]) claim(ctx context.Context, x dialects.Executor, key dialects.IdemKey, response []byte) (bool, error) {
+	d := k.db.Dialect()
+	key.Table = dialects.KeyTable(k.table.Load())
+	var r dialects.IdemResult
+	var err error
+	if response == nil {
+		r, err = d.IdemInsert(ctx, x, key)
+	} else {
+		r, err = d.IdemRecord(ctx, x, key, response)
+	}
+	if err == nil && r.Table != dialects.KeyTableUnknown && r.Table != key.Table {
+		k.table.Store(int32(r.Table))
+	}
+	return r.Inserted, err
 }
 
 // existing reads a key that was there when we tried to insert it: a

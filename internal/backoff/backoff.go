@@ -60,3 +60,18 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Retry runs fn until it returns an error that retryable rejects (or
+// none), at most tries times, sleeping p's delay between tries; it returns
+// fn's last error, or ctx.Err() when ctx ends while it sleeps.
+func (p Policy) Retry(ctx context.Context, tries int, retryable func(error) bool, fn func() error) error {
+	for i := 0; ; i++ {
+		err := fn()
+		if err == nil || !retryable(err) || i >= tries-1 {
+			return err
+		}
+		if err := Sleep(ctx, p.Delay(i)); err != nil {
+			return err
+		}
+	}
+}

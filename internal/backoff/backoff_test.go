@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -27,4 +29,41 @@ func TestDelay(t *testing.T) {
 			t.Fatalf("equal jitter out of [2s, 4s]: %v", d)
 		}
 	}
+}
+
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	busy, other := errors.New("busy"), errors.New("other")
+	isBusy := func(err error) bool { return errors.Is(err, busy) }
+	p := Policy{Base: time.Microsecond}
+	run := func(ctx context.Context, tries int, results ...error) (int, error) {
+		n := 0
+		err := p.Retry(ctx, tries, isBusy, func() error {
+			n++
+			return results[min(n, len(results))-1]
+		})
+		return n, err
+	}
+	t.Run("stops at success", func(t *testing.T) {
+		if n, err := run(context.Background(), 5, busy, busy, nil); n != 3 || err != nil {
+			t.Errorf("%d calls, %v", n, err)
+		}
+	})
+	t.Run("stops at an error not retryable", func(t *testing.T) {
+		if n, err := run(context.Background(), 5, busy, other); n != 2 || err != other {
+			t.Errorf("%d calls, %v", n, err)
+		}
+	})
+	t.Run("gives up after tries with the last error", func(t *testing.T) {
+		if n, err := run(context.Background(), 4, busy); n != 4 || err != busy {
+			t.Errorf("%d calls, %v", n, err)
+		}
+	})
+	t.Run("a context that ended stops the sleep", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if n, err := run(ctx, 5, busy); n != 1 || !errors.Is(err, context.Canceled) {
+			t.Errorf("%d calls, %v", n, err)
+		}
+	})
 }
