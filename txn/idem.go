@@ -135,18 +135,27 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	d := k.db.Dialect()
 	x := k.db.TxExecutor(tx)
 	lock := k.opt.LockFor.Microseconds()
-	inserted, err := k.claim(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint, LockMicros: lock, NoWait: k.opt.OnBusy == Fail}, nil)
-	if err != nil {
-		cerr := d.Classify(err)
-		if k.opt.OnBusy == Fail && errors.Is(cerr, sqlcoord.ErrLockTimeout) {
-			return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+	var c Claim
+	var locked bool
+	var err error
+	for try := 1; ; try++ {
+		var inserted bool
+		inserted, err = k.claim(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint, LockMicros: lock, NoWait: k.opt.OnBusy == Fail}, nil)
+		if err != nil {
+			cerr := d.Classify(err)
+			if k.opt.OnBusy == Fail && errors.Is(cerr, sqlcoord.ErrLockTimeout) {
+				return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
+			}
+			return Claim{}, errs.Errorf("txn: begin key %s/%s: %w", scope, key, cerr)
 		}
-		return Claim{}, errs.Errorf("txn: begin key %s/%s: %w", scope, key, cerr)
+		if inserted {
+			return Claim{}, nil
+		}
+		var gone bool
+		if c, locked, gone, err = k.existing(ctx, x, scope, key, fingerprint); !gone || try == claimTries {
+			break
+		}
 	}
-	if inserted {
-		return Claim{}, nil
-	}
-	c, locked, err := k.existing(ctx, x, scope, key, fingerprint)
 	if err != nil || c.Replay {
 		return c, err
 	}
@@ -198,14 +207,22 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 	}
 	d := k.db.Dialect()
 	x := k.db.TxExecutor(tx)
-	inserted, err := k.claim(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint}, response)
-	if err != nil {
-		return Claim{}, errs.Errorf("txn: record key %s/%s: %w", scope, key, d.Classify(err))
+	var c Claim
+	var err error
+	for try := 1; ; try++ {
+		var inserted bool
+		inserted, err = k.claim(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint}, response)
+		if err != nil {
+			return Claim{}, errs.Errorf("txn: record key %s/%s: %w", scope, key, d.Classify(err))
+		}
+		if inserted {
+			return Claim{}, nil
+		}
+		var gone bool
+		if c, _, gone, err = k.existing(ctx, x, scope, key, fingerprint); !gone || try == claimTries {
+			break
+		}
 	}
-	if inserted {
-		return Claim{}, nil
-	}
-	c, _, err := k.existing(ctx, x, scope, key, fingerprint)
 	if err != nil || c.Replay {
 		return c, err
 	}
@@ -231,26 +248,32 @@ func (k *Keys[TTx]) claim(ctx context.Context, x dialects.Executor, key dialects
 	return r.Inserted, err
 }
 
+// claimTries is how many times Begin and Record claim a key that was gone
+// when they read it after their claim met it.
+const claimTries = 3
+
 // existing reads a key that was there when we tried to insert it: a
 // Replay claim when it is done, ErrKeyReused for another fingerprint,
-// otherwise whether its pending claim is still protected (locked).
-func (k *Keys[TTx]) existing(ctx context.Context, x dialects.Executor, scope, key string, fingerprint []byte) (Claim, bool, error) {
+// otherwise whether its pending claim is still protected (locked). gone
+// (with an ErrInProgress error): the key was there no more — abandoned,
+// cleaned up, or its partition dropped since the claim met it (the claim
+// it met ran at least a period before) — and claiming it again is right.
+func (k *Keys[TTx]) existing(ctx context.Context, x dialects.Executor, scope, key string, fingerprint []byte) (c Claim, locked, gone bool, err error) {
 	var fp, resp []byte
 	var state string
-	var locked bool
 	if err := x.QueryRow(ctx, k.q.IdemRead, scope, key).Scan(&fp, &state, &resp, &locked); err != nil {
-		if errors.Is(err, sql.ErrNoRows) { // abandoned or cleaned up in between
-			return Claim{}, false, errs.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Claim{}, false, true, errs.Errorf("txn: key %s/%s vanished; retry: %w", scope, key, ErrInProgress)
 		}
-		return Claim{}, false, errs.Errorf("txn: read key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
+		return Claim{}, false, false, errs.Errorf("txn: read key %s/%s: %w", scope, key, k.db.Dialect().Classify(err))
 	}
 	if !bytes.Equal(fp, fingerprint) {
-		return Claim{}, false, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrKeyReused)
+		return Claim{}, false, false, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrKeyReused)
 	}
 	if state == "done" {
-		return Claim{Replay: true, Response: resp}, false, nil
+		return Claim{Replay: true, Response: resp}, false, false, nil
 	}
-	return Claim{}, locked, nil
+	return Claim{}, locked, false, nil
 }
 
 // Complete stores the response and marks the key done, in tx (the

@@ -17,6 +17,9 @@ import (
 // tight loop. When an iteration sees a gap of over 200ms (it was frozen),
 // it keeps going for 300ms more and reports how many ids it issued whose
 // timestamp is after the freeze began, and the first error.
+// A lease lost before the freeze is taken again; if taking it lasted over
+// 500ms (the freeze may have fallen inside it) it reports
+// "AFTER_RESUME 0 RELEASED" instead.
 func helperFrozenGenerator(ctx context.Context, db *sqlcoord.DB) error {
 	w, err := ids.LeaseWorker(ctx, db, ids.WorkerOptions{TTL: 300 * time.Millisecond})
 	if err != nil {
@@ -46,9 +49,16 @@ func helperFrozenGenerator(ctx context.Context, db *sqlcoord.DB) error {
 		}
 		if err != nil && resumed.IsZero() {
 			// lost before the freeze (a loaded machine kept the 300 ms
-			// lease from being renewed): take a new worker id and go on
+			// lease from being renewed): take a new worker id and go on.
+			// A freeze while leasing is hidden in that call: the worker
+			// held when frozen is then not known, and the round is
+			// reported as such (a slow lease is reported alike).
 			if w, err = ids.LeaseWorker(ctx, db, ids.WorkerOptions{TTL: 300 * time.Millisecond}); err != nil {
 				return err
+			}
+			if time.Since(now) > 500*time.Millisecond {
+				fmt.Println("AFTER_RESUME 0 RELEASED")
+				return nil
 			}
 			last = time.Now()
 		}
@@ -71,6 +81,11 @@ func TestFrozenGeneratorIssuesNothing(t *testing.T) {
 			p.Signal(syscall.SIGCONT)
 			line := p.WaitLine(t, "AFTER_RESUME", 10*time.Second)
 			f := strings.Fields(line)
+			if len(f) == 3 && f[2] == "RELEASED" {
+				t.Logf("round %d: the lease was lost and taken again around the freeze: nothing to check", round)
+				p.Kill()
+				continue
+			}
 			if f[1] != "0" {
 				t.Errorf("round %d: %s ids issued after the resume (%s)", round, f[1], line)
 			}
