@@ -263,6 +263,13 @@ func (k mysqlKeyParts) DropKeys(ctx context.Context, x Executor, _ Begin, part P
 	if err := k.dropSpares(ctx, x, spare); err != nil {
 		return err
 	}
+	// the spare goes however this ends, a cancelled ctx included (a
+	// killed process leaves it to the ten-minute rule of dropSpares)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		x.Exec(cctx, "DROP TABLE IF EXISTS `"+spare+"`")
+	}()
 	for _, s := range []string{
 		`CREATE TABLE ` + spare + ` LIKE coord_idempotency`,
 		`ALTER TABLE ` + spare + ` REMOVE PARTITIONING`,
@@ -279,16 +286,16 @@ func (k mysqlKeyParts) DropKeys(ctx context.Context, x Executor, _ Begin, part P
 	if err != nil && !partitionRaced(err) {
 		return err
 	}
-	return k.dropSpares(ctx, x, spare)
+	return nil
 }
 
 // mysqlKeySparePrefix names the tables DropKeys moves a partition's rows
 // into before it drops them.
 const mysqlKeySparePrefix = "coord_idempotency_gone_"
 
-// dropSpares drops own, the table this DropKeys moves rows into, and the
-// ones that drops stopped halfway left behind: created over ten minutes
-// ago (a drop in progress elsewhere is seconds old).
+// dropSpares drops own, the table this DropKeys will move rows into, and
+// the ones drops stopped halfway left behind: created over ten minutes ago
+// (a drop in progress elsewhere is seconds old).
 func (k mysqlKeyParts) dropSpares(ctx context.Context, x Executor, own string) error {
 	rows, err := x.Query(ctx, `SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ?
 AND (TABLE_NAME = ? OR CREATE_TIME < NOW() - INTERVAL 10 MINUTE)`, strings.ReplaceAll(mysqlKeySparePrefix, "_", `\_`)+"%", own)

@@ -123,6 +123,12 @@ func (p mysqlPartitions) alter(ctx context.Context, x Executor, alter string) er
 // alterTable runs ALTER TABLE table WAIT mysqlPartWait alter.
 func (p mysqlPartitions) alterTable(ctx context.Context, x Executor, table, alter string) error {
 	_, err := x.Exec(ctx, `ALTER TABLE `+table+` WAIT `+mysqlPartWait+` `+alter)
+	if n, _, ok := mysqlNumber(err); ok && n == 1508 {
+		// "cannot remove all partitions": seen while another process
+		// changed the partitions (there is always a catch-all left);
+		// nothing was dropped, the caller tries again
+		return fmt.Errorf("%w: %w", ErrPartitionBusy, p.d.Classify(err))
+	}
 	if c := p.d.Classify(err); errors.Is(c, ErrLockTimeout) || errors.Is(c, ErrLocked) {
 		return fmt.Errorf("%w: %w", ErrPartitionBusy, c)
 	} else if err != nil {
@@ -390,6 +396,14 @@ WHERE state = 'published' AND published_at >= UTC_TIMESTAMP(6) - INTERVAL ? MICR
 }
 
 func (p mysqlPartitions) DropHistory(ctx context.Context, x Executor, before time.Duration) (string, error) {
+	held, err := p.dropHistory(ctx, x, before)
+	if n, msg, ok := mysqlNumber(err); ok && n == 1146 && strings.Contains(msg, mysqlHistory) {
+		return "", nil // another Roll dropped it meanwhile
+	}
+	return held, err
+}
+
+func (p mysqlPartitions) dropHistory(ctx context.Context, x Executor, before time.Duration) (string, error) {
 	var hist int
 	if err := x.QueryRow(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '`+mysqlHistory+`'`).Scan(&hist); err != nil {
 		return "", p.d.Classify(err)
@@ -416,7 +430,7 @@ func (p mysqlPartitions) DropHistory(ctx context.Context, x Executor, before tim
 	case young > 0:
 		return "a message in it was published too recently", nil
 	}
-	if _, err := x.Exec(ctx, `DROP TABLE `+mysqlHistory); err != nil {
+	if _, err := x.Exec(ctx, `DROP TABLE IF EXISTS `+mysqlHistory); err != nil {
 		return "", p.d.Classify(err)
 	}
 	return "", nil

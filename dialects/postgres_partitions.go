@@ -59,6 +59,8 @@ FROM pg_class c WHERE c.oid = to_regclass('coord_outbox')`).Scan(&kind, &issued)
 // partitionsOf lists a partitioned table's partitions with their ranges,
 // in range order, the DEFAULT one last.
 func (p pgPartitions) partitionsOf(ctx context.Context, x Executor, table string) ([]Partition, error) {
+	// a partition another process detaches or drops meanwhile has no
+	// bound (pg_get_expr reads the catalog as it is now): skipped
 	rows, err := x.Query(ctx, `SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid), GREATEST(c.reltuples, 0)::bigint
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass($1)`, table)
 	if err != nil {
@@ -68,10 +70,14 @@ FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_
 	var parts []Partition
 	for rows.Next() {
 		var part Partition
-		var bound string
-		if err := rows.Scan(&part.Name, &bound, &part.Rows); err != nil {
+		var b sql.NullString
+		if err := rows.Scan(&part.Name, &b, &part.Rows); err != nil {
 			return nil, p.d.Classify(err)
 		}
+		if !b.Valid {
+			continue
+		}
+		bound := b.String
 		if bound == "DEFAULT" {
 			part.CatchAll, part.From, part.To = true, math.MinInt64, math.MaxInt64
 		} else if m := pgBound.FindStringSubmatch(bound); m != nil {
