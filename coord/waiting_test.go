@@ -233,10 +233,14 @@ func TestWaitersServedInArrivalOrder(t *testing.T) {
 					if err := c.Release(ctx, got); err != nil {
 						t.Error(err)
 					}
-					// at once again: the others are still queued
+					// at once again: a success while a waiter is still
+					// not served is a grant past the queue (every waiter
+					// served before has released: the lease was free)
 					if again, err := c.Acquire(ctx, "fifo", id, time.Minute); err == nil {
 						mu.Lock()
-						barged = append(barged, id)
+						if len(served) < 9 {
+							barged = append(barged, id)
+						}
 						mu.Unlock()
 						c.Release(ctx, again)
 					}
@@ -257,8 +261,9 @@ func TestWaitersServedInArrivalOrder(t *testing.T) {
 			if strings.Join(served, " ") != strings.Join(want, " ") {
 				t.Errorf("served %v, want %v", served, want)
 			}
-			// only the last one served may find the queue empty
-			if len(barged) > 1 || (len(barged) == 1 && barged[0] != "w8") {
+			// a waiter that acquires again finds the queue empty only once
+			// every waiter was served (a loaded machine may delay it that long)
+			if len(barged) > 0 {
 				t.Errorf("acquired again past the queue: %v", barged)
 			}
 		})

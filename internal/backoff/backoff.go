@@ -51,6 +51,9 @@ func (p Policy) Delay(n int) time.Duration {
 
 // Sleep waits for d, or until ctx ends (then it returns ctx.Err()).
 func Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err // a context already ended wins over a short timer
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
