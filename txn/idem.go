@@ -135,28 +135,8 @@ func (k *Keys[TTx]) Begin(ctx context.Context, tx TTx, scope, key string, finger
 	d := k.db.Dialect()
 	x := k.db.TxExecutor(tx)
 	lock := k.opt.LockFor.Microseconds()
-	var c Claim
-	var locked bool
-	var err error
-	for try := 1; ; try++ {
-		var inserted bool
-		inserted, err = k.claim(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint, LockMicros: lock, NoWait: k.opt.OnBusy == Fail}, nil)
-		if err != nil {
-			cerr := d.Classify(err)
-			if k.opt.OnBusy == Fail && errors.Is(cerr, sqlcoord.ErrLockTimeout) {
-				return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
-			}
-			return Claim{}, errs.Errorf("txn: begin key %s/%s: %w", scope, key, cerr)
-		}
-		if inserted {
-			return Claim{}, nil
-		}
-		var gone bool
-		if c, locked, gone, err = k.existing(ctx, x, scope, key, fingerprint); !gone || try == claimTries {
-			break
-		}
-	}
-	if err != nil || c.Replay {
+	inserted, c, locked, err := k.claim(ctx, x, "begin", dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint, LockMicros: lock, NoWait: k.opt.OnBusy == Fail}, nil)
+	if err != nil || inserted || c.Replay {
 		return c, err
 	}
 	if locked {
@@ -205,47 +185,48 @@ func (k *Keys[TTx]) Record(ctx context.Context, tx TTx, scope, key string, finge
 	if response == nil {
 		response = []byte{}
 	}
-	d := k.db.Dialect()
 	x := k.db.TxExecutor(tx)
-	var c Claim
-	var err error
-	for try := 1; ; try++ {
-		var inserted bool
-		inserted, err = k.claim(ctx, x, dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint}, response)
-		if err != nil {
-			return Claim{}, errs.Errorf("txn: record key %s/%s: %w", scope, key, d.Classify(err))
-		}
-		if inserted {
-			return Claim{}, nil
-		}
-		var gone bool
-		if c, _, gone, err = k.existing(ctx, x, scope, key, fingerprint); !gone || try == claimTries {
-			break
-		}
-	}
-	if err != nil || c.Replay {
+	inserted, c, _, err := k.claim(ctx, x, "record", dialects.IdemKey{Scope: scope, Key: key, Fingerprint: fingerprint}, response)
+	if err != nil || inserted || c.Replay {
 		return c, err
 	}
 	return Claim{}, errs.Errorf("txn: key %s/%s: %w", scope, key, ErrInProgress)
 }
 
-// claim inserts key in x, pending (response nil) or done with response:
-// true when it was new. It passes the layout of the table the last claim
-// saw and keeps the one this claim sees.
-func (k *Keys[TTx]) claim(ctx context.Context, x dialects.Executor, key dialects.IdemKey, response []byte) (bool, error) {
+// claim inserts key in x, pending (response nil) or done with response
+// (op names the call in errors): inserted when it was new, else the key as
+// it exists (see existing). A key gone by the time it is read is claimed
+// again, claimTries times in all. Each claim passes the layout of the
+// table the last one saw and keeps the one it sees. With key.NoWait, a key
+// another transaction holds is ErrInProgress at once.
+func (k *Keys[TTx]) claim(ctx context.Context, x dialects.Executor, op string, key dialects.IdemKey, response []byte) (inserted bool, c Claim, locked bool, err error) {
 	d := k.db.Dialect()
-	key.Table = dialects.KeyTable(k.table.Load())
-	var r dialects.IdemResult
-	var err error
-	if response == nil {
-		r, err = d.IdemInsert(ctx, x, key)
-	} else {
-		r, err = d.IdemRecord(ctx, x, key, response)
+	for try := 1; ; try++ {
+		key.Table = dialects.KeyTable(k.table.Load())
+		var r dialects.IdemResult
+		if response == nil {
+			r, err = d.IdemInsert(ctx, x, key)
+		} else {
+			r, err = d.IdemRecord(ctx, x, key, response)
+		}
+		if err != nil {
+			cerr := d.Classify(err)
+			if key.NoWait && errors.Is(cerr, sqlcoord.ErrLockTimeout) {
+				return false, Claim{}, false, errs.Errorf("txn: key %s/%s: %w", key.Scope, key.Key, ErrInProgress)
+			}
+			return false, Claim{}, false, errs.Errorf("txn: %s key %s/%s: %w", op, key.Scope, key.Key, cerr)
+		}
+		if r.Table != dialects.KeyTableUnknown && r.Table != key.Table {
+			k.table.Store(int32(r.Table))
+		}
+		if r.Inserted {
+			return true, Claim{}, false, nil
+		}
+		var gone bool
+		if c, locked, gone, err = k.existing(ctx, x, key.Scope, key.Key, key.Fingerprint); !gone || try == claimTries {
+			return false, c, locked, err
+		}
 	}
-	if err == nil && r.Table != dialects.KeyTableUnknown && r.Table != key.Table {
-		k.table.Store(int32(r.Table))
-	}
-	return r.Inserted, err
 }
 
 // claimTries is how many times Begin and Record claim a key that was gone
