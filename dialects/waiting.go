@@ -14,8 +14,10 @@ import (
 //
 // A Client that waits registers one waiter row (coord_waiters) and renews
 // it like a lease. Each wait is a committed ticket (coord_tickets) in its
-// queue, numbered in arrival order; the head of a queue is its live ticket
-// with the smallest number, and the statement that grants a lease refuses
+// queue, numbered in arrival order (a ticket arrives when its insert
+// commits; two taken at the same instant may commit in the other order of
+// their numbers, and the later number heads the queue until the earlier
+// commits); the head of a queue is its live ticket with the smallest number, and the statement that grants a lease refuses
 // anyone but the head while the queue has one (LeaseSlot.Queue). A waiter
 // is woken when it may have become the head of a free resource: on
 // PostgreSQL by a NOTIFY on its own channel (WaiterChannel) sent by the
