@@ -205,23 +205,8 @@ func (k pgKeyParts) DropKeys(ctx context.Context, _ Executor, begin Begin, part 
 	if part.CatchAll || !pgIdent.MatchString(part.Name) {
 		return fmt.Errorf("sqlcoord: %q is not a partition to drop", part.Name)
 	}
-	// detached under the lock (it waits for every transaction using the
-	// table), dropped after it; one another RollKeys detached meanwhile is
-	// only dropped
-	err := k.p.tx(ctx, begin, func(x Executor) error {
-		if _, err := x.Exec(ctx, `LOCK TABLE coord_idempotency IN ACCESS EXCLUSIVE MODE`); err != nil {
-			return err
-		}
-		if ok, err := k.p.attached(ctx, x, "coord_idempotency", part.Name); err != nil || !ok {
-			return err
-		}
-		_, err := x.Exec(ctx, `ALTER TABLE coord_idempotency DETACH PARTITION `+part.Name)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return k.p.dropDetached(ctx, begin, part.Name)
+	_, err := k.p.detachAndDrop(ctx, begin, "coord_idempotency", part.Name, nil)
+	return err
 }
 
 func (k pgKeyParts) PurgeKeys(ctx context.Context, x Executor) (int64, error) {

@@ -353,20 +353,13 @@ func (p pgPartitions) Drop(ctx context.Context, _ Executor, begin Begin, part Pa
 	if !pgIdent.MatchString(part.Name) {
 		return "", fmt.Errorf("sqlcoord: %q is not a partition name", part.Name)
 	}
-	var held string
-	err := p.tx(ctx, begin, func(x Executor) error {
-		// Nothing writes into the partition while this transaction
-		// holds coord_outbox (and with it every partition): what the
-		// checks see is what is dropped. Each check reads one end of a
-		// partial index (max(published_at) rather than a comparison with
-		// a computed time, which the planner answered with a scan of the
-		// whole partition: seconds under this lock at 10 M rows).
-		if _, err := x.Exec(ctx, `LOCK TABLE coord_outbox IN ACCESS EXCLUSIVE MODE`); err != nil {
-			return err
-		}
-		if ok, err := p.attached(ctx, x, "coord_outbox", part.Name); err != nil || !ok {
-			return err // detached by another Roll meanwhile: dropped below
-		}
+	// Nothing writes into the partition while the check runs under
+	// coord_outbox's lock (and with it every partition's): what it sees is
+	// what is dropped. Each check reads one end of a partial index
+	// (max(published_at) rather than a comparison with a computed time,
+	// which the planner answered with a scan of the whole partition:
+	// seconds under this lock at 10 M rows).
+	return p.detachAndDrop(ctx, begin, "coord_outbox", part.Name, func(x Executor) (string, error) {
 		var issued sql.NullInt64
 		var pending, dead, young bool
 		err := x.QueryRow(ctx, `SELECT pg_sequence_last_value('`+pgOutboxSeq+`'),
@@ -374,30 +367,53 @@ func (p pgPartitions) Drop(ctx context.Context, _ Executor, begin Begin, part Pa
   EXISTS (SELECT 1 FROM `+part.Name+` WHERE state = 'dead'),
   COALESCE((SELECT max(published_at) FROM `+part.Name+` WHERE state = 'published') >= clock_timestamp() - $1 * interval '1 microsecond', false)`,
 			before.Microseconds()).Scan(&issued, &pending, &dead, &young)
-		if err != nil {
+		switch {
+		case err != nil:
+			return "", err
+		case issued.Int64 < part.To-1:
+			return "ids of its range are still to be issued", nil
+		case pending:
+			return "a message in it is pending", nil
+		case dead:
+			return "a message in it is dead-lettered (requeue or cancel it)", nil
+		case young:
+			return "a message in it was published too recently", nil
+		}
+		return "", nil
+	})
+}
+
+// detachAndDrop detaches partition name of parent under parent's lock,
+// unless check (run under that lock) says why it is held, and drops it
+// after, in a transaction of its own: the detach is a catalog change
+// (milliseconds) but it waits for every transaction using the table and
+// holds the next ones meanwhile, and removing the files of a large
+// partition took a second at 10 M rows, which producers would otherwise
+// wait for. A partition another process detached meanwhile (rolls run
+// from several processes at once) is only dropped.
+func (p pgPartitions) detachAndDrop(ctx context.Context, begin Begin, parent, name string, check func(x Executor) (held string, err error)) (string, error) {
+	var held string
+	err := p.tx(ctx, begin, func(x Executor) error {
+		if _, err := x.Exec(ctx, `LOCK TABLE `+parent+` IN ACCESS EXCLUSIVE MODE`); err != nil {
 			return err
 		}
-		switch {
-		case issued.Int64 < part.To-1:
-			held = "ids of its range are still to be issued"
-		case pending:
-			held = "a message in it is pending"
-		case dead:
-			held = "a message in it is dead-lettered (requeue or cancel it)"
-		case young:
-			held = "a message in it was published too recently"
-		default:
-			// detached under the lock (a catalog change: milliseconds),
-			// dropped after it: removing the files of a large partition
-			// took a second at 10 M rows, and producers would wait for it
-			_, err = x.Exec(ctx, `ALTER TABLE coord_outbox DETACH PARTITION `+part.Name)
+		if ok, err := p.attached(ctx, x, parent, name); err != nil || !ok {
+			return err
 		}
+		if check != nil {
+			h, err := check(x)
+			if err != nil || h != "" {
+				held = h
+				return err
+			}
+		}
+		_, err := x.Exec(ctx, `ALTER TABLE `+parent+` DETACH PARTITION `+name)
 		return err
 	})
 	if err != nil || held != "" {
 		return held, err
 	}
-	return "", p.dropDetached(ctx, begin, part.Name)
+	return "", p.dropDetached(ctx, begin, name)
 }
 
 // attached reports whether name is still a partition of parent; run under
@@ -409,8 +425,8 @@ func (p pgPartitions) attached(ctx context.Context, x Executor, parent, name str
 	return ok, err
 }
 
-// dropDetached drops a partition Drop detached, in a transaction of its
-// own that holds no lock on coord_outbox.
+// dropDetached drops a detached partition, in a transaction of its own
+// that holds no lock on the table it was detached from.
 func (p pgPartitions) dropDetached(ctx context.Context, begin Begin, name string) error {
 	return p.tx(ctx, begin, func(x Executor) error {
 		_, err := x.Exec(ctx, `DROP TABLE IF EXISTS `+name)

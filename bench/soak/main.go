@@ -122,6 +122,7 @@ type sample struct {
 	At              float64            `json:"at_s"`
 	OrdersPerS      float64            `json:"orders_per_s"`
 	DeliveredPerS   float64            `json:"delivered_per_s"`
+	EnqueueP50ms    float64            `json:"enqueue_p50_ms"`
 	EnqueueP99ms    float64            `json:"enqueue_p99_ms"`
 	Goroutines      int                `json:"goroutines"`       // this process's share (producers, leases, sessions)
 	HeapMB          float64            `json:"heap_mb"`          // this process
@@ -678,6 +679,7 @@ func (s *soakRun) sampler(ctx context.Context) {
 		s.latMu.Unlock()
 		if len(lat) > 0 {
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			sm.EnqueueP50ms = float64(lat[len(lat)/2].Microseconds()) / 1000
 			sm.EnqueueP99ms = float64(lat[len(lat)*99/100].Microseconds()) / 1000
 		}
 		var ms runtime.MemStats
@@ -736,8 +738,8 @@ func (s *soakRun) sampler(ctx context.Context) {
 		s.mu.Lock()
 		s.rep.Samples = append(s.rep.Samples, sm)
 		s.mu.Unlock()
-		s.say("%6.0fs orders %5.0f/s delivered %5.0f/s p99 %6.1f ms goroutines %d+%d heap %.0f+%.0f MB conns %d/%d outbox %.1f MB runs %.1f MB sessions %.1f MB dead %d hist %d slot %.1f MB",
-			sm.At, sm.OrdersPerS, sm.DeliveredPerS, sm.EnqueueP99ms, sm.Goroutines, sm.ChildGoroutines, sm.HeapMB, sm.ChildHeapMB, sm.PoolConns, sm.ServerConns,
+		s.say("%6.0fs orders %5.0f/s delivered %5.0f/s p50 %5.1f p99 %6.1f ms goroutines %d+%d heap %.0f+%.0f MB conns %d/%d outbox %.1f MB runs %.1f MB sessions %.1f MB dead %d hist %d slot %.1f MB",
+			sm.At, sm.OrdersPerS, sm.DeliveredPerS, sm.EnqueueP50ms, sm.EnqueueP99ms, sm.Goroutines, sm.ChildGoroutines, sm.HeapMB, sm.ChildHeapMB, sm.PoolConns, sm.ServerConns,
 			sm.TableMB["coord_outbox"], sm.TableMB["coord_job_runs"], sm.TableMB["coord_sessions"], sm.DeadTuples, sm.HistoryLength, sm.SlotMB)
 	}
 }
@@ -848,12 +850,15 @@ func judgeGrowth(rep *report) {
 		"history list length":            func(s sample) float64 { return float64(s.HistoryLength) },
 		"log bytes per order":            func(s sample) float64 { return s.LogPerOrder },
 		"relay lag s":                    func(s sample) float64 { return s.RelayLagS },
+		"enqueue p50 ms":                 func(s sample) float64 { return s.EnqueueP50ms },
+		"enqueue p99 ms":                 func(s sample) float64 { return s.EnqueueP99ms },
 	}
 	// A waiter holds no snapshot and no read view: a horizon pinned by one
 	// shows as a growing xmin age (PostgreSQL) or history list (MariaDB).
 	slack := map[string]float64{"goroutines (this process)": 30, "goroutines (children)": 30, "heap MB (this process)": 16, "heap MB (children)": 16,
 		"pool connections": 10, "server connections": 10, "dead tuples": 50_000, "purge lag (transactions)": 20_000, "slot's retained WAL MB": 64,
-		"oldest xmin age (transactions)": 20_000, "history list length": 50_000, "log bytes per order": 2000, "relay lag s": 2}
+		"oldest xmin age (transactions)": 20_000, "history list length": 50_000, "log bytes per order": 2000, "relay lag s": 2,
+		"enqueue p50 ms": 2, "enqueue p99 ms": 20}
 	if rep.Dialect != "postgres" {
 		delete(series, "slot's retained WAL MB") // no streaming relay
 		delete(series, "oldest xmin age (transactions)")

@@ -99,7 +99,7 @@ func chart(reps []*report, path string) error {
 		lines []line
 	}{
 		{"throughput (per s)", []line{{"orders enqueued", func(s sample) float64 { return s.OrdersPerS }}, {"delivered", func(s sample) float64 { return s.DeliveredPerS }}}},
-		{"enqueue p99 (ms)", []line{{"p99", func(s sample) float64 { return s.EnqueueP99ms }}}},
+		{"enqueue latency (ms)", []line{{"p50", func(s sample) float64 { return s.EnqueueP50ms }}, {"p99", func(s sample) float64 { return s.EnqueueP99ms }}}},
 		{"goroutines", []line{{"this process", func(s sample) float64 { return float64(s.Goroutines) }}, {"relays, streamers, schedulers", func(s sample) float64 { return float64(s.ChildGoroutines) }}}},
 		{"heap in use (MB)", []line{{"this process", func(s sample) float64 { return s.HeapMB }}, {"relays, streamers, schedulers", func(s sample) float64 { return s.ChildHeapMB }}}},
 		{"connections", []line{{"pool (this process)", func(s sample) float64 { return float64(s.PoolConns) }}, {"server (all)", func(s sample) float64 { return float64(s.ServerConns) }}}},
