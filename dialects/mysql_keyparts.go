@@ -59,9 +59,10 @@ func (k mysqlKeyParts) KeyPartitions(ctx context.Context, x Executor) (KeyLayout
 	return l, nil
 }
 
-// keysBusy retries a step of PartitionKeys that failed for want of a
-// lock, rather than the whole (its copy can take minutes).
-var keysBusy = backoff.Policy{Base: 50 * time.Millisecond, Max: time.Second, Jitter: backoff.Full}
+// partBusy spaces the retries of a step of a partitioning operation that
+// failed for want of a lock: a step of PartitionKeys rather than the
+// whole (its copy can take minutes), the removal of an Enable's leftovers.
+var partBusy = backoff.Policy{Base: 50 * time.Millisecond, Max: time.Second, Jitter: backoff.Full}
 
 func (k mysqlKeyParts) PartitionKeys(ctx context.Context, x Executor, begin Begin, period time.Duration, ahead int) error {
 	_, err := k.KeyPartitions(ctx, x)
@@ -190,7 +191,7 @@ func (k mysqlKeyParts) busyRetry(ctx context.Context, step func() error) error {
 	locked := func(err error) bool {
 		return errors.Is(err, ErrLockTimeout) || errors.Is(err, ErrDeadlock) || errors.Is(err, ErrLocked)
 	}
-	err := keysBusy.Retry(ctx, tries, locked, func() error { return k.p.d.Classify(step()) })
+	err := partBusy.Retry(ctx, tries, locked, func() error { return k.p.d.Classify(step()) })
 	if locked(err) {
 		return fmt.Errorf("%w: %w", ErrPartitionBusy, err)
 	}

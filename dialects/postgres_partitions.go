@@ -181,6 +181,24 @@ func (p pgPartitions) Partition(ctx context.Context, x Executor, begin Begin, si
 		return p.d.Classify(err)
 	}
 	end := issued.Int64 + pgPartitionMargin
+	// Stopped or failed from here on, the constraint goes again: left
+	// on the live table, it would refuse ids past end. Armed before the
+	// constraint is added: a commit the context ended may have been
+	// applied all the same. Retried while the table is busy: a statement
+	// of ours the context cancelled (the validation) can still hold its
+	// lock for a moment on the server.
+	switched := false
+	defer func() {
+		if !switched {
+			uctx := context.WithoutCancel(ctx)
+			partBusy.Retry(uctx, 20, func(err error) bool { return errors.Is(err, ErrPartitionBusy) }, func() error {
+				return p.tx(uctx, begin, func(x Executor) error {
+					_, err := x.Exec(uctx, `ALTER TABLE coord_outbox DROP CONSTRAINT IF EXISTS coord_outbox_history`)
+					return err
+				})
+			})
+		}
+	}()
 	err := p.tx(ctx, begin, func(x Executor) error {
 		if _, err := x.Exec(ctx, `ALTER TABLE coord_outbox DROP CONSTRAINT IF EXISTS coord_outbox_history`); err != nil {
 			return err
@@ -191,17 +209,6 @@ func (p pgPartitions) Partition(ctx context.Context, x Executor, begin Begin, si
 	if err != nil {
 		return err
 	}
-	// Stopped or failed from here on, the constraint goes again: left
-	// on the live table, it would refuse ids past end.
-	switched := false
-	defer func() {
-		if !switched {
-			p.tx(context.WithoutCancel(ctx), begin, func(x Executor) error {
-				_, err := x.Exec(context.WithoutCancel(ctx), `ALTER TABLE coord_outbox DROP CONSTRAINT IF EXISTS coord_outbox_history`)
-				return err
-			})
-		}
-	}()
 	if _, err := x.Exec(ctx, `ALTER TABLE coord_outbox VALIDATE CONSTRAINT coord_outbox_history`); err != nil {
 		return p.d.Classify(err)
 	}
