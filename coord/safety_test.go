@@ -27,7 +27,11 @@ const (
 // helperLeaseWorker: GOROUTINES goroutines contend for one lease with a
 // short TTL for RUN_MS; each holder pauses at random, sometimes longer than
 // the TTL, then does a fenced increment of the counter and logs (token,
-// worker, counter value). Prints "RESULT accepted rejected held".
+// worker, counter value). Prints "RESULT accepted rejected held ended":
+// ended counts the fenced transactions whose session the database ended
+// (a successor's fence reaps a transaction idle past FenceGrace — on a
+// loaded machine a goroutine descheduled inside it; its writes roll back
+// or, at a commit, may have landed: the counter and the log say which).
 func helperLeaseWorker(ctx context.Context, db *sqlcoord.DB) error {
 	ttl, _ := time.ParseDuration(os.Getenv("TTL"))
 	runMS, _ := strconv.Atoi(os.Getenv("RUN_MS"))
@@ -35,7 +39,7 @@ func helperLeaseWorker(ctx context.Context, db *sqlcoord.DB) error {
 	proc := os.Getenv("PROC")
 	c := coord.New(db)
 	deadline := time.Now().Add(time.Duration(runMS) * time.Millisecond)
-	var accepted, rejected, held atomic.Int64
+	var accepted, rejected, held, ended atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	for w := 0; w < workers; w++ {
@@ -66,6 +70,8 @@ func helperLeaseWorker(ctx context.Context, db *sqlcoord.DB) error {
 					accepted.Add(1)
 				case errors.Is(err, coord.ErrStaleToken):
 					rejected.Add(1)
+				case errors.Is(err, sqlcoord.ErrConnLost):
+					ended.Add(1)
 				case sqlcoord.Retryable(err):
 				default:
 					firstErr.CompareAndSwap(nil, err)
@@ -79,7 +85,7 @@ func helperLeaseWorker(ctx context.Context, db *sqlcoord.DB) error {
 	if e := firstErr.Load(); e != nil {
 		return e.(error)
 	}
-	fmt.Printf("RESULT %d %d %d\n", accepted.Load(), rejected.Load(), held.Load())
+	fmt.Printf("RESULT %d %d %d %d\n", accepted.Load(), rejected.Load(), held.Load(), ended.Load())
 	return nil
 }
 
@@ -121,25 +127,27 @@ func TestLeaseSafetyAcrossProcesses(t *testing.T) {
 			ps = append(ps, dbtest.Spawn(t, "lease-worker", "DSN="+env.DSN, "TTL=150ms", "RUN_MS=4000",
 				"GOROUTINES=8", fmt.Sprintf("PROC=p%d", i)))
 		}
-		var accepted, rejected, held int64
+		var accepted, rejected, held, ended int64
 		for _, p := range ps {
 			line := p.WaitLine(t, "RESULT", 60*time.Second)
 			f := strings.Fields(line)
 			a, _ := strconv.ParseInt(f[1], 10, 64)
 			r, _ := strconv.ParseInt(f[2], 10, 64)
 			h, _ := strconv.ParseInt(f[3], 10, 64)
-			accepted, rejected, held = accepted+a, rejected+r, held+h
+			e, _ := strconv.ParseInt(f[4], 10, 64)
+			accepted, rejected, held, ended = accepted+a, rejected+r, held+h, ended+e
 			if !p.Wait(10*time.Second) || p.ExitCode() != 0 {
 				t.Fatalf("worker exit %d", p.ExitCode())
 			}
 		}
-		t.Logf("accepted %d fenced writes, rejected %d stale ones, %d acquire attempts found the lease held", accepted, rejected, held)
+		t.Logf("accepted %d fenced writes, rejected %d stale ones, %d acquire attempts found the lease held, %d transactions ended by a successor's fence", accepted, rejected, held, ended)
 
 		var counter, logged int64
 		env.DB.QueryRowContext(ctx, `SELECT n FROM safety_counter WHERE id = 1`).Scan(&counter)
 		env.DB.QueryRowContext(ctx, `SELECT count(*) FROM safety_log`).Scan(&logged)
-		if counter != accepted || logged != accepted {
-			t.Fatalf("counter %d, log rows %d, accepted writes %d", counter, logged, accepted)
+		// a transaction ended at its commit may have committed
+		if logged != counter || counter < accepted || counter > accepted+ended {
+			t.Fatalf("counter %d, log rows %d, accepted writes %d (%d ended, outcome unknown)", counter, logged, accepted, ended)
 		}
 		if rejected == 0 {
 			t.Fatal("no stale write was attempted: the test did not exercise fencing")
