@@ -576,10 +576,11 @@ func TestStreamThroughPgBouncer(t *testing.T) {
 // messages drain within seconds, in order. With the 1 s first backoff of
 // 1.0 every failure stalled the group for 0.5–1 s (about 75 s here). The
 // bound is on the time the refusals add to a drain of the same messages
-// without them, measured just before on the same machine (which a loaded
-// machine slows as much): a quarter of that old stall per refusal. An idle
-// machine drains in about 7 s (65 ms a refusal, most of it the retried
-// batch's claim and give-back).
+// without them, measured just before: 400 ms a refusal, below the 500 ms
+// the old backoff slept at least. An idle machine drains in about 7 s
+// (65 ms a refusal, most of it the retried batch's claim and give-back);
+// one with two CPU burners beside a whole `make test` took 262 ms a
+// refusal.
 func TestStreamFlakyPublisherKeepsFlowing(t *testing.T) {
 	env := dbtest.New(t, "postgres")
 	ctx := context.Background()
@@ -634,8 +635,8 @@ func TestStreamFlakyPublisherKeepsFlowing(t *testing.T) {
 	if refusals < 20 {
 		t.Fatalf("only %d refusals: the test did not exercise the backoff", refusals)
 	}
-	if took-base > time.Duration(refusals)*250*time.Millisecond {
-		t.Errorf("%d refusals stalled the stream for %v more than a drain without them (more than 250 ms a refusal)", refusals, took-base)
+	if took-base > time.Duration(refusals)*400*time.Millisecond {
+		t.Errorf("%d refusals stalled the stream for %v more than a drain without them (more than 400 ms a refusal)", refusals, took-base)
 	}
 }
 
