@@ -18,8 +18,8 @@ import (
 // commits; two taken at the same instant may commit in the other order of
 // their numbers, and the later number heads the queue until the earlier
 // commits); the head of a queue is its live ticket with the smallest
-// number, and the statement that grants a lease refuses anyone but the head while the queue has one (LeaseSlot.Queue). A waiter
-// is woken when it may have become the head of a free resource: on
+// number, and the statement that grants a lease refuses anyone but the
+// head while the queue has one (LeaseSlot.Queue). A waiter is woken when it may have become the head of a free resource: on
 // PostgreSQL by a NOTIFY on its own channel (WaiterChannel) sent by the
 // statement that freed the resource; on the MySQL family by KILL QUERY of
 // the lock wait its Client sleeps in on a connection of its own (Sleep),
